@@ -1,0 +1,98 @@
+"""The ``memento`` command line (typer + rich).
+
+Commands: ``run``, ``train``, ``eval``, ``compare``, ``memory``, ``corpus``, ``config`` and ``--version``.
+Every command takes ``--config``, ``--lm``, ``--api-base`` and ``--judge-lm``. A :class:`memento.errors.MementoError`
+is printed as one line on stderr with a non-zero exit, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from memento import __version__
+from memento.commands._common import (
+    APIBaseOpt,
+    ConfigOpt,
+    JudgeLMOpt,
+    LMOpt,
+    cli_errors,
+    console,
+    settings_from_flags,
+)
+
+__all__ = ["app", "main"]
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+app = typer.Typer(
+    name="memento",
+    help="Research agents that learn from the web across sessions, without touching model weights.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"memento {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More logging (-v info, -vv debug).")] = 0,
+) -> None:
+    """Research agents that learn from the web across sessions, without touching model weights."""
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+
+
+config_app = typer.Typer(help="Inspect the effective settings.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+
+@config_app.command("show")
+@cli_errors
+def config_show(
+    config: ConfigOpt = None,
+    lm: LMOpt = None,
+    api_base: APIBaseOpt = None,
+    judge_lm: JudgeLMOpt = None,
+) -> None:
+    """Print the effective settings, secrets masked, with where each value came from."""
+    settings = settings_from_flags(config, lm, api_base, judge_lm)
+    table = Table(title="memento settings", show_lines=False)
+    table.add_column("setting")
+    table.add_column("value")
+    table.add_column("source")
+    for key, value, source in settings.effective():
+        table.add_row(key, "" if value is None else str(value), source)
+    console.print(table)
+
+
+def _register_commands() -> None:
+    from memento.commands import compare, corpus, eval, memory, run, train
+
+    for module in (run, train, eval, compare, memory, corpus):
+        module.register(app)
+
+
+_register_commands()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

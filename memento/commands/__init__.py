@@ -1,0 +1,3 @@
+"""CLI commands, one module per command; each exposes ``register(app)``."""
+
+__all__: list[str] = []

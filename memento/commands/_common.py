@@ -1,0 +1,87 @@
+"""Shared CLI pieces: consoles, the common options, settings from flags, error handling."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from memento import __version__
+from memento.config import Settings, load_settings
+from memento.errors import MementoError, NotAvailableYetError
+
+__all__ = [
+    "console",
+    "err_console",
+    "ConfigOpt",
+    "LMOpt",
+    "APIBaseOpt",
+    "JudgeLMOpt",
+    "settings_from_flags",
+    "cli_errors",
+    "not_available",
+]
+
+logger = logging.getLogger(__name__)
+
+console = Console()
+err_console = Console(stderr=True)
+logger = logging.getLogger(__name__)
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="TOML settings file (default: ./memento.toml).")]
+LMOpt = Annotated[str | None, typer.Option("--lm", help="Agent model, e.g. openai/gpt-4o-mini (env MEMENTO_LM).")]
+APIBaseOpt = Annotated[
+    str | None, typer.Option("--api-base", help="API base of the agent model (any OpenAI-compatible server).")
+]
+JudgeLMOpt = Annotated[str | None, typer.Option("--judge-lm", help="Judge model (default: the agent model).")]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def settings_from_flags(
+    config: Path | None,
+    lm: str | None,
+    api_base: str | None,
+    judge_lm: str | None,
+    **sections: dict[str, Any],
+) -> Settings:
+    """Effective settings for a command: the common flags plus section values (``web={"corpus": ...}``)."""
+    flags: dict[str, Any] = {"lm": {"model": lm, "api_base": api_base}, "judge_lm": {"model": judge_lm}}
+    for section, values in sections.items():
+        flags.setdefault(section, {}).update(values)
+    return load_settings(config, flags=flags)
+
+
+def cli_errors(fn: F) -> F:
+    """Turn memento errors and fatal LM errors into one line on stderr and exit code 1 (2: not available)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from memento.lm import explain_lm_error
+
+        try:
+            return fn(*args, **kwargs)
+        except NotAvailableYetError as exc:
+            err_console.print(f"memento: {exc}", markup=False, highlight=False)
+            raise typer.Exit(2) from None
+        except MementoError as exc:
+            err_console.print(f"memento: error: {exc}", markup=False, highlight=False)
+            raise typer.Exit(1) from None
+        except Exception as exc:  # an LM failure that escaped a program: one line when we can explain it
+            message = explain_lm_error(exc)
+            if message is None:
+                raise
+            err_console.print(f"memento: error: {message}", markup=False, highlight=False)
+            raise typer.Exit(1) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def not_available(name: str) -> None:
+    """Exit 2 with "not available yet" for a capability that has not landed."""
+    raise NotAvailableYetError(f"'{name}' is not available yet in memento {__version__}")

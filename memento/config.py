@@ -1,0 +1,321 @@
+"""Settings: LM roles, budgets, web, memory and run options.
+
+Precedence, highest first: CLI flag > environment (``MEMENTO_`` prefix) > TOML file (``--config FILE``, else
+``./memento.toml`` when present) > defaults. :func:`load_settings` returns the effective settings together with
+where each value came from, which ``memento config show`` prints.
+
+Environment names: ``MEMENTO_LM`` is the agent's model string and ``MEMENTO_LM_<FIELD>`` its other fields
+(``MEMENTO_LM_API_BASE``, ``MEMENTO_LM_API_KEY``, ``MEMENTO_LM_TEMPERATURE`` ...); the same holds for the roles
+``JUDGE_LM``, ``REFLECTION_LM`` and ``CURATOR_LM``. Other sections use ``MEMENTO_<SECTION>_<FIELD>``
+(``MEMENTO_WEB_CORPUS``, ``MEMENTO_RUN_THREADS``, ``MEMENTO_BUDGETS_TOTAL_QUESTIONS``).
+
+API keys are read from the environment only (``MEMENTO_<ROLE>_API_KEY``, a variable named by ``api_key_env``,
+or the provider's usual variable such as ``OPENAI_API_KEY``, which DSPy reads itself). They are ``SecretStr``,
+excluded from every dump, and refused in TOML files.
+
+Example:
+    >>> from memento.config import load_settings
+    >>> settings = load_settings(flags={"lm": {"model": "openai/gpt-4o-mini"}})
+    >>> settings.role("judge_lm").model
+    'openai/gpt-4o-mini'
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from memento.errors import ConfigError
+
+__all__ = [
+    "ROLES",
+    "LMRole",
+    "Budgets",
+    "WebSettings",
+    "MemorySettings",
+    "RunSettings",
+    "Settings",
+    "load_settings",
+]
+
+logger = logging.getLogger(__name__)
+
+ROLES: tuple[str, ...] = ("lm", "judge_lm", "reflection_lm", "curator_lm")
+_SECTIONS: tuple[str, ...] = ("budgets", "web", "memory", "run")
+DEFAULT_CONFIG_FILE = "memento.toml"
+_config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar("memento_config_file", default=None)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class LMRole(_Section):
+    """One LM role. Unset fields of a role other than ``lm`` are taken from ``lm``."""
+
+    model: str | None = None
+    api_base: str | None = None
+    api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
+    api_key_env: str | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    num_retries: int | None = Field(default=None, ge=0, le=20)
+    cache: bool | None = None
+
+    def secret(self) -> str | None:
+        """The API key: the explicit one, else the variable named by ``api_key_env``; never logged."""
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        if self.api_key_env:
+            return os.environ.get(self.api_key_env)
+        return None
+
+
+class Budgets(_Section):
+    """Hard limits of one research session (MEMENTO Table 10 defaults)."""
+
+    initial_questions: int = Field(default=5, ge=1)
+    total_questions: int = Field(default=24, ge=1)
+    steps_per_question: int = Field(default=10, ge=1)
+    exploration: int = Field(default=0, ge=0)
+
+
+class WebSettings(_Section):
+    """Search backend and fetcher options."""
+
+    backend: Literal["auto", "offline", "ddgs", "searxng"] = "auto"
+    corpus: Path | None = None
+    searxng_url: str | None = None
+    max_concurrent_searches: int = Field(default=8, ge=1)
+    max_concurrent_fetches: int = Field(default=4, ge=1)
+    user_agent: str = "memento-dspy/0.1 (research agent; +https://pypi.org/project/memento-dspy/)"
+    cache_dir: Path = Path("~/.cache/memento/web")
+    timeout: float = Field(default=20.0, gt=0)
+    max_bytes: int = Field(default=5_000_000, ge=1)
+    undated: Literal["keep", "drop"] = "keep"
+    allow_private: bool = False
+
+
+class MemorySettings(_Section):
+    """Where persistent memory lives."""
+
+    dir: Path = Path("memento_memory")
+
+
+class RunSettings(_Section):
+    """Parallelism, seed and output location."""
+
+    threads: int = Field(default=4, ge=1, le=256)
+    seed: int = 42
+    output_dir: Path = Path("runs")
+
+
+class _EnvSource(PydanticBaseSettingsSource):
+    """``MEMENTO_*`` environment variables, with the role shorthand ``MEMENTO_LM=model``."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover - unused
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        roles = sorted(ROLES, key=len, reverse=True)
+        for key, value in os.environ.items():
+            if not key.startswith("MEMENTO_") or key == "MEMENTO_CONFIG":
+                continue
+            rest = key[len("MEMENTO_") :].lower()
+            placed = False
+            for role in roles:
+                if rest == role:
+                    out.setdefault(role, {})["model"] = value
+                    placed = True
+                elif rest.startswith(role + "_") and rest[len(role) + 1 :] in LMRole.model_fields:
+                    out.setdefault(role, {})[rest[len(role) + 1 :]] = value
+                    placed = True
+                if placed:
+                    break
+            if placed:
+                continue
+            for section in _SECTIONS:
+                field = rest[len(section) + 1 :]
+                model = Settings.model_fields[section].annotation
+                if rest.startswith(section + "_") and field in model.model_fields:  # type: ignore[union-attr]
+                    out.setdefault(section, {})[field] = value
+                    placed = True
+                    break
+            if not placed:
+                logger.warning("ignoring unknown environment variable %s", key)
+        return out
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    """The TOML file given by ``--config`` (else ``./memento.toml``)."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover - unused
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = _config_file.get()
+        if path is None:
+            return {}
+        return read_toml(path)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Read a settings TOML file; a role may be given as a plain model string (``lm = "openai/x"``)."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file not found: {path}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML in {path}: {exc}") from exc
+    for role in ROLES:
+        if isinstance(data.get(role), str):
+            data[role] = {"model": data[role]}
+        if isinstance(data.get(role), dict) and "api_key" in data[role]:
+            raise ConfigError(
+                f"{path}: [{role}] api_key is not allowed in a file; set MEMENTO_{role.upper()}_API_KEY "
+                "or name a variable with api_key_env"
+            )
+    return data
+
+
+class Settings(BaseSettings):
+    """The effective settings of a command or a Python session.
+
+    Build it with :func:`load_settings` to get CLI > env > TOML > defaults precedence and source tracking;
+    ``Settings()`` alone reads the environment and ``./memento.toml``.
+    """
+
+    model_config = SettingsConfigDict(extra="forbid", validate_assignment=True)
+
+    lm: LMRole = Field(default_factory=LMRole)
+    judge_lm: LMRole = Field(default_factory=LMRole)
+    reflection_lm: LMRole = Field(default_factory=LMRole)
+    curator_lm: LMRole = Field(default_factory=LMRole)
+    budgets: Budgets = Field(default_factory=Budgets)
+    web: WebSettings = Field(default_factory=WebSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    run: RunSettings = Field(default_factory=RunSettings)
+
+    _sources: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, _EnvSource(settings_cls), _TomlSource(settings_cls))
+
+    def role(self, name: str) -> LMRole:
+        """The resolved settings of an LM role: a role without its own model is ``lm``; unset fields inherit."""
+        if name not in ROLES:
+            raise ConfigError(f"unknown LM role {name!r}; expected one of {', '.join(ROLES)}")
+        base = self.lm
+        own: LMRole = getattr(self, name)
+        if name == "lm" or own.model is None:
+            merged = base.model_copy()
+            for field in ("temperature", "max_tokens", "num_retries", "cache"):
+                if getattr(own, field) is not None:
+                    setattr(merged, field, getattr(own, field))
+            return merged
+        merged = own.model_copy()
+        for field in ("temperature", "max_tokens", "num_retries", "cache"):
+            if getattr(merged, field) is None:
+                setattr(merged, field, getattr(base, field))
+        return merged
+
+    def source_of(self, dotted: str) -> str:
+        """Where a value came from: ``default``, ``file``, ``env`` or ``flag``."""
+        return self._sources.get(dotted, "default")
+
+    def effective(self) -> list[tuple[str, Any, str]]:
+        """``(dotted key, display value, source)`` for every setting; secrets masked."""
+        rows: list[tuple[str, Any, str]] = []
+        for section in (*ROLES, *_SECTIONS):
+            model: BaseModel = getattr(self, section)
+            for field in type(model).model_fields:
+                key = f"{section}.{field}"
+                value = getattr(model, field)
+                if isinstance(value, SecretStr):
+                    value = "****" if value.get_secret_value() else ""
+                if section in ROLES and section != "lm" and field != "api_key" and value is None:
+                    inherited = getattr(self.role(section), field)
+                    value = f"{inherited} (from lm)" if inherited is not None else None
+                rows.append((key, value, self.source_of(key)))
+        return rows
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, dotted + "."))
+        else:
+            out[dotted] = value
+    return out
+
+
+def _drop_none(data: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            inner = _drop_none(value)
+            if inner:
+                out[key] = inner
+        elif value is not None:
+            out[key] = value
+    return out
+
+
+def load_settings(config_file: str | Path | None = None, *, flags: dict[str, Any] | None = None) -> Settings:
+    """Build the effective settings: flags > environment > TOML file > defaults.
+
+    Args:
+        config_file: a TOML file; when ``None``, ``$MEMENTO_CONFIG`` or ``./memento.toml`` is used if present.
+        flags: nested values from the command line (``{"lm": {"model": "openai/x"}}``); ``None`` values are
+            ignored so that unset flags do not shadow lower layers.
+
+    Raises:
+        ConfigError: the file is missing or invalid, or a value fails validation.
+    """
+    if config_file is None:
+        env_file = os.environ.get("MEMENTO_CONFIG")
+        if env_file:
+            config_file = env_file
+        elif Path(DEFAULT_CONFIG_FILE).is_file():
+            config_file = DEFAULT_CONFIG_FILE
+    path = Path(config_file) if config_file is not None else None
+    flags = _drop_none(flags or {})
+    for role in ROLES:
+        if isinstance(flags.get(role), str):
+            flags[role] = {"model": flags[role]}
+    token = _config_file.set(path)
+    try:
+        file_layer = read_toml(path) if path is not None else {}
+        env_layer = _EnvSource(Settings)()
+        try:
+            settings = Settings(**flags)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(f"invalid setting {where}: {first['msg']}") from None
+    finally:
+        _config_file.reset(token)
+    sources: dict[str, str] = {}
+    for layer, name in ((file_layer, "file"), (env_layer, "env"), (flags, "flag")):
+        for key in _flatten(layer):
+            sources[key] = name
+    settings._sources = sources
+    return settings

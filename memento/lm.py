@@ -1,0 +1,139 @@
+"""LM roles: one ``dspy.LM`` per role, built from :class:`memento.config.Settings`.
+
+Any model string DSPy accepts works: ``openai/...``, ``anthropic/...``, ``ollama_chat/...``, ``hosted_vllm/...``,
+or ``openai/<name>`` with ``api_base`` for any OpenAI-compatible server.
+
+Example:
+    >>> import memento
+    >>> from memento.config import load_settings
+    >>> roles = memento.configure(load_settings(flags={"lm": "openai/gpt-4o-mini"}))  # doctest: +SKIP
+    >>> roles.judge_lm.model  # doctest: +SKIP
+    'openai/gpt-4o-mini'
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from memento.config import ROLES, LMRole, Settings
+from memento.errors import LMNotConfiguredError, LMUnavailableError
+
+if TYPE_CHECKING:
+    import dspy
+
+__all__ = ["Roles", "build_lm", "configure", "explain_lm_error", "role_lm"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Roles:
+    """The LM of each role. Distinct objects even when two roles share settings, so usage is attributable."""
+
+    lm: dspy.LM
+    judge_lm: dspy.LM
+    reflection_lm: dspy.LM
+    curator_lm: dspy.LM
+
+    def items(self) -> Iterator[tuple[str, dspy.LM]]:
+        """``(role, lm)`` pairs in the order of :data:`memento.config.ROLES`."""
+        for name in ROLES:
+            yield name, getattr(self, name)
+
+    def role_of(self, lm: object) -> str | None:
+        """The role whose LM is this object, or ``None``."""
+        for name, candidate in self.items():
+            if candidate is lm:
+                return name
+        return None
+
+
+def build_lm(role: LMRole, *, name: str = "lm") -> dspy.LM:
+    """Build the ``dspy.LM`` of one resolved role.
+
+    Raises:
+        LMNotConfiguredError: the role has no model.
+    """
+    import dspy
+
+    if not role.model:
+        raise LMNotConfiguredError(name)
+    kwargs: dict[str, object] = {}
+    if role.api_base:
+        kwargs["api_base"] = role.api_base
+    key = role.secret()
+    if key:
+        kwargs["api_key"] = key
+    elif role.api_base:
+        # Local OpenAI-compatible servers (vLLM, llama.cpp, LM Studio) usually need no key, but the client
+        # refuses to send a request without one.
+        kwargs["api_key"] = "not-needed"
+    if role.temperature is not None:
+        kwargs["temperature"] = role.temperature
+    if role.max_tokens is not None:
+        kwargs["max_tokens"] = role.max_tokens
+    kwargs["num_retries"] = role.num_retries if role.num_retries is not None else 3
+    kwargs["cache"] = role.cache if role.cache is not None else True
+    return dspy.LM(role.model, **kwargs)
+
+
+def configure(settings: Settings, *, set_default: bool = True) -> Roles:
+    """Build every role's LM and (by default) make ``lm`` DSPy's default LM.
+
+    Returns:
+        The role map; pass ``roles.judge_lm`` etc. to ``dspy.context(lm=...)`` to run a stage under a role.
+
+    Raises:
+        LMNotConfiguredError: no model for ``lm``.
+    """
+    import dspy
+
+    lms = {name: build_lm(settings.role(name), name=name) for name in ROLES}
+    roles = Roles(**lms)
+    if set_default:
+        dspy.configure(lm=roles.lm)
+    logger.info("configured LM roles: %s", {name: lm.model for name, lm in roles.items()})
+    return roles
+
+
+def role_lm(roles: Roles | None, name: str) -> dspy.LM | None:
+    """The LM of a role, or ``None`` (DSPy's current default LM is then used)."""
+    if roles is None:
+        return None
+    return getattr(roles, name)
+
+
+def explain_lm_error(exc: BaseException, *, model: str | None = None, api_base: str | None = None) -> str | None:
+    """One line describing an LM failure the user must fix (unreachable, key refused, unknown model), else None."""
+    from dspy.utils import exceptions as dx
+
+    where = f" at {api_base}" if api_base else ""
+    label = model or getattr(exc, "model", None) or "the model"
+    cause = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if isinstance(exc, dx.LMTransportError):
+        return f"LM server unreachable{where} ({label}): {cause}"
+    if isinstance(exc, dx.LMAuthError):
+        return f"the provider refused the API key for {label}{where}: {cause}"
+    if isinstance(exc, dx.LMUnsupportedModelError):
+        return f"model {label} does not exist{where}: {cause}"
+    if isinstance(exc, dx.LMNotConfiguredError | dx.LMConfigurationError):
+        return f"LM {label} is misconfigured: {cause}"
+    if isinstance(exc, dx.LMBillingError):
+        return f"the provider refused the request for billing reasons ({label}): {cause}"
+    if isinstance(exc, dx.LMProviderError) and "not found" in cause.lower():
+        return f"model {label} does not exist{where}: {cause}"
+    return None
+
+
+def raise_if_fatal(exc: BaseException, *, model: str | None = None, api_base: str | None = None) -> None:
+    """Re-raise ``exc`` as :class:`LMUnavailableError` when it means the LM cannot be used at all.
+
+    Programs call this in their per-node error handlers: a parse failure marks a node failed, but an
+    unreachable server or a refused key must stop the run with one clear line.
+    """
+    message = explain_lm_error(exc, model=model, api_base=api_base)
+    if message is not None:
+        raise LMUnavailableError(message) from exc

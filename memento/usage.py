@@ -1,0 +1,186 @@
+"""Thread-safe LM usage accounting.
+
+``dspy.track_usage()`` records nothing when a program runs in worker threads. :class:`UsageMeter` is a DSPy
+callback plus a usage sink installed through ``dspy.context``: every LM call is attributed, in the thread that
+made it, to its role (by LM object identity, see :class:`memento.lm.Roles`) and to its stage (the innermost
+module carrying a ``usage_stage`` attribute, else the signature name of the calling predictor).
+
+Example:
+    >>> from memento.usage import UsageMeter
+    >>> with UsageMeter() as meter:  # doctest: +SKIP
+    ...     program(question="...")
+    >>> meter.usage().lm_calls  # doctest: +SKIP
+    7
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from dspy.utils.callback import BaseCallback
+
+from memento.types import StageUsage, Usage
+
+__all__ = ["UsageMeter", "current_stage", "JUDGE_ROLE"]
+
+JUDGE_ROLE = "judge_lm"
+
+_local = threading.local()
+# The running-module stack is a context variable, so worker threads started with a copy of the parent's context
+# (dspy's executors, memento.threads.run_parallel) attribute their calls to the enclosing stages too.
+_modules: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar("memento_modules", default=())
+
+
+def _stack() -> tuple[Any, ...]:
+    return _modules.get()
+
+
+def current_stage() -> str:
+    """The stage name of the innermost running module in this thread (``"unknown"`` outside any module)."""
+    stack = _stack()
+    for module in reversed(stack):
+        stage = getattr(module, "usage_stage", None)
+        if stage:
+            return str(stage)
+    for module in reversed(stack):
+        signature = getattr(module, "signature", None)
+        if signature is not None:
+            return getattr(signature, "__name__", "unknown")
+    return "unknown"
+
+
+class _Call:
+    __slots__ = ("role", "stage", "prompt_tokens", "completion_tokens", "billed")
+
+    def __init__(self, role: str, stage: str) -> None:
+        self.role = role
+        self.stage = stage
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.billed = False
+
+
+class _UsageSink:
+    """Stands in for ``dspy.settings.usage_tracker``: DSPy hands it each non-cached response's usage."""
+
+    def __init__(self, meter: UsageMeter) -> None:
+        self.meter = meter
+
+    def add_usage(self, lm: str, usage_entry: dict[str, Any]) -> None:
+        calls = getattr(_local, "calls", None)
+        if not calls:
+            return
+        call = calls[-1]
+        call.billed = True
+        call.prompt_tokens += int(usage_entry.get("prompt_tokens") or usage_entry.get("input_tokens") or 0)
+        call.completion_tokens += int(usage_entry.get("completion_tokens") or usage_entry.get("output_tokens") or 0)
+
+
+class UsageMeter(BaseCallback):
+    """Counts LM calls and tokens per role and per stage; safe when the program runs in threads.
+
+    Args:
+        roles: the role map from :func:`memento.configure`, to attribute calls to ``lm``/``judge_lm``/...;
+            calls of an LM that is not in the map count under its model string.
+
+    Use it as a context manager (it installs itself with ``dspy.context``, which DSPy's parallel executors and
+    :func:`memento.threads.run_parallel` carry into worker threads), or add it to ``dspy.configure(callbacks=...)``
+    yourself together with ``usage_tracker=meter.sink``.
+    """
+
+    def __init__(self, roles: Any | None = None) -> None:
+        self.roles = roles
+        self.sink = _UsageSink(self)
+        self._lock = threading.Lock()
+        self._open: dict[str, _Call] = {}
+        self._by_role: dict[str, StageUsage] = {}
+        self._by_stage: dict[str, StageUsage] = {}
+        self._ctx: contextlib.ExitStack | None = None
+
+    # -- DSPy callback hooks -------------------------------------------------------------------------------
+    def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        _modules.set((*_modules.get(), instance))
+
+    def on_module_end(self, call_id: str, outputs: Any | None, exception: Exception | None = None) -> None:
+        stack = _modules.get()
+        if stack:
+            _modules.set(stack[:-1])
+
+    def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        role = None
+        if self.roles is not None:
+            role = self.roles.role_of(instance)
+        if role is None:
+            role = getattr(instance, "model", "lm")
+        call = _Call(role, current_stage())
+        calls = getattr(_local, "calls", None)
+        if calls is None:
+            calls = _local.calls = []
+        calls.append(call)
+        with self._lock:
+            self._open[call_id] = call
+
+    def on_lm_end(self, call_id: str, outputs: Any | None, exception: Exception | None = None) -> None:
+        with self._lock:
+            call = self._open.pop(call_id, None)
+        calls = getattr(_local, "calls", None)
+        if calls and call is not None and calls[-1] is call:
+            calls.pop()
+        if call is None:
+            return
+        if exception is not None and not call.billed:
+            return
+        with self._lock:
+            for table, key in ((self._by_role, call.role), (self._by_stage, call.stage)):
+                entry = table.setdefault(key, StageUsage())
+                if call.billed:
+                    entry.lm_calls += 1
+                    entry.prompt_tokens += call.prompt_tokens
+                    entry.completion_tokens += call.completion_tokens
+                else:
+                    entry.cached_calls += 1
+
+    # -- results -------------------------------------------------------------------------------------------
+    def usage(self) -> Usage:
+        """A snapshot: totals, ``by_role``, ``by_stage``; ``judge_calls`` are the calls of the ``judge_lm`` role."""
+        with self._lock:
+            by_role = {k: v.model_copy() for k, v in self._by_role.items()}
+            by_stage = {k: v.model_copy() for k, v in self._by_stage.items()}
+        return Usage(
+            lm_calls=sum(v.lm_calls for v in by_role.values()),
+            prompt_tokens=sum(v.prompt_tokens for v in by_role.values()),
+            completion_tokens=sum(v.completion_tokens for v in by_role.values()),
+            cached_lm_calls=sum(v.cached_calls for v in by_role.values()),
+            judge_calls=by_role.get(JUDGE_ROLE, StageUsage()).lm_calls,
+            by_role=by_role,
+            by_stage=by_stage,
+        )
+
+    def reset(self) -> None:
+        """Forget everything counted so far."""
+        with self._lock:
+            self._by_role.clear()
+            self._by_stage.clear()
+
+    @contextlib.contextmanager
+    def activate(self) -> Iterator[UsageMeter]:
+        """Install this meter for the enclosed block (current thread and the workers DSPy context reaches)."""
+        import dspy
+
+        callbacks = [*dspy.settings.get("callbacks", []), self]
+        with dspy.context(callbacks=callbacks, usage_tracker=self.sink):
+            yield self
+
+    def __enter__(self) -> UsageMeter:
+        self._ctx = contextlib.ExitStack()
+        self._ctx.enter_context(self.activate())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._ctx is not None
+        self._ctx.close()
+        self._ctx = None

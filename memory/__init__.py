@@ -1,0 +1,3 @@
+"""memento.memory."""
+
+__all__: list[str] = []

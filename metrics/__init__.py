@@ -1,0 +1,3 @@
+"""memento.metrics."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""memento.optimize."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""memento.programs."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""memento.signatures."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""memento.tasks."""
+
+__all__: list[str] = []

@@ -1,0 +1,84 @@
+"""Offline test harness: environment isolation, a network guard, scripted LMs and a local OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+from memento.testing import OpenAICompatServer, ScriptedEngine, scripted_lm  # noqa: E402
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _is_local(address: object) -> bool:
+    if not isinstance(address, tuple) or not address:
+        return True  # AF_UNIX paths and the like
+    host = str(address[0])
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _guarded_connect(self: socket.socket, address: object) -> None:
+    if not _is_local(address):
+        raise RuntimeError(f"test tried to open a non-loopback connection to {address!r}")
+    return _real_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: object) -> int:
+    if not _is_local(address):
+        raise RuntimeError(f"test tried to open a non-loopback connection to {address!r}")
+    return _real_connect_ex(self, address)
+
+
+@pytest.fixture(autouse=True)
+def _offline_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Cost map local, DSPy cache in a temp dir and off on disk, MEMENTO_* cleared, no non-loopback sockets."""
+    import dspy
+
+    cache_dir = tmp_path_factory.mktemp("dspy_cache")
+    monkeypatch.setenv("DSPY_CACHEDIR", str(cache_dir))
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    for key in list(os.environ):
+        if key.startswith("MEMENTO_") or key.endswith("_API_KEY"):
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+    dspy.configure(lm=None, callbacks=[])
+    yield
+
+
+@pytest.fixture
+def engine() -> ScriptedEngine:
+    """A fresh scripted engine."""
+    return ScriptedEngine()
+
+
+@pytest.fixture
+def lm(engine: ScriptedEngine):
+    """A dspy.LM answering from ``engine``; configured as DSPy's default LM."""
+    import dspy
+
+    model = scripted_lm(engine)
+    dspy.configure(lm=model)
+    return model
+
+
+@pytest.fixture
+def openai_server(engine: ScriptedEngine) -> Iterator[OpenAICompatServer]:
+    """A local OpenAI-compatible chat server on 127.0.0.1 answering from ``engine``."""
+    with OpenAICompatServer(engine) as server:
+        yield server

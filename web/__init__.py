@@ -1,0 +1,3 @@
+"""memento.web."""
+
+__all__: list[str] = []
