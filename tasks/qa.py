@@ -1,0 +1,62 @@
+"""The generic ``qa`` task: a free question to a concise answer with the URLs it rests on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from memento.errors import DataError
+from memento.tasks.task import Task, register_task
+
+__all__ = ["AnswerQuestion", "QATask"]
+
+
+class AnswerQuestion(dspy.Signature):
+    """Answer the question concisely from the research findings. Give the shortest answer that is complete
+    (a name, a date, a number or a short phrase), and list the URLs of the sources it rests on."""
+
+    question: str = dspy.InputField()
+    answer: str = dspy.OutputField(desc="the concise final answer")
+    sources: list[str] = dspy.OutputField(desc="URLs of the sources the answer rests on")
+
+
+@register_task
+class QATask(Task):
+    """A free question -> a concise answer with its sources. Labels (``answers``) are optional."""
+
+    name = "qa"
+    signature = AnswerQuestion
+
+    def load(self, path: str | Path, *, limit: int | None = None) -> list[dspy.Example]:
+        """JSONL rows ``{"question": ..., "answers": [...]?, "id"?, "cutoff"?}``."""
+        examples: list[dspy.Example] = []
+        with Path(path).open(encoding="utf-8") as handle:
+            for lineno, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                    question = row["question"]
+                except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                    raise DataError(f"{path}:{lineno}: not a question row ({exc})") from None
+                data: dict[str, Any] = {"question": question, "answers": row.get("answers", [])}
+                for key in ("id", "cutoff"):
+                    if key in row:
+                        data[key] = row[key]
+                examples.append(dspy.Example(**data).with_inputs("question"))
+                if limit is not None and len(examples) >= limit:
+                    break
+        return examples
+
+    def metric(self, example, pred, trace=None, pred_name=None, pred_trace=None) -> dspy.Prediction:
+        """Exact match against any accepted answer after normalisation (case, punctuation, articles)."""
+        from memento.tasks._text import normalize_answer
+
+        answers = [normalize_answer(a) for a in example.get("answers", []) or []]
+        got = normalize_answer(str(getattr(pred, "answer", "") or ""))
+        ok = bool(answers) and got in answers
+        feedback = "correct" if ok else f"expected one of {example.get('answers')!r}, got {pred.answer!r}"
+        return dspy.Prediction(score=float(ok), feedback=feedback)
