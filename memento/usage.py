@@ -29,7 +29,6 @@ __all__ = ["UsageMeter", "current_stage", "JUDGE_ROLE"]
 
 JUDGE_ROLE = "judge_lm"
 
-_local = threading.local()
 # The running-module stack is a context variable, so worker threads started with a copy of the parent's context
 # (dspy's executors, memento.threads.run_parallel) attribute their calls to the enclosing stages too.
 _modules: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar("memento_modules", default=())
@@ -69,9 +68,12 @@ class _UsageSink:
 
     def __init__(self, meter: UsageMeter) -> None:
         self.meter = meter
+        self.parent: Any = None  # the tracker this sink replaced (an outer meter, dspy.track_usage): fed too
 
     def add_usage(self, lm: str, usage_entry: dict[str, Any]) -> None:
-        calls = getattr(_local, "calls", None)
+        if self.parent is not None:
+            self.parent.add_usage(lm, usage_entry)
+        calls = getattr(self.meter._local, "calls", None)
         if not calls:
             return
         call = calls[-1]
@@ -100,6 +102,7 @@ class UsageMeter(BaseCallback):
         self._by_role: dict[str, StageUsage] = {}
         self._by_stage: dict[str, StageUsage] = {}
         self._ctx: contextlib.ExitStack | None = None
+        self._local = threading.local()  # this meter's open LM calls in the current thread
 
     # -- DSPy callback hooks -------------------------------------------------------------------------------
     def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
@@ -117,9 +120,9 @@ class UsageMeter(BaseCallback):
         if role is None:
             role = getattr(instance, "model", "lm")
         call = _Call(role, current_stage())
-        calls = getattr(_local, "calls", None)
+        calls = getattr(self._local, "calls", None)
         if calls is None:
-            calls = _local.calls = []
+            calls = self._local.calls = []
         calls.append(call)
         with self._lock:
             self._open[call_id] = call
@@ -127,7 +130,7 @@ class UsageMeter(BaseCallback):
     def on_lm_end(self, call_id: str, outputs: Any | None, exception: Exception | None = None) -> None:
         with self._lock:
             call = self._open.pop(call_id, None)
-        calls = getattr(_local, "calls", None)
+        calls = getattr(self._local, "calls", None)
         if calls and call is not None and calls[-1] is call:
             calls.pop()
         if call is None:
@@ -172,6 +175,8 @@ class UsageMeter(BaseCallback):
         import dspy
 
         callbacks = [*dspy.settings.get("callbacks", []), self]
+        previous = dspy.settings.get("usage_tracker")
+        self.sink.parent = previous if previous is not self.sink else None
         with dspy.context(callbacks=callbacks, usage_tracker=self.sink):
             yield self
 

@@ -212,3 +212,17 @@ def test_run_parallel_carries_dspy_context() -> None:
     with dspy.context(lm=lm):
         out = run_parallel(work, range(6), threads=3)
     assert out == ["ok"] * 6 and all(s is lm for s in seen)
+
+
+def test_nested_usage_meters_both_count() -> None:
+    engine = ScriptedEngine()
+    lm = scripted_lm(engine)
+    dspy.configure(lm=lm)
+    predict = dspy.Predict("question -> answer")
+    with UsageMeter() as outer:
+        predict(question="a")
+        with UsageMeter() as inner:
+            run_parallel(lambda q: predict(question=q), ["b", "c", "d"], threads=3)
+    assert inner.usage().lm_calls == 3 and inner.usage().prompt_tokens > 0
+    assert outer.usage().lm_calls == 4
+    assert outer.usage().prompt_tokens > inner.usage().prompt_tokens
