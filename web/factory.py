@@ -1,0 +1,145 @@
+"""Build the web layer from settings: the search backend, the fetcher and per-task :class:`WebTools`.
+
+The backend is the offline corpus when one is configured (``--corpus`` / ``web.corpus``: an index directory, or
+a ``.jsonl``/``.json`` source whose index is built on first use under ``<cache_dir>/corpora/<hash>``), otherwise
+``ddgs`` (the live web, no key needed); ``web.backend`` forces one.
+
+Example:
+    >>> from memento.config import load_settings
+    >>> from memento.web.factory import web_tools_factory
+    >>> make = web_tools_factory(load_settings(flags={"web": {"corpus": "examples/multihop/corpus.jsonl"}}))
+    >>> tools = make(None, "keep")  # doctest: +SKIP
+    >>> print(tools.search_web("Paul Clyne"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memento.config import Settings
+from memento.web.errors import WebConfigError
+from memento.web.search_result import SearchBackend, UndatedPolicy
+from memento.web.web_tools import WebTools
+
+__all__ = ["make_backend", "make_fetcher", "make_web_tools", "web_tools_factory", "open_corpus", "corpus_index_dir"]
+
+logger = logging.getLogger(__name__)
+
+_open_lock = threading.Lock()
+_opened: dict[str, Any] = {}  # resolved index dir -> OfflineCorpus, shared by the whole process
+
+
+def corpus_index_dir(source: str | Path, cache_dir: str | Path) -> Path:
+    """Where the index of a corpus source file lives: ``<cache_dir>/corpora/<hash of path, size, mtime>``."""
+    from memento.web.offline_corpus import INDEX_VERSION
+
+    src = Path(source).expanduser().resolve()
+    st = src.stat()
+    digest = hashlib.sha256(f"{src}|{st.st_size}|{st.st_mtime_ns}|{INDEX_VERSION}".encode()).hexdigest()[:16]
+    return Path(cache_dir).expanduser() / "corpora" / f"{src.stem}-{digest}"
+
+
+def open_corpus(path: str | Path, *, cache_dir: str | Path) -> Any:
+    """Open an offline corpus: an index directory as is; a source file (``.jsonl``/``.json``) through its index
+    under ``cache_dir``, built on first use and reused afterwards (rebuilt when the file changes)."""
+    from memento.web.offline_corpus import OfflineCorpus
+
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise WebConfigError(f"corpus not found: {p}")
+    with _open_lock:
+        if p.is_dir():
+            index = p.resolve()
+            if str(index) not in _opened:
+                _opened[str(index)] = OfflineCorpus(index)
+            return _opened[str(index)]
+        index = corpus_index_dir(p, cache_dir).resolve()
+        if str(index) not in _opened:
+            if OfflineCorpus.is_index(index):
+                _opened[str(index)] = OfflineCorpus(index)
+            else:
+                logger.info("building the offline corpus index of %s into %s", p, index)
+                _opened[str(index)] = OfflineCorpus.build([p], index)
+        return _opened[str(index)]
+
+
+def make_backend(settings: Settings) -> SearchBackend:
+    """The search backend the settings ask for (see the module docstring)."""
+    web = settings.web
+    kind = web.backend
+    if kind == "auto":
+        kind = "offline" if web.corpus else "ddgs"
+    if kind == "offline":
+        if not web.corpus:
+            raise WebConfigError("web.backend is 'offline' but no corpus is configured: pass --corpus PATH")
+        return open_corpus(web.corpus, cache_dir=web.cache_dir)
+    if kind == "searxng":
+        if not web.searxng_url:
+            raise WebConfigError("web.backend is 'searxng' but web.searxng_url is not set")
+        from memento.web.searxng_backend import SearXNGBackend
+
+        return SearXNGBackend(
+            web.searxng_url,
+            timeout=web.timeout,
+            user_agent=web.user_agent,
+            max_concurrent=web.max_concurrent_searches,
+            allow_private=True,  # the operator configured this URL on purpose (often a local instance)
+        )
+    from memento.web.ddgs_backend import DDGSBackend
+
+    return DDGSBackend(timeout=web.timeout, max_concurrent=web.max_concurrent_searches)
+
+
+def make_fetcher(settings: Settings, *, offline: bool = False) -> Any:
+    """A :class:`~memento.web.fetcher.Fetcher` configured from ``settings.web``."""
+    from memento.web.fetcher import Fetcher
+
+    web = settings.web
+    return Fetcher(
+        cache_dir=web.cache_dir,
+        user_agent=web.user_agent,
+        timeout=web.timeout,
+        max_bytes=web.max_bytes,
+        max_concurrent=web.max_concurrent_fetches,
+        allow_private=web.allow_private,
+        undated=web.undated,
+        offline=offline,
+    )
+
+
+def _uses_corpus(settings: Settings) -> bool:
+    return settings.web.backend == "offline" or (settings.web.backend == "auto" and settings.web.corpus is not None)
+
+
+def make_web_tools(
+    settings: Settings, *, cutoff: dt.date | str | None = None, undated: UndatedPolicy = "keep", **options: Any
+) -> WebTools:
+    """One :class:`WebTools` for a task. With the offline corpus, ``scrape`` serves corpus documents only (runs
+    stay reproducible and offline); with a live backend it fetches through a :class:`Fetcher`."""
+    backend = make_backend(settings)
+    fetcher = None if _uses_corpus(settings) else make_fetcher(settings)
+    return WebTools(backend, fetcher, cutoff=cutoff, undated=undated, **options)
+
+
+def web_tools_factory(settings: Settings, **options: Any) -> Callable[[dt.date | str | None, str | None], WebTools]:
+    """A function ``f(cutoff, undated) -> WebTools`` whose tools all share ONE backend and ONE fetcher (hence
+    their concurrency limits and URL cache). The backend is opened on the first call. ``undated=None`` means
+    ``settings.web.undated``. Extra ``options`` (``k``, ``page_chars``) go to every :class:`WebTools`."""
+    lock = threading.Lock()
+    shared: dict[str, Any] = {}
+
+    def make(cutoff: dt.date | str | None = None, undated: str | None = None) -> WebTools:
+        with lock:
+            if "backend" not in shared:
+                shared["backend"] = make_backend(settings)
+                shared["fetcher"] = None if _uses_corpus(settings) else make_fetcher(settings)
+        policy = undated or settings.web.undated
+        return WebTools(shared["backend"], shared["fetcher"], cutoff=cutoff, undated=policy, **options)  # type: ignore[arg-type]
+
+    return make
