@@ -196,6 +196,8 @@ class Fact(_Record):
     sources: list[str] = Field(default_factory=list)
     batch: int = 0
     superseded_by: str | None = None
+    support: int = 1  # how many extractions were merged into this fact (canonicalisation sums them)
+    provenance: list[str] = Field(default_factory=list)  # task ids whose runs produced it
 
 
 class CraftEntry(_Record):
@@ -205,6 +207,7 @@ class CraftEntry(_Record):
     text: str
     provenance: list[str] = Field(default_factory=list)
     batch: int = 0
+    support: int = 1  # how many insights were merged into this entry (canonicalisation sums them)
 
 
 class Case(_Record):
