@@ -1,0 +1,161 @@
+"""Baselines with the same inputs and outputs as the Adaptive Exploration Tree.
+
+* :class:`ClosedBook` answers from the model's own knowledge (no tools): one call of the task's final-answer signature.
+* :class:`FewShot` is ClosedBook with ``k`` labelled demonstrations from a training set (DSPy ``LabeledFewShot``).
+* :class:`memento.programs.react_agent.ReActAgent` (re-exported here) is a flat ``dspy.ReAct`` over ``search_web``
+  and ``scrape`` with a step cap, optionally with memory text as context, LLM query rewriting and LLM reranking.
+
+Registered methods: ``closed_book``, ``few_shot``, ``react``, ``react_memory``, ``react_rewrite``, ``react_rerank``,
+``react_rewrite_rerank``.
+
+Example:
+    >>> from memento.programs.baselines import ClosedBook
+    >>> from memento.tasks import get_task
+    >>> program = ClosedBook(get_task("qa"))
+    >>> program(question="Who wrote Dune?").answer  # doctest: +SKIP
+    'Frank Herbert'
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import dspy
+
+from memento.errors import ConfigError
+from memento.programs.registry import register_method
+from memento.programs.research_program import ResearchCall, ResearchProgram
+from memento.signatures.final_answer import answer_signature
+
+if TYPE_CHECKING:
+    from memento.config import Settings
+    from memento.lm import Roles
+    from memento.tasks.task import Task
+
+__all__ = ["ClosedBook", "FewShot", "ReActAgent"]
+
+logger = logging.getLogger(__name__)
+
+
+class ClosedBook(ResearchProgram):
+    """Answer from the model's parametric knowledge alone: no search, no memory tools.
+
+    The only predictor is the task's final-answer signature extended with ``context`` (``<Signature>ClosedBook``).
+
+    Example:
+        >>> program = ClosedBook("qa")
+        >>> pred = program(question="Who wrote Dune?")  # doctest: +SKIP
+        >>> pred.trajectory.usage.lm_calls  # doctest: +SKIP
+        1
+    """
+
+    method = "closed_book"
+    needs_web = False
+
+    def __init__(self, task: Task | str, **kwargs: Any) -> None:
+        super().__init__(task, **kwargs)
+        self.answer = dspy.Predict(answer_signature(self.task, findings=False))
+        self.answer.usage_stage = "answer"
+
+    def research(self, call: ResearchCall) -> dict[str, Any]:
+        started = time.perf_counter()
+        memory = self.memory_text(call)
+        context = _join_context(call.context, memory)
+        pred = self.answer(context=context, **call.inputs)
+        call.trajectory.timings["answer_s"] = round(time.perf_counter() - started, 6)
+        return {name: pred.get(name) for name in self.task.output_fields}
+
+
+class FewShot(ClosedBook):
+    """ClosedBook with ``k`` labelled demonstrations from a training set (DSPy ``LabeledFewShot``, sampled by seed).
+
+    Args:
+        task: the task spec or its name.
+        trainset: labelled examples (the task's inputs and outputs); required.
+        k: how many demonstrations (5 by default).
+        seed: sampling seed (``LabeledFewShot`` samples ``k`` of the trainset).
+
+    Example:
+        >>> program = FewShot("qa", trainset=examples, k=5)  # doctest: +SKIP
+    """
+
+    method = "few_shot"
+
+    def __init__(self, task: Task | str, *, trainset: list[dspy.Example], k: int = 5, seed: int = 0, **kwargs: Any):
+        super().__init__(task, **kwargs)
+        if not trainset:
+            raise ConfigError("FewShot needs a non-empty trainset (labelled examples) for its demonstrations")
+        if k < 1:
+            raise ConfigError(f"FewShot needs k >= 1, got {k}")
+        demos = [_as_demo(ex, self.task) for ex in trainset]
+        demos = [d for d in demos if d is not None]
+        if not demos:
+            raise ConfigError(
+                f"FewShot: no training example carries the task's outputs {self.task.output_fields} as labels"
+            )
+        import random
+
+        rng = random.Random(seed)
+        self.k = k
+        self.answer.demos = rng.sample(demos, min(k, len(demos)))
+
+
+def _as_demo(example: dspy.Example, task: Task) -> dspy.Example | None:
+    """A demonstration with the final-answer fields, or None when the example has no usable label."""
+    data = {name: example.get(name) for name in task.input_fields}
+    for name in task.output_fields:
+        value = example.get(name)
+        if value is None and name == "answer":  # qa-style rows carry a list of accepted answers
+            answers = example.get("answers") or []
+            value = answers[0] if answers else None
+        if value is None:
+            if name in ("sources",):
+                value = []
+            else:
+                return None
+        data[name] = value
+    data["context"] = ""
+    return dspy.Example(**data).with_inputs("context", *task.input_fields)
+
+
+def _join_context(context: str, memory: dict[str, str]) -> str:
+    """The caller's context plus any attached memory, as labelled prompt-ready text."""
+    parts = [context.strip()] if context and context.strip() else []
+    labels = {
+        "craft_knowledge": "Research strategy insights",
+        "decomposition_rules": "Decomposition rules",
+        "web_action_rules": "Web-action rules",
+        "known_facts": "Known facts",
+    }
+    for key, label in labels.items():
+        text = (memory.get(key) or "").strip()
+        if text:
+            parts.append(f"{label}:\n{text}")
+    return "\n\n".join(parts)
+
+
+# -- registry builders ----------------------------------------------------------------------------------------
+@register_method("closed_book")
+def _build_closed_book(
+    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Path | None = None
+) -> ClosedBook:
+    return ClosedBook(task, roles=roles, threads=settings.run.threads)
+
+
+@register_method("few_shot")
+def _build_few_shot(
+    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Path | None = None
+) -> FewShot:
+    if not trainset:
+        raise ConfigError("method few_shot needs a training set (labelled examples for its demonstrations)")
+    return FewShot(task, trainset=list(trainset), k=5, seed=settings.run.seed, roles=roles)
+
+
+try:  # noqa: SIM105 - the ReAct family lives in its own module
+    from memento.programs.react_agent import ReActAgent  # noqa: E402,F401
+except ModuleNotFoundError as exc:  # pragma: no cover - during development only
+    if exc.name != "memento.programs.react_agent":
+        raise

@@ -1,0 +1,61 @@
+"""The final-answer stage: the task's own output signature, extended with the research context.
+
+A task's signature (``question -> answer, sources`` for ``qa``) maps its inputs to its outputs and its docstring is
+the final-answer prompt. Programs answer from more than the inputs: the caller's ``context`` (extra guidance such as a
+JitMem payload or memory text) and, for the research programs, the ``research_findings`` of the tree.
+:func:`answer_signature` builds that extended signature as a new, distinctly named class (GEPA maps traces to
+predictors by signature, so every program's final predictor gets its own class name).
+
+Example:
+    >>> from memento.signatures.final_answer import answer_signature
+    >>> from memento.tasks import get_task
+    >>> sig = answer_signature(get_task("qa"), findings=True)
+    >>> sig.__name__, list(sig.input_fields)
+    ('AnswerQuestionFromFindings', ['context', 'research_findings', 'question'])
+"""
+
+from __future__ import annotations
+
+import threading
+
+import dspy
+
+from memento.tasks.task import Task
+
+__all__ = ["answer_signature"]
+
+_CONTEXT_DESC = "extra guidance for this task from the caller (memory, curated notes); may be empty"
+_FINDINGS_DESC = (
+    "the research findings: the synthesised answer to the task and the sub-questions answered on the way, "
+    "each with the URLs of its sources; ground the answer in them and cite their URLs"
+)
+
+_cache: dict[tuple[type, str, bool], type[dspy.Signature]] = {}
+_lock = threading.Lock()
+
+
+def answer_signature(task: Task, *, findings: bool, suffix: str | None = None) -> type[dspy.Signature]:
+    """The task's final-answer signature with ``context`` (and ``research_findings`` when ``findings``) prepended.
+
+    Args:
+        task: the task whose signature (inputs -> outputs, docstring) is extended.
+        findings: add the ``research_findings`` input (research programs) or not (closed-book answers).
+        suffix: the class-name suffix; default ``FromFindings`` / ``ClosedBook``.
+
+    Returns:
+        A signature class named ``<TaskSignature><suffix>``, the same class for the same arguments.
+    """
+    base = task.signature
+    suffix = suffix or ("FromFindings" if findings else "ClosedBook")
+    key = (base, suffix, findings)
+    with _lock:
+        cached = _cache.get(key)
+        if cached is not None:
+            return cached
+        sig = base
+        if findings:
+            sig = sig.prepend("research_findings", dspy.InputField(desc=_FINDINGS_DESC), type_=str)
+        sig = sig.prepend("context", dspy.InputField(desc=_CONTEXT_DESC), type_=str)
+        named = type(f"{base.__name__}{suffix}", (sig,), {"__doc__": base.__doc__, "__module__": __name__})
+        _cache[key] = named
+        return named
