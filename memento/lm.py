@@ -123,7 +123,14 @@ def explain_lm_error(exc: BaseException, *, model: str | None = None, api_base: 
         return f"LM {label} is misconfigured: {cause}"
     if isinstance(exc, dx.LMBillingError):
         return f"the provider refused the request for billing reasons ({label}): {cause}"
-    if isinstance(exc, dx.LMProviderError) and "not found" in cause.lower():
+    lowered = cause.lower()
+    unknown_model = (
+        getattr(exc, "status", None) == 404
+        or getattr(exc, "provider_code", None) == "model_not_found"
+        or "does not exist" in lowered
+        or "model not found" in lowered
+    )
+    if isinstance(exc, dx.LMProviderError) and unknown_model:
         return f"model {label} does not exist{where}: {cause}"
     return None
 

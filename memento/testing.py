@@ -350,8 +350,15 @@ class OpenAICompatServer:
         ...     lm = dspy.LM("openai/x", api_base=server.api_base, api_key="k", cache=False)
     """
 
-    def __init__(self, engine: ScriptedEngine | None = None, *, status_sequence: list[int] | None = None) -> None:
+    def __init__(
+        self,
+        engine: ScriptedEngine | None = None,
+        *,
+        status_sequence: list[int] | None = None,
+        known_models: set[str] | None = None,
+    ) -> None:
         self.engine = engine or ScriptedEngine()
+        self.known_models = known_models  # None: any model name is served
         self.requests: list[dict[str, Any]] = []
         self.chat_requests = 0
         self._lock = threading.Lock()
@@ -401,6 +408,13 @@ class OpenAICompatServer:
                     forced = outer._status_sequence.pop(0) if outer._status_sequence else None
                 if not self.path.endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"unknown path {self.path}"}})
+                    return
+                model = str(body.get("model", ""))
+                if outer.known_models is not None and model not in outer.known_models:
+                    self._send(
+                        404,
+                        {"error": {"message": f"The model `{model}` does not exist", "code": "model_not_found"}},
+                    )
                     return
                 if forced is not None and forced != 200:
                     self._send(forced, {"error": {"message": f"forced status {forced}", "type": "server_error"}})

@@ -226,3 +226,19 @@ def test_nested_usage_meters_both_count() -> None:
     assert inner.usage().lm_calls == 3 and inner.usage().prompt_tokens > 0
     assert outer.usage().lm_calls == 4
     assert outer.usage().prompt_tokens > inner.usage().prompt_tokens
+
+
+@pytest.mark.parametrize(
+    ("server_kwargs", "expected"),
+    [
+        ({"status_sequence": [401]}, "refused the API key"),
+        ({"known_models": {"real-model"}}, "does not exist"),
+    ],
+)
+def test_refused_key_and_unknown_model_are_one_line(server_kwargs: dict, expected: str) -> None:
+    with OpenAICompatServer(**server_kwargs) as server:
+        lm = dspy.LM("openai/x", api_base=server.api_base, api_key="k", cache=False, num_retries=0)
+        with pytest.raises(Exception) as info:
+            dspy.Predict("question -> answer")(question="q", lm=lm)
+    message = explain_lm_error(info.value)
+    assert message is not None and expected in message and "\n" not in message
