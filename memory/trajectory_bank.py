@@ -1,0 +1,399 @@
+"""JitMem's trajectory bank: complete trajectories stored losslessly, retrieved by BM25 over task descriptions.
+
+Just-in-time memory keeps raw experience and decides what matters only at read time, when the task is known.
+:class:`TrajectoryBank` is therefore a plain store: nothing is summarised at write time. Each accepted
+:class:`memento.types.Trajectory` is kept whole as JSON in one SQLite file (WAL, one transaction per write), and a
+BM25 index over the *task descriptions only* (never the trajectory content) finds the ``k`` most similar past tasks.
+
+The index is a ``bm25s`` sparse index persisted next to the database with a watermark (the stored sequence numbers),
+so reopening a bank loads it in milliseconds instead of re-indexing; it is rebuilt only when the stored set changed,
+once per applied batch. Writes made inside :meth:`TrajectoryBank.batch` are buffered and applied when the batch ends,
+so every task of a stream batch sees the same bank state.
+
+Example:
+    >>> from memento.memory.trajectory_bank import TrajectoryBank
+    >>> from memento.types import Trajectory
+    >>> bank = TrajectoryBank("/tmp/jitmem-bank")  # doctest: +SKIP
+    >>> bank.add(Trajectory(task_text="Who founded the city of Lyon?"), accepted=True)  # doctest: +SKIP
+    >>> [(t.task_text, label) for t, label, _ in bank.retrieve("When was Lyon founded?", k=3)]  # doctest: +SKIP
+    [('Who founded the city of Lyon?', None)]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import sqlite3
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import ValidationError
+
+from memento.errors import ConfigError, DataError
+from memento.types import Trajectory
+
+__all__ = ["TrajectoryBank", "BankPolicy", "BankStats", "RetrievedTrajectory"]
+
+logger = logging.getLogger(__name__)
+
+BankPolicy = Literal["success_only", "all_with_labels"]
+RetrievedTrajectory = tuple[Trajectory, bool | None, float]
+
+_DB_NAME = "trajectories.sqlite3"
+_INDEX_DIR = "bm25_index"
+_WATERMARK = "watermark.json"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS trajectories (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL,
+    task_text TEXT NOT NULL,
+    label INTEGER,
+    record TEXT NOT NULL,
+    stored_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX IF NOT EXISTS trajectories_task_id ON trajectories(task_id);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+class TrajectoryBankError(DataError):
+    """The bank's files are unreadable or were written under another policy."""
+
+
+@dataclass(frozen=True)
+class BankStats:
+    """Counts of a bank: stored records, rejected (dropped) trajectories, buffered writes, applied batches."""
+
+    stored: int
+    accepted: int
+    rejected_stored: int
+    dropped: int
+    pending: int
+    version: int
+
+
+def _tokenize(texts: list[str]) -> list[list[str]]:
+    import bm25s
+
+    return bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
+
+
+class _Index:
+    """A bm25s index over task texts plus the sequence number and task id of each indexed row."""
+
+    def __init__(self, model: Any, seqs: np.ndarray, task_ids: list[str]) -> None:
+        self.model = model
+        self.seqs = seqs
+        self.task_ids = task_ids
+        self._task_id_array = np.asarray(task_ids, dtype=object)
+
+    @classmethod
+    def build(cls, seqs: list[int], task_ids: list[str], texts: list[str]) -> _Index:
+        import bm25s
+
+        model = bm25s.BM25()
+        if texts:
+            model.index(_tokenize(texts), show_progress=False)
+        return cls(model if texts else None, np.asarray(seqs, dtype=np.int64), list(task_ids))
+
+    def scores(self, query: str) -> np.ndarray:
+        if self.model is None or not len(self.seqs):
+            return np.zeros(0, dtype=np.float32)
+        tokens = _tokenize([query])[0]
+        if not tokens:
+            return np.zeros(len(self.seqs), dtype=np.float32)
+        return np.asarray(self.model.get_scores(tokens), dtype=np.float32)
+
+    def same_task(self, task_id: str) -> np.ndarray:
+        return self._task_id_array == task_id
+
+    def save(self, directory: Path) -> None:
+        """Write the index to ``directory`` atomically (a temp dir renamed into place)."""
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".bm25-", dir=directory.parent))
+        try:
+            if self.model is not None:
+                self.model.save(str(tmp / "model"), show_progress=False)
+            np.save(tmp / "seqs.npy", self.seqs)
+            (tmp / "task_ids.json").write_text(json.dumps(self.task_ids), encoding="utf-8")
+            watermark = {"count": len(self.seqs), "max_seq": int(self.seqs.max()) if len(self.seqs) else 0}
+            (tmp / _WATERMARK).write_text(json.dumps(watermark), encoding="utf-8")
+            old = directory.with_name(directory.name + ".old")
+            if directory.exists():
+                shutil.rmtree(old, ignore_errors=True)
+                os.replace(directory, old)
+            os.replace(tmp, directory)
+            shutil.rmtree(old, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    @classmethod
+    def load(cls, directory: Path, *, count: int, max_seq: int) -> _Index | None:
+        """The saved index if its watermark matches the database (else ``None``: rebuild)."""
+        import bm25s
+
+        try:
+            watermark = json.loads((directory / _WATERMARK).read_text(encoding="utf-8"))
+            if watermark != {"count": count, "max_seq": max_seq}:
+                return None
+            seqs = np.load(directory / "seqs.npy")
+            task_ids = json.loads((directory / "task_ids.json").read_text(encoding="utf-8"))
+            model = bm25s.BM25.load(str(directory / "model")) if count else None
+        except (OSError, ValueError, KeyError) as exc:
+            logger.info("rebuilding the BM25 index of %s: %s", directory.parent, exc)
+            return None
+        return cls(model, seqs, task_ids)
+
+
+class TrajectoryBank:
+    """A lossless store of past trajectories with BM25 retrieval over task descriptions.
+
+    Args:
+        directory: where the bank lives (created if missing): ``trajectories.sqlite3`` and ``bm25_index/``.
+        policy: ``"success_only"`` (default, as in the paper: rejected trajectories are dropped) or
+            ``"all_with_labels"`` (the paper's ablation: every trajectory is kept with its accept/reject label,
+            which :meth:`retrieve` returns so the curator can see it).
+
+    The bank is thread-safe and survives ``copy.deepcopy`` by reference (optimizers deep-copy programs; the memory
+    must not fork). Use :meth:`batch` to buffer writes until a stream batch ends.
+
+    Example:
+        >>> bank = TrajectoryBank("runs/bank", policy="all_with_labels")  # doctest: +SKIP
+        >>> with bank.batch():  # doctest: +SKIP
+        ...     bank.add(trajectory, accepted=False)  # buffered; retrieval still sees the old state
+        >>> bank.retrieve(trajectory.task_text, k=1)[0][1]  # doctest: +SKIP
+        False
+    """
+
+    def __init__(self, directory: str | Path, *, policy: BankPolicy = "success_only") -> None:
+        if policy not in ("success_only", "all_with_labels"):
+            raise ConfigError(f"unknown trajectory bank policy {policy!r}; use success_only or all_with_labels")
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.policy: BankPolicy = policy
+        self._lock = threading.RLock()
+        self._pending: list[tuple[str, str, bool, str]] | None = None
+        self._dropped = 0
+        self._index: _Index | None = None
+        self._conn = sqlite3.connect(self.directory / _DB_NAME, check_same_thread=False, isolation_level=None)
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise TrajectoryBankError(f"{self.directory / _DB_NAME} is not a trajectory bank: {exc}") from exc
+        stored_policy = self._meta("policy")
+        if stored_policy is None:
+            self._set_meta("policy", policy)
+        elif stored_policy != policy:
+            raise TrajectoryBankError(
+                f"bank {self.directory} was created with policy {stored_policy!r}, not {policy!r}"
+            )
+
+    # -- copying: one bank per directory, never forked -------------------------------------------------------
+    def __deepcopy__(self, memo: dict[int, Any]) -> TrajectoryBank:
+        return self
+
+    def __copy__(self) -> TrajectoryBank:
+        return self
+
+    def __repr__(self) -> str:
+        return f"TrajectoryBank({str(self.directory)!r}, policy={self.policy!r}, stored={len(self)})"
+
+    # -- meta ----------------------------------------------------------------------------------------------------
+    def _meta(self, key: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self._conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    @property
+    def version(self) -> int:
+        """How many write batches have been applied (the bank state the next retrieval sees)."""
+        with self._lock:
+            return int(self._meta("version") or 0)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM trajectories").fetchone()[0])
+
+    def stats(self) -> BankStats:
+        """Stored/accepted/rejected counts, trajectories dropped by ``success_only``, buffered writes, version."""
+        with self._lock:
+            stored, accepted = self._conn.execute(
+                "SELECT COUNT(*), COALESCE(SUM(label = 1), 0) FROM trajectories"
+            ).fetchone()
+            return BankStats(
+                stored=int(stored),
+                accepted=int(accepted),
+                rejected_stored=int(stored) - int(accepted),
+                dropped=self._dropped,
+                pending=len(self._pending or []),
+                version=int(self._meta("version") or 0),
+            )
+
+    # -- writing -------------------------------------------------------------------------------------------------
+    def add(self, trajectory: Trajectory, accepted: bool) -> bool:
+        """Offer a trajectory with its acceptance verdict. Returns whether it will be stored.
+
+        Under ``success_only`` a rejected trajectory is dropped. The record is serialised now (later changes to
+        the object do not leak in) and written at once, or when the current :meth:`batch` ends.
+        """
+        if not isinstance(trajectory, Trajectory):
+            raise DataError(f"TrajectoryBank.add expects a Trajectory, got {type(trajectory).__name__}")
+        accepted = bool(accepted)
+        with self._lock:
+            if not accepted and self.policy == "success_only":
+                self._dropped += 1
+                return False
+            row = (trajectory.task_id, trajectory.task_text, accepted, trajectory.model_dump_json())
+            if self._pending is not None:
+                self._pending.append(row)
+            else:
+                self._apply([row])
+            return True
+
+    def add_many(self, items: list[tuple[Trajectory, bool]]) -> int:
+        """Add several ``(trajectory, accepted)`` pairs in one transaction and one index rebuild; returns stored."""
+        with self.batch():
+            return sum(self.add(trajectory, accepted) for trajectory, accepted in items)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[TrajectoryBank]:
+        """Buffer every :meth:`add` until the block exits, then apply them atomically (one transaction).
+
+        Retrievals inside the block see the state from before it. Nested blocks join the outer one. If the block
+        raises, the buffered writes are still applied (finished tasks keep their experience) and the error goes on.
+        """
+        with self._lock:
+            outer = self._pending is None
+            if outer:
+                self._pending = []
+        try:
+            yield self
+        finally:
+            if outer:
+                with self._lock:
+                    rows, self._pending = self._pending or [], None
+                    if rows:
+                        self._apply(rows)
+
+    @property
+    def pending(self) -> int:
+        """Writes buffered by the current batch."""
+        with self._lock:
+            return len(self._pending or [])
+
+    def _apply(self, rows: list[tuple[str, str, bool, str]]) -> None:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.executemany(
+                    "INSERT INTO trajectories(task_id, task_text, label, record) VALUES (?, ?, ?, ?)",
+                    [(tid, text, int(label), record) for tid, text, label, record in rows],
+                )
+                self._set_meta("version", str(int(self._meta("version") or 0) + 1))
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._index = None
+            self._ensure_index()
+
+    # -- reading -------------------------------------------------------------------------------------------------
+    def _watermark(self) -> tuple[int, int]:
+        count, max_seq = self._conn.execute("SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM trajectories").fetchone()
+        return int(count), int(max_seq)
+
+    def _ensure_index(self) -> _Index:
+        with self._lock:
+            if self._index is not None:
+                return self._index
+            count, max_seq = self._watermark()
+            index_dir = self.directory / _INDEX_DIR
+            index = _Index.load(index_dir, count=count, max_seq=max_seq)
+            if index is None:
+                rows = self._conn.execute("SELECT seq, task_id, task_text FROM trajectories ORDER BY seq").fetchall()
+                index = _Index.build([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+                index.save(index_dir)
+            self._index = index
+            return index
+
+    def rebuild_index(self) -> None:
+        """Re-index every stored task text (normally automatic: only needed if the index files were damaged)."""
+        with self._lock:
+            shutil.rmtree(self.directory / _INDEX_DIR, ignore_errors=True)
+            self._index = None
+            self._ensure_index()
+
+    def retrieve(self, task_text: str, k: int = 3, *, exclude_task_id: str | None = None) -> list[RetrievedTrajectory]:
+        """The ``k`` stored trajectories whose task description is most BM25-similar to ``task_text``.
+
+        Returns ``(trajectory, label, score)`` best first; ``label`` is the stored accept/reject verdict under
+        ``all_with_labels`` and ``None`` under ``success_only`` (everything stored there was accepted). Trajectories
+        sharing no term with the task (score 0) are not returned. ``exclude_task_id`` hides a task's own records.
+        """
+        if k <= 0:
+            return []
+        with self._lock:
+            index = self._ensure_index()
+            scores = index.scores(task_text)
+            if exclude_task_id is not None and len(scores):
+                scores = np.where(index.same_task(exclude_task_id), np.float32(0.0), scores)
+            positive = int(np.count_nonzero(scores > 0))
+            if positive == 0:
+                return []
+            take = min(k, positive)
+            top = np.argpartition(-scores, take - 1)[:take]
+            top = top[np.argsort(-scores[top], kind="stable")]
+            seqs = [int(index.seqs[i]) for i in top]
+            placeholders = ",".join("?" * len(seqs))
+            rows = {
+                seq: (label, record)
+                for seq, label, record in self._conn.execute(
+                    f"SELECT seq, label, record FROM trajectories WHERE seq IN ({placeholders})", seqs
+                )
+            }
+        out: list[RetrievedTrajectory] = []
+        for i, seq in zip(top, seqs, strict=True):
+            label, record = rows[seq]
+            try:
+                trajectory = Trajectory.model_validate_json(record)
+            except ValidationError as exc:
+                raise TrajectoryBankError(f"stored trajectory #{seq} is unreadable: {exc.errors()[0]['msg']}") from exc
+            shown = bool(label) if self.policy == "all_with_labels" else None
+            out.append((trajectory, shown, float(scores[i])))
+        return out
+
+    def get(self, task_id: str) -> list[Trajectory]:
+        """Every stored trajectory of one task id, oldest first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT record FROM trajectories WHERE task_id = ? ORDER BY seq", (task_id,)
+            ).fetchall()
+        return [Trajectory.model_validate_json(r[0]) for r in rows]
+
+    def iter_all(self) -> Iterator[tuple[Trajectory, bool]]:
+        """Every stored ``(trajectory, accepted)`` pair, in storage order."""
+        with self._lock:
+            rows = self._conn.execute("SELECT label, record FROM trajectories ORDER BY seq").fetchall()
+        for label, record in rows:
+            yield Trajectory.model_validate_json(record), bool(label)
+
+    def close(self) -> None:
+        """Close the database connection (pending batch writes are applied first)."""
+        with self._lock:
+            if self._pending:
+                rows, self._pending = self._pending, None
+                self._apply(rows)
+            self._conn.close()
