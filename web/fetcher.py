@@ -1,0 +1,543 @@
+"""A polite, guarded, cached page fetcher.
+
+Every outcome of :meth:`Fetcher.fetch` is a :class:`Page` or a typed :class:`~memento.web.errors.FetchError`:
+
+* **robots.txt** (protego) is obeyed, fetched once per origin through the same guarded path, cached in memory
+  and in the URL cache for a day; ``Crawl-delay`` widens the per-host spacing. Missing robots (4xx) allows all,
+  an unreachable one (5xx, network error) disallows all, as RFC 9309 says.
+* An **honest User-Agent** (from settings).
+* **Concurrency**: at most ``max_concurrent`` requests in flight across all threads and all Fetchers of the
+  process (a process-wide semaphore), and requests to one host spaced by ``host_interval`` seconds.
+* **Timeouts** (connect, read, and a total deadline while streaming), a **size cap** checked on
+  Content-Length and while streaming, a **content-type allowlist** (html, xhtml, plain text).
+* **Redirects** are followed by hand, repeating the cache, SSRF and robots checks at every hop.
+* **SSRF guard**: non-http(s) schemes and hosts resolving to private, loopback, link-local, reserved or
+  multicast addresses are refused before any connection, unless ``allow_private=True`` (optionally narrowed to
+  ``allowed_private_hosts``).
+* **Retries** with exponential backoff (tenacity) only on 429, 5xx and connection errors, honouring
+  ``Retry-After`` (capped by ``max_retry_wait``).
+* **Extraction** with trafilatura: main text, title, publication date. A page dated on or after the cutoff is
+  :class:`AfterCutoff`; an undated one follows the undated policy.
+* A persistent **URL cache** (:class:`~memento.web.url_cache.URLCache`): a page fetched once is served from disk
+  afterwards, in this run or a later one, without a request; ``offline=True`` serves only cached pages.
+
+Example:
+    >>> from memento.web.fetcher import Fetcher
+    >>> fetcher = Fetcher(cache_dir="~/.cache/memento/web")
+    >>> page = fetcher.fetch("https://en.wikipedia.org/wiki/DSPy", before=datetime.date(2025, 1, 1))  # doctest: +SKIP
+    >>> page.title, page.published, page.from_cache  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import ipaddress
+import logging
+import re
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+from pydantic import BaseModel, ConfigDict
+
+from memento.web.errors import (
+    AfterCutoff,
+    Blocked,
+    FetchError,
+    FetchFailed,
+    NotCached,
+    RobotsDisallowed,
+    TooLarge,
+    UndatedRefused,
+    UnsupportedContent,
+)
+from memento.web.limits import host_spacer, process_semaphore
+from memento.web.search_result import UndatedPolicy, coerce_date, parse_date, passes_cutoff
+from memento.web.url_cache import URLCache, normalize_url
+
+__all__ = ["Page", "Fetcher", "DEFAULT_USER_AGENT", "ALLOWED_CONTENT_TYPES"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_USER_AGENT = "memento-dspy/0.1 (research agent; +https://pypi.org/project/memento-dspy/)"
+ALLOWED_CONTENT_TYPES = frozenset({"text/html", "application/xhtml+xml", "text/plain"})
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+
+
+class Page(BaseModel):
+    """A fetched (or corpus-served) page: the URL asked for, the URL that answered, extracted text and metadata."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str
+    final_url: str
+    title: str = ""
+    text: str = ""
+    published: dt.date | None = None
+    status: int = 200
+    from_cache: bool = False
+
+
+class _Retryable(Exception):
+    """A 429/5xx answer or a connection error worth another attempt."""
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class _Raw:
+    """The parts of an HTTP answer the fetcher uses."""
+
+    __slots__ = ("status", "headers", "body", "url")
+
+    def __init__(self, url: str, status: int, headers: dict[str, str], body: bytes) -> None:
+        self.url = url
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+
+class Fetcher:
+    """Fetch web pages politely and safely, with a persistent URL cache (see the module docstring).
+
+    Args:
+        cache_dir: the URL cache directory (``None``: no cache: every fetch hits the network).
+        user_agent: the User-Agent sent and matched against robots.txt.
+        timeout: read timeout in seconds (also the total time budget of one body download).
+        connect_timeout: connect timeout (default ``min(timeout, 10)``).
+        max_bytes: size cap of a body.
+        max_concurrent: requests in flight across the whole process (shared by every Fetcher with this limit).
+        host_interval: minimum seconds between two requests to one host (process-wide).
+        allow_private: allow private/loopback/link-local targets (local test servers, intranets).
+        allowed_private_hosts: with ``allow_private``, only these hosts/IPs may be private (``{"127.0.0.1"}``).
+        undated: the default policy for undated pages under a cutoff (``"keep"`` | ``"drop"``).
+        offline: serve only cached pages (:class:`NotCached` otherwise); no request is ever sent.
+        retries: extra attempts on 429/5xx/connection errors.
+        backoff: first backoff wait in seconds (doubled per attempt).
+        max_retry_wait: cap of one wait, including a server's ``Retry-After``.
+        max_redirects: redirect hops followed.
+        obey_robots: check robots.txt (leave on for the public web).
+        robots_max_age: seconds a cached robots.txt stays valid.
+
+    Example:
+        >>> fetcher = Fetcher(cache_dir=".cache/web", host_interval=1.0)  # doctest: +SKIP
+        >>> fetcher.fetch("https://example.org/").text[:40]  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        *,
+        cache_dir: str | Path | None = None,
+        user_agent: str = DEFAULT_USER_AGENT,
+        timeout: float = 20.0,
+        connect_timeout: float | None = None,
+        max_bytes: int = 5_000_000,
+        max_concurrent: int = 4,
+        host_interval: float = 0.5,
+        allow_private: bool = False,
+        allowed_private_hosts: set[str] | frozenset[str] | None = None,
+        undated: UndatedPolicy = "keep",
+        offline: bool = False,
+        retries: int = 3,
+        backoff: float = 0.5,
+        max_retry_wait: float = 30.0,
+        max_redirects: int = 5,
+        obey_robots: bool = True,
+        robots_max_age: float = 86_400.0,
+    ) -> None:
+        import requests
+        from requests.adapters import HTTPAdapter
+
+        self.cache = URLCache(cache_dir) if cache_dir is not None else None
+        self.user_agent = user_agent
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout if connect_timeout is not None else min(timeout, 10.0)
+        self.max_bytes = max_bytes
+        self.max_concurrent = max_concurrent
+        self.host_interval = host_interval
+        self.allow_private = allow_private
+        self.allowed_private_hosts = frozenset(h.lower() for h in allowed_private_hosts or ()) or None
+        self.undated: UndatedPolicy = undated
+        self.offline = offline
+        self.retries = retries
+        self.backoff = backoff
+        self.max_retry_wait = max_retry_wait
+        self.max_redirects = max_redirects
+        self.obey_robots = obey_robots
+        self.robots_max_age = robots_max_age
+        self._semaphore = process_semaphore("fetch", max_concurrent)
+        self._spacer = host_spacer("fetch")
+        self._session = requests.Session()
+        adapter = HTTPAdapter(pool_connections=16, pool_maxsize=max(16, max_concurrent), max_retries=0)
+        self._session.mount("http://", adapter)
+        self._session.mount("https://", adapter)
+        self._robots: dict[str, Any] = {}  # origin -> Protego parser | True (allow all) | False (deny all)
+        self._crawl_delay: dict[str, float] = {}
+        self._robots_locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+        self._sleep = time.sleep  # tenacity's sleep between attempts (tests swap it to record the waits)
+        self.requests_sent = 0  # HTTP requests actually sent (pages, robots, redirect hops, retries)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Fetcher:
+        return self  # shared resource (cache, limits, session): deep copies of programs keep using it
+
+    # ----------------------------------------------------------------------------------------------- public
+    def fetch(self, url: str, before: dt.date | str | None = None, *, undated: UndatedPolicy | None = None) -> Page:
+        """Fetch ``url`` (from the cache when present) and return its extracted text.
+
+        Args:
+            url: an http(s) URL.
+            before: the date cutoff; a page published on or after it is refused.
+            undated: policy for undated pages under a cutoff (default: the fetcher's).
+
+        Raises:
+            RobotsDisallowed, Blocked, TooLarge, UnsupportedContent, FetchFailed, AfterCutoff, NotCached: every
+            failure is one of these (all :class:`~memento.web.errors.FetchError`).
+        """
+        try:
+            page = self._fetch(url)
+        except FetchError:
+            raise
+        except Exception as exc:  # anything unexpected still becomes a typed error
+            logger.warning("unexpected error fetching %s: %r", url, exc)
+            raise FetchFailed(f"{url}: {type(exc).__name__}: {exc}", url=url) from exc
+        cutoff = coerce_date(before)
+        policy = undated or self.undated
+        if not passes_cutoff(page.published, cutoff, policy):
+            if page.published is None:
+                raise UndatedRefused(f"{url} has no date and undated pages are dropped (cutoff {cutoff})", url=url)
+            raise AfterCutoff(f"{url} was published {page.published}, not before the cutoff {cutoff}", url=url)
+        return page
+
+    # --------------------------------------------------------------------------------------------- pipeline
+    def _fetch(self, url: str) -> Page:
+        current = url.strip()
+        chain: list[str] = []
+        for _hop in range(self.max_redirects + 1):
+            chain.append(current)
+            cached = self.cache.get_page(current) if self.cache is not None else None
+            if cached is not None:
+                page = _page_from_cache(url, cached)
+                self._remember(chain[:-1], page)
+                return page
+            if self.offline:
+                raise NotCached(f"{current} is not in the URL cache (offline mode)", url=url)
+            self._check_target(current, original=url)
+            if self.obey_robots and not self._robots_allow(current):
+                raise RobotsDisallowed(f"robots.txt of {_origin(current)} disallows {current}", url=url)
+            raw = self._request(current, original=url)
+            if raw.status in _REDIRECTS:
+                location = raw.headers.get("location")
+                if not location:
+                    raise FetchFailed(f"{current}: redirect without Location", url=url, status=raw.status)
+                current = urljoin(current, location)
+                continue
+            if not 200 <= raw.status < 300:
+                raise FetchFailed(f"{current}: HTTP {raw.status}", url=url, status=raw.status)
+            page = self._extract(url, current, raw)
+            self._remember(chain, page)
+            return page
+        raise FetchFailed(f"{url}: more than {self.max_redirects} redirects", url=url)
+
+    def _remember(self, urls: list[str], page: Page) -> None:
+        if self.cache is None:
+            return
+        record = page.model_dump()
+        for u in urls:
+            self.cache.put_page(u, record)
+
+    # --------------------------------------------------------------------------------------------- guards
+    def _check_target(self, url: str, *, original: str) -> None:
+        """Refuse non-http(s) URLs and private targets, resolving the host without connecting to it."""
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:
+            raise Blocked(f"malformed URL {url!r}: {exc}", url=original) from None
+        if parts.scheme.lower() not in ("http", "https"):
+            raise Blocked(f"refused {url}: only http and https URLs are fetched", url=original)
+        host = (parts.hostname or "").lower()
+        if not host:
+            raise Blocked(f"refused {url}: no host", url=original)
+        try:
+            port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+        except ValueError:
+            raise Blocked(f"refused {url}: bad port", url=original) from None
+        try:
+            addresses = {ipaddress.ip_address(host)}
+        except ValueError:
+            try:
+                infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+            except (socket.gaierror, UnicodeError) as exc:
+                raise FetchFailed(f"cannot resolve {host}: {exc}", url=original) from None
+            addresses = {ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}
+        for ip in addresses:
+            if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+                ip = ip.ipv4_mapped
+            if ip.is_global and not ip.is_multicast:
+                continue
+            allowed = self.allow_private and (
+                self.allowed_private_hosts is None
+                or host in self.allowed_private_hosts
+                or str(ip) in self.allowed_private_hosts
+            )
+            if not allowed:
+                raise Blocked(f"refused {url}: {host} resolves to the non-public address {ip}", url=original)
+
+    def _robots_allow(self, url: str) -> bool:
+        origin = _origin(url)
+        parser = self._robots_for(origin)
+        if parser is True or parser is False:
+            return parser
+        return bool(parser.can_fetch(url, self.user_agent))
+
+    def _robots_for(self, origin: str) -> Any:
+        with self._lock:
+            if origin in self._robots:
+                return self._robots[origin]
+            lock = self._robots_locks.setdefault(origin, threading.Lock())
+        with lock:
+            with self._lock:
+                if origin in self._robots:
+                    return self._robots[origin]
+            stored = self.cache.get_robots(origin, max_age=self.robots_max_age) if self.cache is not None else None
+            if stored is not None:
+                status, body = stored
+            else:
+                status, body = self._download_robots(origin)
+                if self.cache is not None and status < 500:
+                    self.cache.put_robots(origin, status, body)
+            parser = _robots_parser(status, body)
+            if parser is not True and parser is not False:
+                delay = parser.crawl_delay(self.user_agent)
+                if delay:
+                    self._crawl_delay[urlsplit(origin).netloc] = min(float(delay), 30.0)
+            with self._lock:
+                self._robots[origin] = parser
+            return parser
+
+    def _download_robots(self, origin: str) -> tuple[int, str]:
+        """``(status, body)`` of ``origin/robots.txt``; redirects followed with the SSRF guard at every hop.
+        A network failure is reported as status 599 (unreachable: disallow all)."""
+        current = origin + "/robots.txt"
+        try:
+            for _ in range(self.max_redirects + 1):
+                self._check_target(current, original=current)
+                raw = self._request(current, original=current, limit=500_000, retries=1, check_type=False)
+                if raw.status in _REDIRECTS and raw.headers.get("location"):
+                    current = urljoin(current, raw.headers["location"])
+                    continue
+                if raw.status == 200:
+                    return 200, raw.body.decode("utf-8", errors="replace")
+                return raw.status, ""
+        except (FetchFailed, TooLarge) as exc:
+            logger.info("robots.txt of %s unreachable: %s", origin, exc)
+            return 599, ""
+        except Blocked:
+            return 403, ""  # a robots redirect to a refused target: treat as missing (the page is checked itself)
+        return 599, ""
+
+    # -------------------------------------------------------------------------------------------- requests
+    def _request(
+        self,
+        url: str,
+        *,
+        original: str,
+        limit: int | None = None,
+        retries: int | None = None,
+        check_type: bool = True,
+    ) -> _Raw:
+        from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt
+
+        attempts = (self.retries if retries is None else retries) + 1
+        retrying = Retrying(
+            stop=stop_after_attempt(attempts),
+            wait=self._wait,
+            retry=retry_if_exception_type(_Retryable),
+            sleep=self._sleep,
+            reraise=False,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    raw = self._attempt(url, original=original, limit=limit or self.max_bytes, check_type=check_type)
+            return raw
+        except RetryError as exc:
+            last = exc.last_attempt.exception()
+            status = getattr(last, "status", None)
+            raise FetchFailed(f"{url}: {last} (after {attempts} attempts)", url=original, status=status) from None
+
+    def _wait(self, retry_state: Any) -> float:
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is not None:
+            return max(0.0, min(retry_after, self.max_retry_wait))
+        return min(self.backoff * (2 ** (retry_state.attempt_number - 1)), self.max_retry_wait)
+
+    def _attempt(self, url: str, *, original: str, limit: int, check_type: bool) -> _Raw:
+        import requests
+
+        host = urlsplit(url).netloc.lower()
+        with self._semaphore:
+            self._spacer.wait(host, max(self.host_interval, self._crawl_delay.get(host, 0.0)))
+            with self._lock:
+                self.requests_sent += 1
+            try:
+                resp = self._session.get(
+                    url,
+                    headers={"User-Agent": self.user_agent, "Accept": "text/html,application/xhtml+xml,text/plain"},
+                    stream=True,
+                    allow_redirects=False,
+                    timeout=(self.connect_timeout, self.timeout),
+                )
+            except requests.exceptions.ConnectionError as exc:
+                raise _Retryable(f"connection error: {_short(exc)}") from None
+            except requests.exceptions.Timeout as exc:
+                raise FetchFailed(f"{url}: timed out ({_short(exc)})", url=original) from None
+            except requests.exceptions.RequestException as exc:
+                raise FetchFailed(f"{url}: {_short(exc)}", url=original) from None
+            try:
+                headers = {k.lower(): v for k, v in resp.headers.items()}
+                status = resp.status_code
+                if status == 429 or status >= 500:
+                    raise _Retryable(
+                        f"HTTP {status}", status=status, retry_after=_retry_after(headers.get("retry-after"))
+                    )
+                if status in _REDIRECTS or not 200 <= status < 300:
+                    return _Raw(url, status, headers, b"")
+                if check_type:
+                    _check_content_type(url, original, headers.get("content-type"))
+                body = self._read_body(resp, url=url, original=original, headers=headers, limit=limit)
+                return _Raw(url, status, headers, body)
+            finally:
+                resp.close()
+
+    def _read_body(self, resp: Any, *, url: str, original: str, headers: dict[str, str], limit: int) -> bytes:
+        import requests
+
+        length = headers.get("content-length")
+        if length and length.isdigit() and int(length) > limit:
+            raise TooLarge(f"{url}: Content-Length {length} exceeds the {limit}-byte cap", url=original)
+        deadline = time.monotonic() + max(self.timeout, 1.0) * 3
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            for chunk in resp.iter_content(chunk_size=65_536):
+                size += len(chunk)
+                if size > limit:
+                    raise TooLarge(f"{url}: body exceeds the {limit}-byte cap", url=original)
+                if time.monotonic() > deadline:
+                    raise FetchFailed(f"{url}: download took too long", url=original)
+                chunks.append(chunk)
+        except requests.exceptions.ConnectionError as exc:
+            if "Read timed out" in str(exc):
+                raise FetchFailed(f"{url}: timed out while reading", url=original) from None
+            raise _Retryable(f"connection error while reading: {_short(exc)}") from None
+        except requests.exceptions.RequestException as exc:
+            raise FetchFailed(f"{url}: {_short(exc)}", url=original) from None
+        return b"".join(chunks)
+
+    # ------------------------------------------------------------------------------------------ extraction
+    def _extract(self, url: str, final_url: str, raw: _Raw) -> Page:
+        ctype = (raw.headers.get("content-type") or "").split(";")[0].strip().lower()
+        body = raw.body
+        if b"\x00" in body[:2048]:
+            raise UnsupportedContent(f"{final_url}: binary content", url=url)
+        if ctype == "text/plain" or (not ctype and not body.lstrip()[:1] == b"<"):
+            charset = _charset(raw.headers.get("content-type")) or "utf-8"
+            text = body.decode(charset, errors="replace").strip()
+            return Page(url=url, final_url=final_url, title="", text=text, published=None, status=raw.status)
+        import trafilatura
+
+        doc = trafilatura.bare_extraction(
+            body,
+            url=final_url,
+            with_metadata=True,
+            include_comments=False,
+            date_extraction_params={"extensive_search": False, "original_date": True},
+        )
+        text = (getattr(doc, "text", None) or "") if doc is not None else ""
+        title = (getattr(doc, "title", None) or "") if doc is not None else ""
+        published = parse_date(getattr(doc, "date", None)) if doc is not None else None
+        if not text:
+            text = (trafilatura.html2txt(body) or "").strip()
+        if not title:
+            m = _TITLE.search(body[:200_000])
+            if m:
+                title = " ".join(m.group(1).decode("utf-8", errors="replace").split())
+        return Page(url=url, final_url=final_url, title=title, text=text, published=published, status=raw.status)
+
+
+# -------------------------------------------------------------------------------------------------- helpers
+def _origin(url: str) -> str:
+    parts = urlsplit(normalize_url(url))
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _robots_parser(status: int, body: str) -> Any:
+    if status >= 500:
+        return False  # unreachable: complete disallow (RFC 9309 §2.3.1.4)
+    if status >= 400 or not body.strip():
+        return True  # unavailable or empty: allow all (RFC 9309 §2.3.1.3)
+    from protego import Protego
+
+    return Protego.parse(body)
+
+
+def _check_content_type(url: str, original: str, header: str | None) -> None:
+    if not header:
+        return  # sniffed later (binary bodies are refused there)
+    ctype = header.split(";")[0].strip().lower()
+    if ctype not in ALLOWED_CONTENT_TYPES:
+        raise UnsupportedContent(f"{url}: content type {ctype} is not html, xhtml or plain text", url=original)
+
+
+def _charset(header: str | None) -> str | None:
+    if not header:
+        return None
+    m = re.search(r"charset=([\w.-]+)", header, re.IGNORECASE)
+    if not m:
+        return None
+    import codecs
+
+    try:
+        return codecs.lookup(m.group(1)).name
+    except LookupError:
+        return None
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds())
+
+
+def _page_from_cache(url: str, row: dict[str, Any]) -> Page:
+    return Page(
+        url=url,
+        final_url=row["final_url"],
+        title=row["title"],
+        text=row["text"],
+        published=parse_date(row["published"]),
+        status=row["status"],
+        from_cache=True,
+    )
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200]
