@@ -1,0 +1,271 @@
+"""JitMemAgent: just-in-time memory around any research program (retrieve raw, curate at read time, judge, store).
+
+One call (Figure 1 of the JitMem paper):
+
+1. **Retrieve** the ``k`` past trajectories whose *task descriptions* are most BM25-similar to this task
+   (:class:`memento.memory.trajectory_bank.TrajectoryBank`).
+2. **Curate**: :class:`memento.programs.jitmem_curator.JitMemCurator` reads the task and the raw trajectories and
+   writes a compact payload (relevant experiences, strategies that worked, guidance for this task).
+3. **Execute**: the executor (any research program: ``ReActAgent``, ``AdaptiveExplorationTree``...) runs with the
+   payload as its ``context`` control argument. The payload is consumed once: it is never stored, only its size
+   and the retrieved ids are noted in the trajectory.
+4. **Judge and store**: ``JudgeSuccess`` (run by the ``judge_lm`` role when roles are given, else the executor's own
+   LM, as in the paper) decides whether the new trajectory enters the bank. Ground truth never gates storage here.
+   Inside a stream batch the write is buffered until the batch ends (see :mod:`memento.optimize.jitmem_stream`).
+
+Registered as method ``jitmem`` (executor: the ``react`` baseline; bank under ``<memory_dir>/jitmem``).
+
+Example:
+    >>> from memento.memory.trajectory_bank import TrajectoryBank
+    >>> from memento.programs.jitmem_agent import JitMemAgent
+    >>> from memento.programs.jitmem_curator import JitMemCurator
+    >>> agent = JitMemAgent(executor, TrajectoryBank("runs/bank"), JitMemCurator(), k=3)  # doctest: +SKIP
+    >>> pred = agent(question="Who founded Lyon?")  # doctest: +SKIP
+    >>> pred.answer, pred.jitmem["accepted"]  # doctest: +SKIP
+    ('Lucius Munatius Plancus', True)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import dspy
+
+from memento.errors import ConfigError, MementoError
+from memento.lm import raise_if_fatal
+from memento.memory.trajectory_bank import BankPolicy, TrajectoryBank
+from memento.programs.jitmem_curator import JitMemCurator, TrajectoryDistiller, estimate_tokens, render_trajectory
+from memento.programs.registry import register_method
+from memento.programs.research_program import CONTROL_ARGS, EmptyQuestionError
+from memento.signatures.judge_success import JudgeSuccess
+from memento.tasks.task import Task
+from memento.types import Trajectory, Usage, new_id
+from memento.usage import UsageMeter
+
+if TYPE_CHECKING:
+    from memento.config import Settings
+    from memento.lm import Roles
+
+__all__ = ["JitMemAgent", "JudgeFn"]
+
+logger = logging.getLogger(__name__)
+
+#: A custom acceptance gate: ``fn(trajectory, prediction) -> bool``.
+JudgeFn = Callable[[Trajectory, dspy.Prediction], bool]
+_WEB_COUNTS = ("searches", "fetches", "fetch_cache_hits", "unique_urls", "repeated_urls")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
+
+
+class JitMemAgent(dspy.Module):
+    """Just-in-time memory: BM25-retrieve raw trajectories, curate a task-specific payload, run the executor.
+
+    Args:
+        executor: a research program taking the task's inputs plus the ``context`` control argument.
+        bank: where accepted trajectories are kept and retrieved from.
+        curator: the read-time curator (a default :class:`JitMemCurator` if ``None``).
+        k: trajectories retrieved per task (3, as in the paper).
+        judge: ``True`` runs ``JudgeSuccess``; ``False`` stores every trajectory as accepted (no gate); a callable
+            ``fn(trajectory, prediction) -> bool`` is a custom gate.
+        roles: LM roles; when given the curator runs on ``curator_lm`` and the judge on ``judge_lm``.
+        task: the task spec (defaults to ``executor.task``).
+        retrieval: ``False`` is the no-retrieval ablation (the curator always gets an empty set).
+        distiller: write-time distillation ablation: store ``distiller(trajectory=t).trajectory`` instead of ``t``.
+        store: ``False`` never writes to the bank (frozen memory at test time).
+
+    Example:
+        >>> agent = JitMemAgent(ReActAgent("qa", web=web), TrajectoryBank("bank"), JitMemCurator())  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        executor: dspy.Module,
+        bank: TrajectoryBank,
+        curator: JitMemCurator | None = None,
+        *,
+        k: int = 3,
+        judge: bool | JudgeFn = True,
+        roles: Roles | None = None,
+        task: Task | None = None,
+        retrieval: bool = True,
+        distiller: TrajectoryDistiller | None = None,
+        store: bool = True,
+    ) -> None:
+        super().__init__()
+        if k < 0:
+            raise ConfigError(f"k must be >= 0, got {k}")
+        self.task = task if task is not None else getattr(executor, "task", None)
+        if not isinstance(self.task, Task):
+            raise ConfigError("JitMemAgent needs a task: pass task= or an executor with a .task attribute")
+        self.executor = executor
+        self.bank = bank
+        self.curator = curator if curator is not None else JitMemCurator()
+        self.k = k
+        self.roles = roles
+        self.retrieval = retrieval
+        self.distiller = distiller
+        self.store = store
+        self.judge_fn: JudgeFn | None = judge if callable(judge) else None
+        self.use_judge = bool(judge) and self.judge_fn is None
+        self.judge = dspy.Predict(JudgeSuccess) if self.use_judge else None
+        if self.judge is not None:
+            self.judge.usage_stage = "judge_success"
+
+    # -- steps -----------------------------------------------------------------------------------------------
+    def _lm(self, role: str) -> Any:
+        return getattr(self.roles, role) if self.roles is not None else None
+
+    def curate(self, task_text: str, hits: list[Any]) -> tuple[str, int]:
+        """The payload for this task and the estimated size of the raw trajectories it replaces."""
+        lm = self._lm("curator_lm")
+        with dspy.context(lm=lm) if lm is not None else contextlib.nullcontext():
+            pred = self.curator(task=task_text, trajectories=hits)
+        return pred.payload, int(pred.get("input_tokens", 0) or 0)
+
+    def accept(self, trajectory: Trajectory, pred: dspy.Prediction) -> tuple[bool, str]:
+        """The storage gate's verdict on a finished run and its reason."""
+        if trajectory.error:
+            return False, f"run failed: {trajectory.error}"
+        if self.judge_fn is not None:
+            return bool(self.judge_fn(trajectory, pred)), "custom gate"
+        if self.judge is None:
+            return True, "no gate"
+        lm = self._lm("judge_lm")
+        answer = "\n".join(f"{name}: {trajectory.prediction.get(name)}" for name in self.task.output_fields)
+        with dspy.context(lm=lm) if lm is not None else contextlib.nullcontext():
+            verdict = self.judge(
+                task=trajectory.task_text,
+                trajectory=render_trajectory(trajectory, max_tokens=4000),
+                final_answer=answer,
+            )
+        return bool(verdict.success), str(verdict.get("reasoning", "") or "")
+
+    # -- the call --------------------------------------------------------------------------------------------
+    def forward(self, **kwargs: Any) -> dspy.Prediction:
+        """Retrieve, curate, execute with the payload as context, then judge-gate the trajectory into the bank.
+
+        Returns the executor's prediction; its trajectory carries ``jitmem:`` notes (retrieved ids, payload size,
+        verdict) and the usage of the whole call, and ``pred.jitmem`` summarises the same as a dict.
+        """
+        return self.run(kwargs, store=self.store)
+
+    def run(self, kwargs: dict[str, Any], *, store: bool) -> dspy.Prediction:
+        """One JitMem call; ``store=False`` skips the judge and the bank write (used by optimizers and training)."""
+        inputs = {name: kwargs.get(name) for name in self.task.input_fields}
+        missing = [n for n, v in inputs.items() if v is None or (isinstance(v, str) and not v.strip())]
+        if missing:
+            raise EmptyQuestionError(f"JitMemAgent needs a non-empty {missing[0]!r} (task {self.task.name!r})")
+        task_text = self.task.task_text(inputs)
+        task_id = str(kwargs.get("task_id") or new_id("t-"))
+        timings: dict[str, float] = {}
+        notes: list[str] = []
+        meter = UsageMeter(self.roles)
+        with meter:
+            started = time.perf_counter()
+            hits = (
+                self.bank.retrieve(task_text, self.k, exclude_task_id=kwargs.get("task_id"))
+                if self.retrieval and self.k
+                else []
+            )
+            timings["retrieve_s"] = round(time.perf_counter() - started, 6)
+            payload, raw_tokens = "", 0
+            if hits or not self.retrieval:
+                started = time.perf_counter()
+                try:
+                    payload, raw_tokens = self.curate(task_text, hits)
+                except MementoError:
+                    raise
+                except Exception as exc:  # a curator parse failure must not lose the run: execute without memory
+                    raise_if_fatal(exc)
+                    logger.warning("JitMem curator failed on %s: %s", task_id, exc)
+                    notes.append(f"jitmem: curator failed ({_first_line(exc)}); ran without a payload")
+                timings["curate_s"] = round(time.perf_counter() - started, 6)
+            user_context = kwargs.get("context") or ""
+            context = "\n\n".join(part for part in (user_context, payload) if part)
+            control = {name: kwargs[name] for name in CONTROL_ARGS if name in kwargs and name != "context"}
+            control["task_id"] = task_id
+            pred = self.executor(**inputs, **control, context=context)
+            trajectory: Trajectory = pred.trajectory
+            executor_usage = trajectory.usage
+            retrieved = [t.task_id for t, _, _ in hits]
+            notes.insert(
+                0, f"jitmem: retrieved {len(hits)} trajectories {retrieved} (scores {[round(s, 3) for *_, s in hits]})"
+            )
+            notes.append(
+                f"jitmem: payload {len(payload)} chars (~{estimate_tokens(payload)} tokens) "
+                f"curated from ~{raw_tokens} tokens of raw trajectories"
+            )
+            trajectory.notes.extend(notes)
+            trajectory.method = f"jitmem[{trajectory.method or type(self.executor).__name__}]"
+            trajectory.timings.update(timings)
+            info: dict[str, Any] = {
+                "retrieved": retrieved,
+                "payload_chars": len(payload),
+                "payload_tokens": estimate_tokens(payload),
+                "raw_tokens": raw_tokens,
+                "accepted": None,
+                "stored": False,
+            }
+            if store:
+                started = time.perf_counter()
+                try:
+                    accepted, reason = self.accept(trajectory, pred)
+                except MementoError:
+                    raise
+                except Exception as exc:  # an unparseable verdict counts as a rejection (never store unjudged)
+                    raise_if_fatal(exc)
+                    accepted, reason = False, f"judge failed: {_first_line(exc)}"
+                trajectory.timings["judge_s"] = round(time.perf_counter() - started, 6)
+                info["accepted"] = accepted
+                trajectory.notes.append(f"jitmem: judge {'accepted' if accepted else 'rejected'} ({reason[:200]})")
+                trajectory.usage = _merge_usage(meter.usage(), executor_usage)
+                to_store = trajectory
+                if self.distiller is not None and (accepted or self.bank.policy == "all_with_labels"):
+                    try:
+                        to_store = self.distiller(trajectory=trajectory).trajectory
+                    except MementoError:
+                        raise
+                    except Exception as exc:
+                        raise_if_fatal(exc)
+                        logger.warning("write-time distillation failed on %s: %s", task_id, exc)
+                        to_store = None
+                        trajectory.notes.append(f"jitmem: distillation failed ({_first_line(exc)}); not stored")
+                if to_store is not None:
+                    info["stored"] = self.bank.add(to_store, accepted)
+        trajectory.usage = _merge_usage(meter.usage(), executor_usage)
+        pred.jitmem = info
+        return pred
+
+
+def _merge_usage(lm_usage: Usage, executor_usage: Usage) -> Usage:
+    """The whole call's LM usage with the executor's web counts."""
+    for key in _WEB_COUNTS:
+        setattr(lm_usage, key, getattr(executor_usage, key))
+    return lm_usage
+
+
+@register_method("jitmem")
+def build_jitmem(
+    *,
+    task: Task,
+    settings: Settings,
+    roles: Roles | None,
+    trainset: list[Any] | None = None,
+    memory_dir: Path | None = None,
+    executor: str = "react",
+    policy: BankPolicy = "success_only",
+) -> JitMemAgent:
+    """The ``jitmem`` method: a ``react`` executor, a trajectory bank in ``<memory_dir>/jitmem``, k=3, judge gate."""
+    from memento.programs.registry import build_program
+
+    inner = build_program(executor, task=task, settings=settings, roles=roles)
+    bank = TrajectoryBank(Path(memory_dir or settings.memory.dir) / "jitmem", policy=policy)
+    return JitMemAgent(inner, bank, JitMemCurator(), k=3, judge=True, roles=roles, task=task)

@@ -1,0 +1,232 @@
+"""JitMem's read-time curator: the current task plus k raw past trajectories in, a compact task-specific payload out.
+
+The curator is where just-in-time memory decides what matters: the bank keeps trajectories raw, and only when a new
+task arrives does :class:`JitMemCurator` read the retrieved ones (each rendered compactly, in order, and clipped to
+a token budget by :func:`render_trajectory`) and write the guidance the executor will read once. Its only predictor
+is ``CurateMemory``, so optimizers (GEPA, MIPROv2) can tune the curator's instructions alone.
+
+Ablations: ``task_conditioning=False`` swaps in ``CurateMemoryBlind`` (the curator never sees the task);
+:class:`TrajectoryDistiller` implements write-time distillation (summarise at storage time instead of curating at
+read time).
+
+Example:
+    >>> from memento.programs.jitmem_curator import JitMemCurator
+    >>> curator = JitMemCurator(max_tokens_per_trajectory=800)
+    >>> pred = curator(task="Who founded Lyon?", trajectories=bank.retrieve("Who founded Lyon?"))  # doctest: +SKIP
+    >>> pred.payload  # doctest: +SKIP
+    'Relevant past experience: ...'
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import dspy
+
+from memento.errors import ConfigError
+from memento.signatures.curate_memory import CurateMemory, CurateMemoryBlind
+from memento.signatures.distill_trajectory import DistillTrajectory
+from memento.types import ToolCall, Trajectory
+
+__all__ = [
+    "JitMemCurator",
+    "TrajectoryDistiller",
+    "render_trajectory",
+    "render_trajectories",
+    "estimate_tokens",
+    "CHARS_PER_TOKEN",
+    "NO_TRAJECTORIES",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Characters per token used for budgets (a common rule of thumb for English text with BPE tokenizers).
+CHARS_PER_TOKEN = 4
+#: What the curator reads when retrieval found nothing (or the no-retrieval ablation is on).
+NO_TRAJECTORIES = "(no past trajectories)"
+_RESULT_CHARS = 300
+_DISTILLED_PREFIX = "Distilled at write time: "
+
+
+def estimate_tokens(text: str) -> int:
+    """A deterministic token estimate (``ceil(len / CHARS_PER_TOKEN)``), used for per-trajectory budgets."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def _one_line(text: Any, limit: int) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _tool_line(call: ToolCall) -> str:
+    args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in call.args.items())
+    line = f"- {call.kind}({args})"
+    if call.error:
+        return f"{line} -> error: {_one_line(call.error, 160)}"
+    result = _one_line(call.result, _RESULT_CHARS) if call.result else "(empty)"
+    return f"{line} -> {result}"
+
+
+def render_trajectory(
+    trajectory: Trajectory,
+    *,
+    label: bool | None = None,
+    score: float | None = None,
+    index: int = 1,
+    max_tokens: int | None = 1500,
+) -> str:
+    """Render one trajectory compactly for the curator, keeping its order, clipped to ``max_tokens``.
+
+    Layout: a header (task, method, label when given), the body in execution order (each tree node's question and
+    answer followed by the tool calls it made; tool calls of flat agents; notes), and a footer (final prediction,
+    error). Header and footer are always kept; when the budget is exceeded the body is cut at a line boundary and the
+    number of clipped lines is stated, so nothing is silently reordered.
+    """
+    header = [f"### Past trajectory {index}" + (f" (retrieval score {score:.2f})" if score is not None else "")]
+    header.append(f"Task: {_one_line(trajectory.task_text, 1200)}")
+    if label is not None:
+        header.append(f"Outcome (judge): {'success' if label else 'failure'}")
+    body: list[str] = []
+    by_node: dict[str | None, list[ToolCall]] = {}
+    for call in trajectory.tool_calls:
+        by_node.setdefault(call.node_id, []).append(call)
+    node_ids = {node.id for node in trajectory.nodes}
+    if trajectory.nodes:
+        body.append("Steps:")
+    for node in trajectory.nodes:
+        answer = _one_line(node.answer, 500) if node.answer else f"({node.status})"
+        body.append(f"- Q{node.wave if node.wave >= 0 else ''} {_one_line(node.question, 300)} => {answer}")
+        if node.evidence:
+            body.append("  sources: " + ", ".join(e.url for e in node.evidence[:5]))
+        body.extend("  " + _tool_line(call) for call in by_node.get(node.id, []))
+    loose = [call for call in trajectory.tool_calls if call.node_id is None or call.node_id not in node_ids]
+    if loose:
+        body.append("Tool calls:")
+        body.extend(_tool_line(call) for call in loose)
+    for note in trajectory.notes:
+        if note.startswith(_DISTILLED_PREFIX):
+            body.append(note)
+        elif not note.startswith("jitmem:"):
+            body.append(f"Note: {_one_line(note, 300)}")
+    footer: list[str] = []
+    if trajectory.prediction:
+        pred = "; ".join(f"{k}: {_one_line(v, 600)}" for k, v in trajectory.prediction.items())
+        footer.append(f"Final answer: {pred}")
+    if trajectory.error:
+        footer.append(f"Error: {_one_line(trajectory.error, 200)}")
+    if max_tokens is None:
+        return "\n".join(header + body + footer)
+    budget = max_tokens * CHARS_PER_TOKEN - sum(len(line) + 1 for line in header + footer)
+    kept: list[str] = []
+    used = 0
+    for i, line in enumerate(body):
+        if used + len(line) + 1 > budget - 40:
+            kept.append(f"[... {len(body) - i} more lines clipped to fit the budget]")
+            break
+        kept.append(line)
+        used += len(line) + 1
+    return "\n".join(header + kept + footer)
+
+
+def _normalise(items: Sequence[Any]) -> list[tuple[Trajectory, bool | None, float | None]]:
+    out: list[tuple[Trajectory, bool | None, float | None]] = []
+    for item in items:
+        if isinstance(item, Trajectory):
+            out.append((item, None, None))
+        elif isinstance(item, tuple) and item and isinstance(item[0], Trajectory):
+            label = item[1] if len(item) > 1 else None
+            score = item[2] if len(item) > 2 else None
+            out.append((item[0], label, score))
+        else:
+            raise ConfigError(
+                f"the curator reads Trajectory records or (trajectory, label, score) tuples, got {type(item).__name__}"
+            )
+    return out
+
+
+def render_trajectories(items: Sequence[Any], *, max_tokens_per_trajectory: int | None = 1500) -> str:
+    """Render retrieved trajectories (``Trajectory`` or ``(trajectory, label, score)``) best first, blank-separated."""
+    rendered = [
+        render_trajectory(t, label=label, score=score, index=i, max_tokens=max_tokens_per_trajectory)
+        for i, (t, label, score) in enumerate(_normalise(items), start=1)
+    ]
+    return "\n\n".join(rendered) if rendered else NO_TRAJECTORIES
+
+
+class JitMemCurator(dspy.Module):
+    """Write a task-conditioned payload from raw past trajectories (JitMem's curator).
+
+    Args:
+        max_tokens_per_trajectory: budget per rendered trajectory (estimated at 4 characters per token).
+        task_conditioning: when ``False`` (ablation) the curator does not see the task (``CurateMemoryBlind``).
+
+    Called as ``curator(task=..., trajectories=[...])``; returns ``dspy.Prediction(payload=str, input_tokens=int)``
+    where ``input_tokens`` estimates the raw trajectories' size as rendered for the curator.
+
+    Example:
+        >>> curator = JitMemCurator()
+        >>> curator(task="Who founded Lyon?", trajectories=[]).payload  # doctest: +SKIP
+        'No relevant past experience.'
+    """
+
+    usage_stage = "curate"
+
+    def __init__(self, *, max_tokens_per_trajectory: int = 1500, task_conditioning: bool = True) -> None:
+        super().__init__()
+        if max_tokens_per_trajectory < 64:
+            raise ConfigError(f"max_tokens_per_trajectory must be >= 64, got {max_tokens_per_trajectory}")
+        self.max_tokens_per_trajectory = max_tokens_per_trajectory
+        self.task_conditioning = task_conditioning
+        self.curate = dspy.Predict(CurateMemory if task_conditioning else CurateMemoryBlind)
+
+    def render(self, trajectories: Sequence[Any]) -> str:
+        """The text the curator reads for these trajectories."""
+        return render_trajectories(trajectories, max_tokens_per_trajectory=self.max_tokens_per_trajectory)
+
+    def forward(self, task: str, trajectories: Sequence[Any] = ()) -> dspy.Prediction:
+        rendered = self.render(trajectories)
+        if self.task_conditioning:
+            pred = self.curate(task=task, past_trajectories=rendered)
+        else:
+            pred = self.curate(past_trajectories=rendered)
+        payload = (pred.payload or "").strip()
+        return dspy.Prediction(payload=payload, input_tokens=estimate_tokens(rendered))
+
+
+class TrajectoryDistiller(dspy.Module):
+    """Write-time distillation (ablation): summarise a trajectory when it is stored, before any task is known.
+
+    ``distiller(trajectory=t)`` returns ``dspy.Prediction(distillate=str, trajectory=Trajectory)``, where the
+    returned trajectory is what the bank stores instead of the raw one: same task id, text, inputs, method and
+    prediction, with the distillate as its only content (no nodes, no tool calls).
+
+    Example:
+        >>> distiller = TrajectoryDistiller()
+        >>> stored = distiller(trajectory=raw).trajectory  # doctest: +SKIP
+    """
+
+    usage_stage = "distill_trajectory"
+
+    def __init__(self, *, max_tokens: int = 3000) -> None:
+        super().__init__()
+        self.max_tokens = max_tokens
+        self.distill = dspy.Predict(DistillTrajectory)
+
+    def forward(self, trajectory: Trajectory) -> dspy.Prediction:
+        rendered = render_trajectory(trajectory, max_tokens=self.max_tokens)
+        distillate = (self.distill(task=trajectory.task_text, trajectory=rendered).distillate or "").strip()
+        stored = Trajectory(
+            task_id=trajectory.task_id,
+            task_text=trajectory.task_text,
+            inputs=trajectory.inputs,
+            method=trajectory.method,
+            prediction=trajectory.prediction,
+            score=trajectory.score,
+            error=trajectory.error,
+            notes=[_DISTILLED_PREFIX + distillate],
+            created_at=trajectory.created_at,
+        )
+        return dspy.Prediction(distillate=distillate, trajectory=stored)
