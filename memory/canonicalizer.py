@@ -1,0 +1,225 @@
+"""Canonicalisation of memory candidates: reject the unsupported, merge near-duplicates, detect contradictions.
+
+Before a candidate (craft insight, rule or fact) is stored, :class:`Canonicalizer` first rejects empty and
+"no data" candidates (a cheap pattern check, then the :class:`~memento.signatures.distill_candidate_check.
+CheckCandidate` LLM check when an LM is available). It then looks for near-duplicates among the stored items
+(SQLite FTS5 prefilter, then embedding cosine similarity) and among the candidates accepted so far; a pair
+above the threshold goes to the :class:`~memento.signatures.distill_canonical_merge.MergeCanonical` LLM
+judgement: ``same`` merges (counts summed), ``contradicts`` supersedes (facts) or is rejected (rules and
+craft), ``distinct`` adds. Planning makes the LLM calls; the caller applies the plan in one transaction.
+
+Example:
+    >>> import tempfile
+    >>> from memento.memory.embedder import HashingEmbedder
+    >>> from memento.memory.sqlite_store import SQLiteStore
+    >>> canon = Canonicalizer(SQLiteStore(tempfile.mkdtemp()), embedder=HashingEmbedder(), lm=False)
+    >>> plan = canon.plan("web_action", [Candidate("Quote exact titles."), Candidate("No data")])
+    >>> [op.action for op in plan]
+    ['add', 'reject']
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import dspy
+
+from memento.memory.sqlite_store import SQLiteStore
+
+__all__ = ["Canonicalizer", "Candidate", "CanonicalOp", "is_no_data"]
+
+logger = logging.getLogger(__name__)
+
+_KINDS = {
+    "craft": "craft insight",
+    "decomposition": "decomposition rule",
+    "web_action": "web-action rule",
+    "facts": "fact",
+}
+_NO_DATA = re.compile(
+    r"^\W*(no (data|information|info|answer|results?|evidence)|not (found|available|known|stated|specified)|"
+    r"unknown|n/?a|none|nothing( found)?|could not (be )?(find|found|establish(ed)?|determine(d)?)|"
+    r"unable to (find|determine|establish)|i (do not|don't) know)\b",
+    re.IGNORECASE,
+)
+
+
+def is_no_data(text: str) -> bool:
+    """True for empty or "no data"-style texts ("not found", "unknown", "could not determine" ...)."""
+    stripped = (text or "").strip()
+    return len(stripped) < 8 or bool(_NO_DATA.match(stripped))
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+@dataclass
+class Candidate:
+    """A proposed memory item: its text, provenance (task ids), and for facts the entity and sources."""
+
+    text: str
+    provenance: list[str] = field(default_factory=list)
+    entity: str = ""
+    sources: list[str] = field(default_factory=list)
+    support: int = 1
+    evidence: str = ""
+
+
+@dataclass
+class CanonicalOp:
+    """The planned fate of one candidate.
+
+    ``action``: ``add``; ``merge`` into ``target`` (a stored id, or ``"new:<i>"`` for the i-th op of the plan)
+    with text ``merged``; ``supersede`` the stored fact ``target``; ``reject`` (``reason`` says why).
+    """
+
+    action: Literal["add", "merge", "supersede", "reject"]
+    candidate: Candidate
+    target: str | None = None
+    merged: str = ""
+    reason: str = ""
+    similarity: float = 0.0
+
+
+class Canonicalizer:
+    """Plans how candidates enter a store of a memory database.
+
+    Args:
+        db: The memory database (stored items are read, never written).
+        embedder: Embedder for near-duplicate detection (default: :func:`memento.memory.embedder.default_embedder`).
+        threshold: Cosine similarity at or above which a pair is a near-duplicate candidate.
+        lm: The LM for the check and merge signatures; None uses the configured default LM, False disables
+            both LLM steps (pattern check and exact/near-exact merges only).
+        check: Run the LLM correctness/sufficiency check.
+        pool: How many stored items the lexical prefilter passes to the embedding comparison.
+    """
+
+    def __init__(
+        self,
+        db: SQLiteStore,
+        *,
+        embedder: Any = None,
+        threshold: float = 0.8,
+        lm: Any = None,
+        check: bool = True,
+        pool: int = 20,
+    ) -> None:
+        self.db = db
+        if embedder is None:
+            from memento.memory.embedder import default_embedder
+
+            embedder = default_embedder()
+        self.embedder = embedder
+        self.threshold = threshold
+        self.lm = lm
+        self.check = check
+        self.pool = pool
+
+    def _lm(self) -> Any:
+        if self.lm is False:
+            return None
+        return self.lm or dspy.settings.lm
+
+    # -- steps -------------------------------------------------------------------------------------------
+    def accept(self, store: str, candidate: Candidate) -> tuple[bool, str]:
+        """The correctness/sufficiency check: (accepted, reason)."""
+        if is_no_data(candidate.text):
+            return False, "no data"
+        if store == "facts" and not candidate.entity.strip():
+            return False, "fact without an entity"
+        lm = self._lm()
+        if not self.check or lm is None:
+            return True, "pattern check only"
+        from memento.lm import raise_if_fatal
+        from memento.signatures.distill_candidate_check import CheckCandidate
+
+        text = f"[{candidate.entity}] {candidate.text}" if candidate.entity else candidate.text
+        try:
+            out = dspy.Predict(CheckCandidate)(
+                kind=_KINDS[store], candidate=text, evidence=candidate.evidence[:2000], lm=lm
+            )
+        except Exception as exc:  # noqa: BLE001 - an unusable check rejects nothing
+            raise_if_fatal(exc)
+            logger.warning("candidate check failed (kept): %s", exc)
+            return True, "check failed"
+        return bool(out.accept), str(out.reason or "")
+
+    def _stored(self, store: str, candidate: Candidate) -> list[tuple[str, str]]:
+        """(id, text) of stored items that could duplicate the candidate (lexical prefilter)."""
+        statuses = ("active", "downweighted") if store in ("decomposition", "web_action") else ("active",)
+        query = f"{candidate.entity} {candidate.text}" if store == "facts" else candidate.text
+        hits = self.db.fts_search(store, query, statuses=statuses, limit=self.pool)
+        out = []
+        for data, _rank in hits:
+            if store == "facts" and _norm(data.get("entity", "")) != _norm(candidate.entity):
+                continue
+            out.append((data["id"], data.get("text", "")))
+        return out
+
+    def resolve(self, store: str, stored: str, candidate: str) -> tuple[str, str]:
+        """The LLM merge judgement: (verdict, merged text); without an LM only exact duplicates are ``same``."""
+        if _norm(stored) == _norm(candidate):
+            return "same", stored
+        lm = self._lm()
+        if lm is None:
+            return "distinct", ""
+        from memento.lm import raise_if_fatal
+        from memento.signatures.distill_canonical_merge import MergeCanonical
+
+        try:
+            out = dspy.Predict(MergeCanonical)(kind=_KINDS[store], stored=stored, candidate=candidate, lm=lm)
+        except Exception as exc:  # noqa: BLE001 - an unusable judgement keeps both items
+            raise_if_fatal(exc)
+            logger.warning("canonical merge failed (kept both): %s", exc)
+            return "distinct", ""
+        verdict = str(out.verdict)
+        merged = str(out.merged or "").strip()
+        if verdict == "same" and (not merged or is_no_data(merged)):
+            merged = stored
+        if verdict == "contradicts":
+            merged = candidate
+        return verdict, merged
+
+    # -- the plan ----------------------------------------------------------------------------------------
+    def plan(self, store: str, candidates: list[Candidate]) -> list[CanonicalOp]:
+        """Decide, in order, what happens to each candidate (no writes; apply with the stores' methods)."""
+        if store not in _KINDS:
+            raise ValueError(f"unknown store {store!r}")
+        ops: list[CanonicalOp] = []
+        accepted: list[tuple[str, Candidate]] = []  # ("new:i", candidate) of planned additions
+        for candidate in candidates:
+            candidate.text = candidate.text.strip()
+            ok, reason = self.accept(store, candidate)
+            if not ok:
+                ops.append(CanonicalOp("reject", candidate, reason=reason))
+                continue
+            pool = self._stored(store, candidate) + [
+                (key, c.text) for key, c in accepted if store != "facts" or _norm(c.entity) == _norm(candidate.entity)
+            ]
+            best: tuple[str, str, float] | None = None
+            if pool:
+                vectors = self.embedder.embed([candidate.text] + [text for _, text in pool])
+                sims = vectors[1:] @ vectors[0]
+                i = int(sims.argmax())
+                if float(sims[i]) >= self.threshold or _norm(pool[i][1]) == _norm(candidate.text):
+                    best = (pool[i][0], pool[i][1], float(sims[i]))
+            if best is None:
+                accepted.append((f"new:{len(ops)}", candidate))
+                ops.append(CanonicalOp("add", candidate))
+                continue
+            target, text, sim = best
+            verdict, merged = self.resolve(store, text, candidate.text)
+            if verdict == "same":
+                ops.append(CanonicalOp("merge", candidate, target=target, merged=merged, similarity=sim))
+            elif verdict == "contradicts" and store == "facts" and not target.startswith("new:"):
+                ops.append(CanonicalOp("supersede", candidate, target=target, merged=merged, similarity=sim))
+            elif verdict == "contradicts":
+                ops.append(CanonicalOp("reject", candidate, target=target, reason="contradicts a stored item"))
+            else:
+                accepted.append((f"new:{len(ops)}", candidate))
+                ops.append(CanonicalOp("add", candidate, similarity=sim))
+        return ops

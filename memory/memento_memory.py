@@ -1,0 +1,472 @@
+"""MEMENTO's dual memory in one directory: M1 craft knowledge, M2/M3 rule books, M4 domain facts.
+
+:class:`MementoMemory` opens ``<dir>/memory.db`` and exposes the four stores, versions (one per training
+batch), snapshots, diffs, rollback, freezing and a deterministic export to readable markdown + JSON. It
+implements :class:`memento.protocols.MemoryProvider`; :meth:`MementoMemory.view` returns a provider that hides
+what a given task's own run wrote and records which items it injected (the trainer credits them).
+
+Example:
+    >>> import tempfile
+    >>> from memento.memory.memento_memory import MementoMemory
+    >>> memory = MementoMemory(tempfile.mkdtemp())
+    >>> with memory.transaction(batch=1) as tx:
+    ...     _ = memory.web_action.add("Search the exact title in quotes.", batch=1, tx=tx)
+    >>> memory.commit_version(batch=1)
+    1
+    >>> "exact title" in memory.web_action_rules("find the paper title")
+    True
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from memento.memory.craft_knowledge import CraftKnowledge
+from memento.memory.domain_store import DomainStore
+from memento.memory.rule_book import RuleBook
+from memento.memory.sqlite_store import SQLiteStore, Transaction, estimate_tokens
+from memento.types import CraftEntry, Fact, Rule
+
+__all__ = ["MementoMemory", "MemoryView", "MemoryBudgets", "StoreDiff", "MemoryDiff", "STORES"]
+
+logger = logging.getLogger(__name__)
+
+STORES: tuple[str, ...] = ("craft", "decomposition", "web_action", "facts")
+_TITLES = {
+    "craft": "M1 craft knowledge",
+    "decomposition": "M2 decomposition rules",
+    "web_action": "M3 web-action rules",
+    "facts": "M4 domain facts",
+}
+
+
+class MemoryBudgets(BaseModel):
+    """Token budgets of injected memory, per store, and the number of ``search_memory`` hits."""
+
+    craft: int = Field(default=300, ge=0)
+    decomposition: int = Field(default=300, ge=0)
+    web_action: int = Field(default=300, ge=0)
+    facts: int = Field(default=400, ge=0)
+    craft_k: int = Field(default=5, ge=1)
+    search_k: int = Field(default=5, ge=1)
+
+
+class StoreDiff(BaseModel):
+    """What changed in one store between two versions (characters as in MEMENTO Tables 15-16)."""
+
+    added: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    modified: list[str] = Field(default_factory=list)
+    chars_after: int = 0
+    chars_added: int = 0
+    chars_deleted: int = 0
+    chars_modified: int = 0
+
+
+class MemoryDiff(BaseModel):
+    """The per-store differences between version ``a`` and version ``b``."""
+
+    a: int
+    b: int
+    stores: dict[str, StoreDiff]
+
+    def summary(self) -> str:
+        """One line per store: ``+added -removed ~modified``."""
+        return "\n".join(
+            f"{name}: +{d.added.__len__()} -{d.removed.__len__()} ~{d.modified.__len__()} "
+            f"(chars +{d.chars_added} -{d.chars_deleted} ~{d.chars_modified}, after {d.chars_after})"
+            for name, d in self.stores.items()
+        )
+
+
+def _visible_text(store: str, data: dict[str, Any]) -> str:
+    """The text that counts as a store's content (retired rules and superseded facts excluded)."""
+    if store in ("decomposition", "web_action") and data.get("status") == "retired":
+        return ""
+    if store == "facts":
+        if data.get("superseded_by"):
+            return ""
+        return f"{data.get('entity', '')}: {data.get('text', '')}"
+    return str(data.get("text", ""))
+
+
+def _changed_chars(old: str, new: str) -> int:
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class MemoryView:
+    """A :class:`~memento.protocols.MemoryProvider` over a memory for one task instance.
+
+    Hides items whose provenance includes ``exclude_task_id`` and records what it injected in
+    :attr:`injected` (store -> item ids), which the trainer reads to credit rules.
+    """
+
+    def __init__(
+        self,
+        memory: MementoMemory,
+        *,
+        exclude_task_id: str | None = None,
+        relevance_check: bool = True,
+        lm: Any = None,
+    ) -> None:
+        self.memory = memory
+        self.exclude_task_id = exclude_task_id
+        self.relevance_check = relevance_check
+        self.lm = lm
+        self.injected: dict[str, list[str]] = {name: [] for name in STORES}
+        self._lock = threading.Lock()
+
+    def _record(self, store: str, ids: list[str]) -> None:
+        with self._lock:
+            for item_id in ids:
+                if item_id not in self.injected[store]:
+                    self.injected[store].append(item_id)
+
+    def craft_knowledge(self, task_text: str) -> str:
+        """M1 entries relevant to the task (prefilter + LLM relevance check), within the craft budget."""
+        budgets = self.memory.budgets
+        entries = self.memory.craft.relevant(
+            task_text,
+            budgets.craft_k,
+            exclude_task_id=self.exclude_task_id,
+            check=self.relevance_check,
+            lm=self.lm,
+        )
+        lines, used, ids = [], 0, []
+        for entry in entries:
+            line = f"- {entry.text}"
+            cost = estimate_tokens(line) + 1
+            if used + cost > budgets.craft:
+                continue
+            lines.append(line)
+            ids.append(entry.id)
+            used += cost
+        self._record("craft", ids)
+        return "\n".join(lines)
+
+    def _rules(self, book: RuleBook, task_text: str, budget: int) -> str:
+        rules = book.select(task_text, budget_tokens=budget, exclude_task_id=self.exclude_task_id)
+        self._record(book.store, [r.id for r in rules])
+        return "\n".join(book.render_rule(r) for r in rules)
+
+    def decomposition_rules(self, task_text: str) -> str:
+        """M2 rules, best by weight, within the decomposition budget."""
+        return self._rules(self.memory.decomposition, task_text, self.memory.budgets.decomposition)
+
+    def web_action_rules(self, task_text: str) -> str:
+        """M3 rules, best by weight, within the web-action budget."""
+        return self._rules(self.memory.web_action, task_text, self.memory.budgets.web_action)
+
+    def known_facts(self, task_text: str) -> str:
+        """M4 facts about the task's entities, within the facts budget."""
+        facts = self.memory.facts.for_task(
+            task_text, budget_tokens=self.memory.budgets.facts, exclude_task_id=self.exclude_task_id
+        )
+        self._record("facts", [f.id for f in facts])
+        return "\n".join(self.memory.facts.render_fact(f) for f in facts)
+
+    def search(self, query: str, k: int = 5) -> list[str]:
+        """M4 facts matching a query (the ``search_memory`` tool)."""
+        return self.memory.facts.search(query, k, exclude_task_id=self.exclude_task_id)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> MemoryView:
+        return self
+
+    def __copy__(self) -> MemoryView:
+        return self
+
+
+class MementoMemory:
+    """Persistent MEMENTO memory in a directory (``<dir>/memory.db``); implements ``MemoryProvider``.
+
+    Attributes ``craft`` (M1), ``decomposition`` (M2), ``web_action`` (M3) and ``facts`` (M4) are the stores.
+    Deep and shallow copies return the same object (GEPA/MIPROv2 deep-copy programs; memory must not fork).
+    Thread-safe: every store shares one locked connection.
+
+    Args:
+        directory: The memory directory (created when missing unless ``read_only``).
+        embedder: Embedder for craft re-ranking and canonicalisation (default: none for retrieval).
+        budgets: Token budgets of injected memory.
+        read_only: Open read-only and frozen (``memento eval`` with ``--memory``).
+        relevance_check: Run the LLM relevance check on M1 entries when an LM is configured.
+
+    Example:
+        >>> memory = MementoMemory("runs/memory")  # doctest: +SKIP
+        >>> memory.freeze(); memory.version  # doctest: +SKIP
+        2
+    """
+
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        embedder: Any = None,
+        budgets: MemoryBudgets | None = None,
+        read_only: bool = False,
+        relevance_check: bool = True,
+    ) -> None:
+        self.directory = Path(directory).expanduser()
+        self.db = SQLiteStore(self.directory, read_only=read_only)
+        self.embedder = embedder
+        self.budgets = budgets or MemoryBudgets()
+        self.relevance_check = relevance_check
+        self.craft = CraftKnowledge(self.db, embedder=embedder)
+        self.decomposition = RuleBook(self.db, "decomposition")
+        self.web_action = RuleBook(self.db, "web_action")
+        self.facts = DomainStore(self.db)
+
+    def __repr__(self) -> str:
+        return f"MementoMemory({str(self.directory)!r}, version={self.version}, frozen={self.frozen})"
+
+    # -- identity under copies ---------------------------------------------------------------------------
+    def __deepcopy__(self, memo: dict[int, Any]) -> MementoMemory:
+        return self
+
+    def __copy__(self) -> MementoMemory:
+        return self
+
+    def __getstate__(self) -> dict[str, Any]:
+        from memento.errors import DataError
+
+        raise DataError("MementoMemory cannot be pickled; reopen it with MementoMemory(directory)")
+
+    # -- versions and writes -----------------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        """The version the current state belongs to (0: empty)."""
+        return self.db.head_version
+
+    @property
+    def frozen(self) -> bool:
+        """Whether writes are refused."""
+        return self.db.frozen
+
+    def freeze(self) -> MementoMemory:
+        """Make the memory read-only (writes raise MemoryFrozenError). Returns self."""
+        self.db.freeze()
+        return self
+
+    @contextmanager
+    def transaction(self, *, batch: int | None = None) -> Iterator[Transaction]:
+        """One atomic update across the stores (pass ``tx=`` to the stores' write methods)."""
+        with self.db.transaction(batch=batch) as tx:
+            yield tx
+
+    def commit_version(self, *, batch: int | None = None, note: str = "", tx: Transaction | None = None) -> int:
+        """Record the current state as a new version and return its number."""
+        return self.db.commit_version(batch=batch, note=note, tx=tx)
+
+    def versions(self) -> list[dict[str, Any]]:
+        """All versions, oldest first."""
+        return [dict(v) for v in self.db.versions()]
+
+    def rollback(self, version: int) -> int:
+        """Restore ``version`` (audited in the change log); returns the number of items changed."""
+        changed = self.db.rollback(version)
+        logger.info("memory %s rolled back to version %d (%d items changed)", self.directory, version, changed)
+        return changed
+
+    def apply(self, store: str, ops: list[Any], *, batch: int, tx: Transaction) -> dict[str, int]:
+        """Apply a :class:`~memento.memory.canonicalizer.Canonicalizer` plan to a store inside ``tx``.
+
+        Returns counts per action. ``merge`` sums the candidate's support into the target (rules: support),
+        unites provenance (and sources for facts) and adopts the merged text.
+        """
+        created: dict[str, str] = {}
+        counts = {"add": 0, "merge": 0, "supersede": 0, "reject": 0}
+        for i, op in enumerate(ops):
+            cand = op.candidate
+            counts[op.action] += 1
+            if op.action == "reject":
+                continue
+            target = created.get(op.target, op.target) if op.target else None
+            if store == "facts":
+                if op.action == "add":
+                    fact = self.facts.new_fact(
+                        cand.entity, cand.text, sources=cand.sources, batch=batch, provenance=cand.provenance
+                    )
+                    fact = fact.model_copy(update={"support": cand.support})
+                    created[f"new:{i}"] = self.facts.put(fact, tx=tx).id
+                elif op.action == "merge":
+                    self.facts.merge_into(
+                        target,
+                        text=op.merged,
+                        sources=cand.sources,
+                        support=cand.support,
+                        provenance=cand.provenance,
+                        batch=batch,
+                        tx=tx,
+                    )
+                else:
+                    new = self.facts.new_fact(
+                        cand.entity,
+                        op.merged or cand.text,
+                        sources=cand.sources,
+                        batch=batch,
+                        provenance=cand.provenance,
+                    )
+                    self.facts.supersede(target, new, tx=tx)
+            elif store == "craft":
+                if op.action == "add":
+                    entry = CraftEntry(
+                        text=cand.text, provenance=sorted(set(cand.provenance)), batch=batch, support=cand.support
+                    )
+                    created[f"new:{i}"] = self.craft.put(entry, tx=tx).id
+                else:
+                    old = CraftEntry.model_validate(tx.get("craft", target))
+                    self.craft.put(
+                        old.model_copy(
+                            update={
+                                "text": op.merged or old.text,
+                                "support": old.support + cand.support,
+                                "provenance": sorted(set(old.provenance) | set(cand.provenance)),
+                            }
+                        ),
+                        tx=tx,
+                    )
+            else:
+                book = self.decomposition if store == "decomposition" else self.web_action
+                if op.action == "add":
+                    rule = book.add(cand.text, provenance=cand.provenance, batch=batch, support=cand.support, tx=tx)
+                    created[f"new:{i}"] = rule.id
+                else:
+                    rule = book.reinforce(target, support=cand.support, task_ids=cand.provenance, batch=batch, tx=tx)
+                    if op.merged and op.merged != rule.text:
+                        book.update_text(target, op.merged, batch=batch, tx=tx)
+        return counts
+
+    # -- inspection --------------------------------------------------------------------------------------
+    def snapshot(self, version: int | None = None) -> dict[str, Any]:
+        """The memory at a version (the current state when None) as plain data, items sorted by id."""
+        state = self.db.state_at(version)
+        info = self.db.version_info(self.version if version is None else version)
+        stores: dict[str, list[dict[str, Any]]] = {name: [] for name in STORES}
+        for (store, _item_id), data in sorted(state.items()):
+            stores.setdefault(store, []).append(data)
+        return {
+            "version": info["version"],
+            "batch": info["batch"],
+            "note": info["note"],
+            "created_at": info["created_at"],
+            "stores": stores,
+        }
+
+    def diff(self, a: int, b: int) -> MemoryDiff:
+        """What changed from version ``a`` to version ``b`` in each store."""
+        old, new = self.db.state_at(a), self.db.state_at(b)
+        out: dict[str, StoreDiff] = {}
+        for name in STORES:
+            o = {k[1]: _visible_text(name, v) for k, v in old.items() if k[0] == name}
+            n = {k[1]: _visible_text(name, v) for k, v in new.items() if k[0] == name}
+            o = {k: v for k, v in o.items() if v}
+            n = {k: v for k, v in n.items() if v}
+            d = StoreDiff(chars_after=sum(len(t) for t in n.values()))
+            for item_id in sorted(set(o) | set(n)):
+                if item_id not in o:
+                    d.added.append(item_id)
+                    d.chars_added += len(n[item_id])
+                elif item_id not in n:
+                    d.removed.append(item_id)
+                    d.chars_deleted += len(o[item_id])
+                elif o[item_id] != n[item_id]:
+                    d.modified.append(item_id)
+                    d.chars_modified += _changed_chars(o[item_id], n[item_id])
+            out[name] = d
+        return MemoryDiff(a=a, b=b, stores=out)
+
+    def stats(self) -> dict[str, Any]:
+        """Counts per store and the version."""
+        return {
+            "version": self.version,
+            "versions": len(self.db.versions()),
+            "frozen": self.frozen,
+            "craft": {"entries": len(self.craft), "chars": sum(len(e.text) for e in self.craft.all())},
+            "decomposition": dict(self.decomposition.stats()),
+            "web_action": dict(self.web_action.stats()),
+            "facts": self.facts.stats(),
+        }
+
+    def export(self, out_dir: str | Path, *, version: int | None = None) -> Path:
+        """Write ``memory.json`` and one markdown file per store; deterministic (same version -> same bytes)."""
+        out = Path(out_dir)
+        snap = self.snapshot(version)
+        _write_atomic(out / "memory.json", json.dumps(snap, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        header = f"(memory version {snap['version']}, batch {snap['batch']})"
+        craft = [CraftEntry.model_validate(d) for d in snap["stores"]["craft"]]
+        lines = [f"# {_TITLES['craft']} {header}", ""]
+        lines += [f"- {e.text}  \n  `{e.id}` support {e.support}, batch {e.batch}" for e in craft] or ["_empty_"]
+        _write_atomic(out / "craft.md", "\n".join(lines) + "\n")
+        for name in ("decomposition", "web_action"):
+            rules = [Rule.model_validate(d) for d in snap["stores"][name]]
+            rules.sort(key=lambda r: (r.status == "retired", -r.support, r.id))
+            lines = [f"# {_TITLES[name]} {header}", ""]
+            lines += [
+                f"- [{r.status}] {r.text}  \n  `{r.id}` support {r.support}, contradiction {r.contradiction}, "
+                f"batches {r.created_batch}-{r.updated_batch}, tasks {', '.join(r.provenance) or '-'}"
+                for r in rules
+            ] or ["_empty_"]
+            _write_atomic(out / f"{name}_rules.md", "\n".join(lines) + "\n")
+        facts = [Fact.model_validate(d) for d in snap["stores"]["facts"]]
+        facts.sort(key=lambda f: (f.entity.lower(), f.superseded_by is not None, f.id))
+        lines = [f"# {_TITLES['facts']} {header}", ""]
+        entity = None
+        for fact in facts:
+            if fact.entity != entity:
+                entity = fact.entity
+                lines += ["", f"## {entity}"]
+            mark = f" ~~superseded by {fact.superseded_by}~~" if fact.superseded_by else ""
+            sources = ", ".join(fact.sources) or "-"
+            lines.append(f"- {fact.text}{mark}  \n  `{fact.id}` sources {sources}; support {fact.support}")
+        if not facts:
+            lines.append("_empty_")
+        _write_atomic(out / "facts.md", "\n".join(lines) + "\n")
+        return out
+
+    # -- MemoryProvider (no exclusion) -------------------------------------------------------------------
+    def view(self, *, exclude_task_id: str | None = None, lm: Any = None) -> MemoryView:
+        """A provider for one task instance that hides memory written by ``exclude_task_id``'s own run."""
+        return MemoryView(self, exclude_task_id=exclude_task_id, relevance_check=self.relevance_check, lm=lm)
+
+    def craft_knowledge(self, task_text: str) -> str:
+        """See :meth:`MemoryView.craft_knowledge`."""
+        return self.view().craft_knowledge(task_text)
+
+    def decomposition_rules(self, task_text: str) -> str:
+        """See :meth:`MemoryView.decomposition_rules`."""
+        return self.view().decomposition_rules(task_text)
+
+    def web_action_rules(self, task_text: str) -> str:
+        """See :meth:`MemoryView.web_action_rules`."""
+        return self.view().web_action_rules(task_text)
+
+    def known_facts(self, task_text: str) -> str:
+        """See :meth:`MemoryView.known_facts`."""
+        return self.view().known_facts(task_text)
+
+    def search(self, query: str, k: int = 5) -> list[str]:
+        """See :meth:`MemoryView.search`."""
+        return self.view().search(query, k)

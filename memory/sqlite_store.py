@@ -1,0 +1,540 @@
+"""The SQLite layer under MEMENTO's memory: one ``memory.db`` per directory, versions, an append-only change log.
+
+Every memory store (M1 craft knowledge, M2/M3 rule books, M4 domain facts) keeps its items in one table
+``items(store, id, ...)`` of the same database, with an FTS5 index over item text and entity for lexical
+retrieval at scale. Every write goes through :meth:`SQLiteStore.transaction`, which opens one SQLite
+transaction (``BEGIN IMMEDIATE``) and appends one row per changed item to the change log ``changes``
+(batch, op, store, item id, before JSON, after JSON). A crash inside the transaction leaves the database at
+its previous state (WAL journal).
+
+Versions: :meth:`SQLiteStore.commit_version` records the log position at the end of a training batch. The
+state of any version is the current state with the later log entries undone in reverse order, so
+:meth:`SQLiteStore.state_at` rebuilds it and :meth:`SQLiteStore.rollback` restores it by appending the
+inverse changes (the log stays append-only: a rollback is itself audited).
+
+Example:
+    >>> import tempfile
+    >>> from memento.memory.sqlite_store import SQLiteStore
+    >>> db = SQLiteStore(tempfile.mkdtemp())
+    >>> with db.transaction(batch=1) as tx:
+    ...     tx.put("craft", "c-1", {"id": "c-1", "text": "Search official sources first."}, text="Search ...")
+    >>> db.commit_version(batch=1, note="first batch")
+    1
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import logging
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from memento.errors import DataError, MemoryFrozenError
+
+__all__ = [
+    "SQLiteStore",
+    "Transaction",
+    "VersionInfo",
+    "ItemRow",
+    "fts_query",
+    "estimate_tokens",
+    "rule_weight",
+    "index_columns",
+    "scope_filter",
+    "DB_NAME",
+]
+
+logger = logging.getLogger(__name__)
+
+DB_NAME = "memory.db"
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS items (
+    rowid INTEGER PRIMARY KEY AUTOINCREMENT,
+    store TEXT NOT NULL,
+    id TEXT NOT NULL,
+    text TEXT NOT NULL DEFAULT '',
+    entity TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL DEFAULT 'active',
+    weight REAL NOT NULL DEFAULT 0,
+    batch INTEGER NOT NULL DEFAULT 0,
+    tasks TEXT NOT NULL DEFAULT '',
+    data TEXT NOT NULL,
+    UNIQUE (store, id)
+);
+CREATE INDEX IF NOT EXISTS items_rank ON items (store, status, weight DESC);
+CREATE INDEX IF NOT EXISTS items_entity ON items (store, entity);
+CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(
+    text, entity, scope, content='', tokenize='porter unicode61'
+);
+CREATE TRIGGER IF NOT EXISTS items_ai AFTER INSERT ON items BEGIN
+    INSERT INTO items_fts (rowid, text, entity, scope)
+    VALUES (new.rowid, new.text, new.entity, 'zz' || replace(new.store, '_', '') || ' zz' || new.status);
+END;
+CREATE TRIGGER IF NOT EXISTS items_ad AFTER DELETE ON items BEGIN
+    INSERT INTO items_fts (items_fts, rowid, text, entity, scope)
+    VALUES ('delete', old.rowid, old.text, old.entity, 'zz' || replace(old.store, '_', '') || ' zz' || old.status);
+END;
+CREATE TRIGGER IF NOT EXISTS items_au AFTER UPDATE ON items BEGIN
+    INSERT INTO items_fts (items_fts, rowid, text, entity, scope)
+    VALUES ('delete', old.rowid, old.text, old.entity, 'zz' || replace(old.store, '_', '') || ' zz' || old.status);
+    INSERT INTO items_fts (rowid, text, entity, scope)
+    VALUES (new.rowid, new.text, new.entity, 'zz' || replace(new.store, '_', '') || ' zz' || new.status);
+END;
+CREATE TABLE IF NOT EXISTS changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    batch INTEGER,
+    op TEXT NOT NULL,
+    store TEXT NOT NULL,
+    item_id TEXT NOT NULL,
+    before TEXT,
+    after TEXT,
+    at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS versions (
+    version INTEGER PRIMARY KEY,
+    parent INTEGER,
+    batch INTEGER,
+    end_seq INTEGER NOT NULL,
+    note TEXT NOT NULL DEFAULT '',
+    created_at TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'committed'
+);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    key TEXT PRIMARY KEY,
+    version INTEGER,
+    value TEXT NOT NULL
+);
+"""
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_STOP = frozenset(
+    "a an and are as at be by for from has have how in is it its of on or that the this to was were what when "
+    "where which who whom why will with does did do into than then there their they them about after before".split()
+)
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap, deterministic token estimate (about four characters per token)."""
+    return (len(text) + 3) // 4
+
+
+def fts_query(text: str, *, max_terms: int = 32) -> str:
+    """An FTS5 ``OR`` query of the distinct content words of ``text`` ("" when there are none)."""
+    seen: list[str] = []
+    for word in _WORD.findall(text.lower()):
+        if len(word) < 2 or word in _STOP or word in seen:
+            continue
+        seen.append(word)
+        if len(seen) >= max_terms:
+            break
+    return " OR ".join(f'"{w}"' for w in seen)
+
+
+def rule_weight(support: int, contradiction: int, status: str = "active") -> float:
+    """A rule's ranking weight: the smoothed support ratio times its evidence mass, scaled down by status.
+
+    ``(s + 1) / (s + c + 2) * log2(2 + s)``; a down-weighted rule (contradictions exceed support) counts a
+    quarter, a retired one nothing.
+    """
+    import math
+
+    base = (support + 1) / (support + contradiction + 2) * math.log2(2 + support)
+    return {"active": 1.0, "downweighted": 0.25}.get(status, 0.0) * base
+
+
+def index_columns(store: str, data: dict[str, Any]) -> dict[str, Any]:
+    """The indexed columns (text, entity, status, weight, tasks) of a record of ``store``."""
+    provenance = list(data.get("provenance") or [])
+    if store in ("decomposition", "web_action"):
+        status = str(data.get("status", "active"))
+        weight = rule_weight(int(data.get("support", 0)), int(data.get("contradiction", 0)), status)
+        return {"text": data.get("text", ""), "status": status, "weight": weight, "tasks": provenance}
+    if store == "facts":
+        status = "superseded" if data.get("superseded_by") else "active"
+        return {
+            "text": data.get("text", ""),
+            "entity": data.get("entity", ""),
+            "status": status,
+            "weight": float(data.get("support", 1)),
+            "tasks": provenance,
+        }
+    return {"text": data.get("text", ""), "weight": float(data.get("support", 1)), "tasks": provenance}
+
+
+def scope_filter(store: str, statuses: tuple[str, ...] = ("active",)) -> str:
+    """The FTS5 clause restricting a match to one store and some statuses (see the ``scope`` column)."""
+    status_terms = " OR ".join(f'"zz{s}"' for s in statuses)
+    return f'scope:"zz{store.replace("_", "")}" AND scope:({status_terms})'
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+class VersionInfo(dict):
+    """One version row: ``version``, ``parent``, ``batch``, ``end_seq``, ``note``, ``created_at``, ``status``."""
+
+
+class ItemRow(dict):
+    """One item row: ``store``, ``id``, ``data`` (the record as a dict) and the index columns."""
+
+
+class Transaction:
+    """The write handle inside :meth:`SQLiteStore.transaction`: every put/delete is logged with before/after."""
+
+    def __init__(self, conn: sqlite3.Connection, batch: int | None) -> None:
+        self.conn = conn
+        self.batch = batch
+        self.changed = 0
+
+    def get(self, store: str, item_id: str) -> dict[str, Any] | None:
+        """The stored record of an item, or None."""
+        row = self.conn.execute("SELECT data FROM items WHERE store=? AND id=?", (store, item_id)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def put(
+        self,
+        store: str,
+        item_id: str,
+        data: dict[str, Any],
+        *,
+        text: str = "",
+        entity: str = "",
+        status: str = "active",
+        weight: float = 0.0,
+        tasks: list[str] | None = None,
+        op: str | None = None,
+    ) -> None:
+        """Insert or replace an item; logs ``add`` or ``update`` (or ``op``) with the before/after records."""
+        before = self.get(store, item_id)
+        if before == data:
+            return
+        task_col = "|" + "|".join(sorted(set(tasks or []))) + "|" if tasks else ""
+        self.conn.execute(
+            "INSERT INTO items (store, id, text, entity, status, weight, batch, tasks, data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (store, id) DO UPDATE SET text=excluded.text, "
+            "entity=excluded.entity, status=excluded.status, weight=excluded.weight, batch=excluded.batch, "
+            "tasks=excluded.tasks, data=excluded.data",
+            (store, item_id, text, entity, status, weight, int(self.batch or 0), task_col, _dumps(data)),
+        )
+        self._log(op or ("add" if before is None else "update"), store, item_id, before, data)
+
+    def delete(self, store: str, item_id: str, *, op: str = "delete") -> None:
+        """Delete an item (logged with its last record)."""
+        before = self.get(store, item_id)
+        if before is None:
+            return
+        self.conn.execute("DELETE FROM items WHERE store=? AND id=?", (store, item_id))
+        self._log(op, store, item_id, before, None)
+
+    def set_checkpoint(self, key: str, value: Any, *, version: int | None = None) -> None:
+        """Write a resumable checkpoint atomically with the memory changes of this transaction."""
+        self.conn.execute(
+            "INSERT INTO checkpoints (key, version, value) VALUES (?, ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET version=excluded.version, value=excluded.value",
+            (key, version, _dumps(value)),
+        )
+
+    def _log(self, op: str, store: str, item_id: str, before: Any, after: Any) -> None:
+        self.conn.execute(
+            "INSERT INTO changes (batch, op, store, item_id, before, after, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                self.batch,
+                op,
+                store,
+                item_id,
+                None if before is None else _dumps(before),
+                None if after is None else _dumps(after),
+                _now(),
+            ),
+        )
+        self.changed += 1
+
+
+class SQLiteStore:
+    """The database of one memory directory (``<dir>/memory.db``), safe to share between threads.
+
+    One connection (``check_same_thread=False``) guarded by a re-entrant lock serves every thread; SQLite
+    runs in WAL mode with a busy timeout, so another process (``memento memory stats``) can read while a
+    trainer writes. ``frozen`` makes every write raise :class:`~memento.errors.MemoryFrozenError`.
+
+    Args:
+        directory: The memory directory (created when missing, unless ``read_only``).
+        read_only: Open the database read-only and frozen.
+    """
+
+    def __init__(self, directory: str | Path, *, read_only: bool = False) -> None:
+        self.directory = Path(directory).expanduser()
+        self.path = self.directory / DB_NAME
+        self.frozen = read_only
+        self.lock = threading.RLock()
+        if read_only:
+            if not self.path.exists():
+                raise DataError(f"no memory at {self.directory} (missing {DB_NAME})")
+            uri = f"file:{self.path}?mode=ro"
+            self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None, timeout=30)
+        else:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
+        try:
+            self.conn.execute("PRAGMA busy_timeout=30000")
+            if not read_only:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+                self.conn.execute("PRAGMA foreign_keys=ON")
+                self.conn.executescript(_SCHEMA)
+                self.conn.execute(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
+                self.conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('head_version', '0')")
+            self.conn.execute("SELECT count(*) FROM items").fetchone()
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            raise DataError(f"{self.path} is not a usable memory database: {exc}") from None
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the connection."""
+        with self.lock:
+            self.conn.close()
+
+    def freeze(self) -> None:
+        """Make this handle read-only: later writes raise MemoryFrozenError."""
+        self.frozen = True
+
+    def _check_writable(self) -> None:
+        if self.frozen:
+            raise MemoryFrozenError(f"memory at {self.directory} is frozen (read-only); writes are not allowed")
+
+    # -- reads -------------------------------------------------------------------------------------------
+    def query(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run a read query under the lock and return all rows."""
+        with self.lock:
+            return self.conn.execute(sql, params).fetchall()
+
+    def meta(self, key: str, default: str | None = None) -> str | None:
+        """A value of the ``meta`` table."""
+        rows = self.query("SELECT value FROM meta WHERE key=?", (key,))
+        return rows[0][0] if rows else default
+
+    @property
+    def head_version(self) -> int:
+        """The version the current state corresponds to (0: empty memory, nothing committed)."""
+        return int(self.meta("head_version", "0") or 0)
+
+    def versions(self) -> list[VersionInfo]:
+        """Every version ever committed, oldest first (rolled-back ones have ``status='rolled_back'``)."""
+        rows = self.query(
+            "SELECT version, parent, batch, end_seq, note, created_at, status FROM versions ORDER BY version"
+        )
+        keys = ("version", "parent", "batch", "end_seq", "note", "created_at", "status")
+        return [VersionInfo(zip(keys, row, strict=True)) for row in rows]
+
+    def version_info(self, version: int) -> VersionInfo:
+        """One version row (DataError when unknown; version 0 is the empty memory)."""
+        if version == 0:
+            return VersionInfo(version=0, parent=None, batch=0, end_seq=0, note="empty", created_at="", status="")
+        for info in self.versions():
+            if info["version"] == version:
+                return info
+        known = ", ".join(str(v["version"]) for v in self.versions()) or "none"
+        raise DataError(f"unknown memory version {version} (known: {known})")
+
+    def last_seq(self) -> int:
+        """The sequence number of the last change-log entry (0 when empty)."""
+        return int(self.query("SELECT coalesce(max(seq), 0) FROM changes")[0][0])
+
+    def items(self, store: str | None = None) -> list[ItemRow]:
+        """Current items (of one store, or all), ordered by store and id."""
+        sql = "SELECT store, id, status, weight, batch, data FROM items"
+        params: tuple[Any, ...] = ()
+        if store is not None:
+            sql += " WHERE store=?"
+            params = (store,)
+        rows = self.query(sql + " ORDER BY store, id", params)
+        return [ItemRow(store=s, id=i, status=st, weight=w, batch=b, data=json.loads(d)) for s, i, st, w, b, d in rows]
+
+    def state_at(self, version: int | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+        """``{(store, id): record}`` of a version (the head when None), rebuilt by undoing later changes."""
+        with self.lock:
+            state = {(row["store"], row["id"]): row["data"] for row in self.items()}
+            if version is None:
+                return state
+            end_seq = int(self.version_info(version)["end_seq"])
+            rows = self.conn.execute(
+                "SELECT store, item_id, before FROM changes WHERE seq > ? ORDER BY seq DESC", (end_seq,)
+            ).fetchall()
+        for store, item_id, before in rows:
+            if before is None:
+                state.pop((store, item_id), None)
+            else:
+                state[(store, item_id)] = json.loads(before)
+        return state
+
+    def changes(self, *, since_seq: int = 0, until_seq: int | None = None) -> list[dict[str, Any]]:
+        """Change-log entries with ``since_seq < seq <= until_seq``, oldest first."""
+        sql = "SELECT seq, batch, op, store, item_id, before, after, at FROM changes WHERE seq > ?"
+        params: list[Any] = [since_seq]
+        if until_seq is not None:
+            sql += " AND seq <= ?"
+            params.append(until_seq)
+        keys = ("seq", "batch", "op", "store", "item_id", "before", "after", "at")
+        out = []
+        for row in self.query(sql + " ORDER BY seq", params):
+            entry = dict(zip(keys, row, strict=True))
+            for key in ("before", "after"):
+                entry[key] = None if entry[key] is None else json.loads(entry[key])
+            out.append(entry)
+        return out
+
+    def checkpoint(self, key: str) -> Any:
+        """A checkpoint value written by :meth:`Transaction.set_checkpoint`, or None."""
+        rows = self.query("SELECT value FROM checkpoints WHERE key=?", (key,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def checkpoints(self, prefix: str) -> dict[str, Any]:
+        """All checkpoints whose key starts with ``prefix``."""
+        rows = self.query("SELECT key, value FROM checkpoints WHERE key LIKE ? ORDER BY key", (prefix + "%",))
+        return {key: json.loads(value) for key, value in rows}
+
+    def fts_search(
+        self,
+        store: str,
+        text: str,
+        *,
+        statuses: tuple[str, ...] = ("active",),
+        columns: tuple[str, ...] = ("text", "entity"),
+        limit: int = 20,
+        exclude_task_id: str | None = None,
+    ) -> list[tuple[dict[str, Any], float]]:
+        """Items of ``store`` matching the content words of ``text`` (FTS5 BM25), best first, with their rank.
+
+        ``exclude_task_id`` drops items whose provenance includes that task (a task never reads its own memory).
+        """
+        terms = fts_query(text)
+        if not terms or limit <= 0:
+            return []
+        match = f"{scope_filter(store, statuses)} AND {{{' '.join(columns)}}}: ({terms})"
+        sql = (
+            "SELECT i.data, items_fts.rank FROM items_fts JOIN items i ON i.rowid = items_fts.rowid "
+            "WHERE items_fts MATCH ?"
+        )
+        params: list[Any] = [match]
+        if exclude_task_id:
+            sql += " AND i.tasks NOT LIKE ?"
+            params.append(f"%|{exclude_task_id}|%")
+        sql += " ORDER BY items_fts.rank LIMIT ?"
+        params.append(limit)
+        return [(json.loads(data), float(rank)) for data, rank in self.query(sql, params)]
+
+    def top_by_weight(
+        self,
+        store: str,
+        *,
+        statuses: tuple[str, ...] = ("active",),
+        limit: int = 20,
+        exclude_task_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The ``limit`` heaviest items of ``store`` with one of ``statuses`` (index scan, not a full sort)."""
+        marks = ",".join("?" for _ in statuses)
+        sql = f"SELECT data FROM items WHERE store=? AND status IN ({marks})"
+        params: list[Any] = [store, *statuses]
+        if exclude_task_id:
+            sql += " AND tasks NOT LIKE ?"
+            params.append(f"%|{exclude_task_id}|%")
+        sql += " ORDER BY weight DESC, id LIMIT ?"
+        params.append(limit)
+        return [json.loads(row[0]) for row in self.query(sql, params)]
+
+    def count(self, store: str, *, statuses: tuple[str, ...] | None = None) -> int:
+        """How many items ``store`` holds (optionally only with some statuses)."""
+        if statuses is None:
+            return int(self.query("SELECT count(*) FROM items WHERE store=?", (store,))[0][0])
+        marks = ",".join("?" for _ in statuses)
+        rows = self.query(f"SELECT count(*) FROM items WHERE store=? AND status IN ({marks})", (store, *statuses))
+        return int(rows[0][0])
+
+    # -- writes ------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def write(self, tx: Transaction | None = None, *, batch: int | None = None) -> Iterator[Transaction]:
+        """Join the caller's transaction ``tx`` or open a new one."""
+        if tx is not None:
+            self._check_writable()
+            yield tx
+        else:
+            with self.transaction(batch=batch) as own:
+                yield own
+
+    @contextlib.contextmanager
+    def transaction(self, *, batch: int | None = None) -> Iterator[Transaction]:
+        """One atomic update: ``BEGIN IMMEDIATE`` ... ``COMMIT`` (rolled back when the block raises)."""
+        self._check_writable()
+        with self.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            tx = Transaction(self.conn, batch)
+            try:
+                yield tx
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            else:
+                self.conn.execute("COMMIT")
+
+    def commit_version(self, *, batch: int | None, note: str = "", tx: Transaction | None = None) -> int:
+        """Record the current state as a new version (number = highest ever + 1) and make it the head."""
+        if tx is None:
+            with self.transaction(batch=batch) as own:
+                return self.commit_version(batch=batch, note=note, tx=own)
+        conn = tx.conn
+        version = int(conn.execute("SELECT coalesce(max(version), 0) FROM versions").fetchone()[0]) + 1
+        parent = int(conn.execute("SELECT value FROM meta WHERE key='head_version'").fetchone()[0])
+        end_seq = int(conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0])
+        conn.execute(
+            "INSERT INTO versions (version, parent, batch, end_seq, note, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (version, parent or None, batch, end_seq, note, _now()),
+        )
+        conn.execute("UPDATE meta SET value=? WHERE key='head_version'", (str(version),))
+        return version
+
+    def rollback(self, version: int) -> int:
+        """Restore the state of ``version`` (appending the inverse changes) and make it the head.
+
+        Later versions are marked ``rolled_back``; checkpoints tied to them are dropped, so a trainer
+        re-learns those batches. Returns the number of items changed.
+        """
+        self._check_writable()
+        info = self.version_info(version)
+        with self.transaction(batch=None) as tx:
+            current = {(row["store"], row["id"]): row["data"] for row in self.items()}
+            target = self.state_at(version)
+            for key in sorted(set(current) | set(target)):
+                store, item_id = key
+                want = target.get(key)
+                if want is None:
+                    tx.delete(store, item_id, op="rollback")
+                elif current.get(key) != want:
+                    tx.put(store, item_id, want, op="rollback", **index_columns(store, want))
+            tx.conn.execute(
+                "UPDATE versions SET status='rolled_back' WHERE version > ? AND status='committed'", (version,)
+            )
+            tx.conn.execute("DELETE FROM checkpoints WHERE version IS NULL OR version > ?", (version,))
+            tx.conn.execute("UPDATE meta SET value=? WHERE key='head_version'", (str(info["version"]),))
+            # the restored state is exactly the target version's: future undo computations stay valid
+            return tx.changed
+
+    def integrity_check(self) -> str:
+        """``PRAGMA integrity_check`` ("ok" when the file is sound)."""
+        return str(self.query("PRAGMA integrity_check")[0][0])

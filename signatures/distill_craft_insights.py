@@ -1,0 +1,20 @@
+"""Phase A, M1: per-sample research-craft insights distilled from one run, without ground truth."""
+
+from __future__ import annotations
+
+import dspy
+
+__all__ = ["DistillCraftInsights"]
+
+
+class DistillCraftInsights(dspy.Signature):
+    """You study how a research agent worked on one task to learn research craft that transfers to similar tasks.
+    From the task and the record of the run (sub-questions asked, answers found, searches made and which pages
+    were useful), write short, general insights on HOW to research this kind of task: which sources to consult,
+    which questions to ask first, what to verify, which pitfalls to avoid. Do not state facts about the specific
+    entities of this task and do not judge whether the final answer is right (no ground truth is available).
+    Return at most three insights, each a single self-contained sentence."""
+
+    task: str = dspy.InputField(desc="the task that was researched")
+    run_record: str = dspy.InputField(desc="sub-questions, answers, searches and scraped pages of the run")
+    insights: list[str] = dspy.OutputField(desc="at most three transferable research-strategy insights")
