@@ -1,0 +1,109 @@
+"""``dspy.ReAct`` with tools bound per call: stable predictors for optimizers, thread-safe per-sample tools.
+
+``dspy.ReAct`` keeps its tools in ``self.tools``, so one module shared by threads cannot give each call its own
+tools (each sample has its own web cutoff, session memory and call log). :class:`BoundReAct` builds the ReAct
+predictors once, from tool *specifications* (name, description, arguments) that fix the prompt, and takes the
+functions implementing those tools as an argument of each call. Nothing shared is mutated per call, so many
+threads may run one module at once, and GEPA/MIPROv2 see the same two predictors (``react``, ``extract``) as in
+``dspy.ReAct``; ``save``/``load`` work unchanged.
+
+Example:
+    >>> import dspy
+    >>> from memento.programs.bound_react import BoundReAct, tool_spec
+    >>> agent = BoundReAct("question -> answer", [tool_spec("lookup", "Look a word up.", {"word": "string"})], 5)
+    >>> pred = agent(question="...", tools={"lookup": lambda word: "..."})  # doctest: +SKIP
+    >>> pred.steps, pred.finished  # doctest: +SKIP
+    (1, True)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import dspy
+from dspy.adapters.types.tool import Tool
+from dspy.utils.exceptions import ContextWindowExceededError, format_error_for_lm
+
+__all__ = ["BoundReAct", "tool_spec", "FINISH"]
+
+logger = logging.getLogger(__name__)
+
+FINISH = "finish"
+
+
+def _unbound(name: str) -> Callable[..., str]:
+    def call(**kwargs: Any) -> str:
+        raise RuntimeError(f"tool {name!r} is not bound for this call")
+
+    return call
+
+
+def tool_spec(name: str, desc: str, args: dict[str, str]) -> Tool:
+    """A tool specification: name, description and JSON types of its arguments (``{"query": "string"}``)."""
+    return Tool(
+        func=_unbound(name),
+        name=name,
+        desc=" ".join(desc.split()),
+        args={arg: {"type": kind} for arg, kind in args.items()},
+        arg_types={arg: str if kind == "string" else Any for arg, kind in args.items()},
+    )
+
+
+class BoundReAct(dspy.ReAct):
+    """A ReAct agent whose tool functions are passed per call (``tools={name: fn}``).
+
+    Args:
+        signature: the agent's signature (inputs -> outputs; the docstring is the agent's instructions).
+        specs: tool specifications (see :func:`tool_spec`) that fix the tool list in the prompt.
+        max_iters: the hard cap on tool steps per call (``finish`` included, as in ``dspy.ReAct``).
+
+    A call returns the signature's outputs plus ``trajectory`` (the ReAct steps), ``steps`` (tools executed,
+    ``finish`` excluded), ``finished`` (whether the agent called ``finish`` within the cap) and ``actions``
+    (``(tool, args)`` per step). A step the LM answers unparseably raises ``AdapterParseError`` (the caller decides
+    whether that fails the sub-question).
+    """
+
+    def __init__(self, signature: Any, specs: list[Tool], max_iters: int) -> None:
+        super().__init__(signature, tools=list(specs), max_iters=max_iters)
+        self.tool_names: tuple[str, ...] = tuple(name for name in self.tools if name != FINISH)
+
+    def forward(self, *, tools: dict[str, Callable[..., str]], max_iters: int | None = None, **input_args: Any):
+        missing = [name for name in self.tool_names if name not in tools]
+        if missing:
+            raise ValueError(f"no function bound for tools {missing}")
+        limit = self.max_iters if max_iters is None else min(max_iters, self.max_iters)
+        trajectory: dict[str, Any] = {}
+        actions: list[tuple[str, dict[str, Any]]] = []
+        steps = 0
+        finished = False
+        for idx in range(limit):
+            try:
+                pred = self._call_with_potential_trajectory_truncation(self.react, trajectory, **input_args)
+            except ContextWindowExceededError as err:
+                logger.warning("ending the trajectory: %s", format_error_for_lm(err, traceback_frames=1))
+                break
+            name = pred.next_tool_name
+            args = pred.next_tool_args if isinstance(pred.next_tool_args, dict) else {}
+            trajectory[f"thought_{idx}"] = pred.next_thought
+            trajectory[f"tool_name_{idx}"] = name
+            trajectory[f"tool_args_{idx}"] = args
+            actions.append((name, args))
+            if name == FINISH:
+                trajectory[f"observation_{idx}"] = "Completed."
+                finished = True
+                break
+            steps += 1
+            func = tools.get(name)
+            if func is None:
+                trajectory[f"observation_{idx}"] = f"Unknown tool {name!r}; use one of {list(self.tools)}."
+                continue
+            try:
+                trajectory[f"observation_{idx}"] = func(**args)
+            except TypeError as err:
+                trajectory[f"observation_{idx}"] = f"Execution error in {name}: bad arguments {args}: {err}"
+            except Exception as err:
+                trajectory[f"observation_{idx}"] = f"Execution error in {name}: {format_error_for_lm(err, 1)}"
+        extract = self._call_with_potential_trajectory_truncation(self.extract, trajectory, **input_args)
+        return dspy.Prediction(trajectory=trajectory, steps=steps, finished=finished, actions=actions, **extract)

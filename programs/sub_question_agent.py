@@ -1,0 +1,114 @@
+"""The tool-using sub-question agent of the Adaptive Exploration Tree (MEMENTO §3.3).
+
+A ``dspy.ReAct`` agent (:class:`memento.programs.bound_react.BoundReAct`) over ``search_memory`` (the session memory
+plus any attached declarative memory, consulted before the web), ``search_web`` and ``scrape``. Its step count is
+capped at ``max_steps`` (``budgets.steps_per_question``) and counted. It never raises for a failed sub-question:
+an unparseable reply, a tool crash or running out of steps yields ``status="failed"`` with the error, while an LM
+that cannot be reached at all (:class:`memento.errors.LMUnavailableError`) propagates to stop the run.
+
+M3 web-action rules arrive in the ``web_action_rules`` input and M4 known facts (and caller guidance) in ``context``.
+
+Example:
+    >>> from memento.programs.sub_question_agent import SubQuestionAgent
+    >>> agent = SubQuestionAgent(max_steps=10)
+    >>> out = agent(question="Who wrote Dune?", web=web_tools)  # doctest: +SKIP
+    >>> out.status, out.answer, [e.url for e in out.evidence], out.steps  # doctest: +SKIP
+    ('answered', 'Frank Herbert', ['corpus://dune'], 2)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import dspy
+
+from memento.errors import ConfigError, MementoError
+from memento.lm import raise_if_fatal
+from memento.programs.bound_react import BoundReAct
+from memento.programs.toolbox import SCRAPE, SEARCH_MEMORY, SEARCH_WEB, Toolbox
+from memento.signatures.solve_sub_question import SolveSubQuestion
+from memento.types import ToolCall
+
+if TYPE_CHECKING:
+    from memento.programs.session_memory import SessionMemory
+    from memento.protocols import MemoryProvider
+    from memento.web.web_tools import WebTools
+
+__all__ = ["SubQuestionAgent"]
+
+logger = logging.getLogger(__name__)
+
+
+class SubQuestionAgent(dspy.Module):
+    """Answer one sub-question with memory and web tools under a hard step cap.
+
+    Args:
+        max_steps: the hard cap on tool steps (the ``finish`` step included, as in ``dspy.ReAct``).
+        signature: the agent's signature (default :class:`memento.signatures.solve_sub_question.SolveSubQuestion`).
+
+    Calling it returns a ``dspy.Prediction`` with ``answer`` (str or None), ``sources`` (cited URLs), ``evidence``
+    (:class:`memento.types.Evidence` for cited URLs that were actually seen), ``steps``, ``status``
+    (``answered``/``failed``), ``error``, ``warnings`` (e.g. cited URLs no tool returned, dropped), ``tool_calls``
+    and ``memory_hits`` (``search_memory`` calls that found something).
+    """
+
+    usage_stage = "solve"
+
+    def __init__(self, *, max_steps: int = 10, signature: type[dspy.Signature] = SolveSubQuestion) -> None:
+        super().__init__()
+        if max_steps < 1:
+            raise ConfigError(f"max_steps must be >= 1, got {max_steps}")
+        self.max_steps = max_steps
+        self.agent = BoundReAct(signature, [SEARCH_MEMORY, SEARCH_WEB, SCRAPE], max_iters=max_steps)
+
+    def forward(
+        self,
+        *,
+        question: str,
+        task: str = "",
+        web_action_rules: str = "",
+        context: str = "",
+        web: WebTools | None = None,
+        session: SessionMemory | None = None,
+        memory: MemoryProvider | None = None,
+        node_id: str = "root",
+        record: Callable[[ToolCall], None] | None = None,
+    ) -> dspy.Prediction:
+        """Research ``question`` and return the outcome (never raises for a failed sub-question)."""
+        if not question or not str(question).strip():
+            raise ConfigError("a sub-question must be non-empty")
+        box = Toolbox(web, node_id=node_id, session=session, memory=memory, record=record)
+        outcome: dict[str, Any] = {"answer": None, "sources": [], "evidence": [], "steps": 0, "error": None,
+                                   "warnings": []}
+        try:
+            pred = self.agent(
+                tools=box.functions(),
+                task=task or question,
+                question=question,
+                web_action_rules=web_action_rules,
+                context=context,
+            )
+        except MementoError:
+            raise
+        except Exception as exc:
+            raise_if_fatal(exc)
+            message = str(exc).splitlines()[0] if str(exc) else ""
+            logger.info("sub-question %s failed: %s: %s", node_id, type(exc).__name__, message)
+            outcome.update(status="failed", error=f"{type(exc).__name__}: {message}"[:500])
+            outcome["steps"] = len(box.calls)
+            return dspy.Prediction(**outcome, tool_calls=box.calls, memory_hits=box.memory_hits)
+        answer = str(pred.get("answer") or "").strip()
+        sources = [str(s) for s in (pred.get("sources") or []) if str(s).strip()]
+        evidence, dropped = box.evidence_for(sources)
+        outcome.update(answer=answer or None, sources=sources, evidence=evidence, steps=pred.steps)
+        if not pred.finished:
+            outcome.update(status="failed", error=f"ran out of steps ({self.max_steps}) before finishing")
+        elif not answer:
+            outcome.update(status="failed", error="the agent finished without an answer")
+        else:
+            outcome["status"] = "answered"
+        if dropped:
+            outcome["warnings"].append(f"cited URLs no tool returned were dropped: {', '.join(dropped[:5])}")
+        return dspy.Prediction(**outcome, tool_calls=box.calls, memory_hits=box.memory_hits)

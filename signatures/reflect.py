@@ -1,0 +1,53 @@
+"""Reflect: the gap analysis between waves of the Adaptive Exploration Tree (MEMENTO §3.3)."""
+
+from __future__ import annotations
+
+import dspy
+from pydantic import BaseModel, Field
+
+__all__ = ["ProposedQuestion", "Reflect"]
+
+
+class ProposedQuestion(BaseModel):
+    """A new sub-question and the node of the research tree it refines."""
+
+    question: str = Field(description="a self-contained sub-question with its entities named explicitly")
+    parent_id: str = Field(
+        default="root",
+        description="id of the existing node this question refines or drills into ('root' for the task itself)",
+    )
+
+
+class Reflect(dspy.Signature):
+    """You review research in progress on a task and decide what is still missing.
+
+    You see the research tree so far (each node's id, status, question and answer), the session memory (every
+    answer found in this session with its sources) and your own earlier reflections. Compare what the final answer
+    needs with what has been established. Look for gaps: an entity, attribute or condition of the task that no
+    answer covers; a chained question whose next link can now be asked because an earlier answer named the entity;
+    answers that contradict each other or rest on weak or missing sources; sub-questions that failed or came back
+    unanswered and deserve a better-phrased retry.
+
+    Write a short reflection stating what is known, what is missing and why. Then propose new sub-questions that
+    close the most important gaps, at most `remaining_budget` of them. Each proposal names the node it refines:
+    use that node's id as parent_id when the question drills into or repairs that node's question (the node will
+    then be answered from its children), and "root" when it covers a new part of the task. Never propose a
+    question that the session memory already answers or that repeats an existing node. Propose nothing when the
+    findings already suffice for a complete, well-sourced final answer: stopping early is good research.
+
+    Use the research-strategy insights (craft knowledge) and decomposition rules when they apply."""
+
+    task: str = dspy.InputField(desc="the research task")
+    context: str = dspy.InputField(desc="extra guidance for this task from the caller; may be empty")
+    craft_knowledge: str = dspy.InputField(desc="research-strategy insights learned on earlier tasks; may be empty")
+    decomposition_rules: str = dspy.InputField(
+        desc="learned rules 'When <pattern>, add a sub-question that covers <X>'; may be empty"
+    )
+    research_tree: str = dspy.InputField(desc="the nodes so far: id, wave, status, question and answer")
+    session_memory: str = dspy.InputField(desc="answers found in this session with their sources")
+    previous_reflections: str = dspy.InputField(desc="your reflections after earlier waves; may be empty")
+    remaining_budget: int = dspy.InputField(desc="how many more sub-questions may be asked in this session")
+    reflection: str = dspy.OutputField(desc="what is known, what is missing, and why (a few sentences)")
+    new_questions: list[ProposedQuestion] = dspy.OutputField(
+        desc="new sub-questions with the id of the node each refines; an empty list when nothing is missing"
+    )

@@ -1,0 +1,34 @@
+"""SolveSubQuestion: the tool-using sub-question agent's ReAct signature (MEMENTO §3.3)."""
+
+from __future__ import annotations
+
+import dspy
+
+__all__ = ["SolveSubQuestion"]
+
+
+class SolveSubQuestion(dspy.Signature):
+    """You answer one sub-question of a larger research task from evidence, using tools.
+
+    Always consult memory first: call search_memory with the sub-question's key terms. It returns answers already
+    found earlier in this session and known facts from earlier sessions, with their sources; when they answer the
+    sub-question, finish and answer from them without searching the web. Otherwise search the web with short
+    keyword queries naming the entity and the fact you need, open the most promising results with scrape to read
+    the page itself (snippets can mislead), and reformulate the query when results are off-topic. Stop as soon as
+    the evidence answers the sub-question.
+
+    Follow the web-action rules: they are learned lessons about query formulation, which sources to trust and how
+    to read pages. Use the context (known facts, caller guidance) but verify a fact that matters when it is not
+    sourced.
+
+    Answer concisely and only from what you read; say plainly what could not be established rather than guess.
+    List the URLs of the pages or memory entries the answer rests on."""
+
+    task: str = dspy.InputField(desc="the overall research task this sub-question serves (for orientation only)")
+    question: str = dspy.InputField(desc="the sub-question to answer")
+    web_action_rules: str = dspy.InputField(
+        desc="learned rules for query formulation, URL selection and scraping; may be empty"
+    )
+    context: str = dspy.InputField(desc="known facts about the task's entities and caller guidance; may be empty")
+    answer: str = dspy.OutputField(desc="a concise answer grounded in the evidence read")
+    sources: list[str] = dspy.OutputField(desc="URLs of the pages (or memory entries) the answer rests on")
