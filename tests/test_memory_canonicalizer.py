@@ -1,0 +1,116 @@
+"""Canonicalisation: no-data rejection, LLM check, near-duplicate merge with counts summed, fact supersession."""
+
+from __future__ import annotations
+
+import dspy
+
+from memento.memory.canonicalizer import Candidate, Canonicalizer, is_no_data
+from memento.memory.embedder import HashingEmbedder
+from memento.memory.memento_memory import MementoMemory
+from memento.testing import ScriptedEngine, scripted_lm
+
+
+def _canon(memory: MementoMemory, lm=None) -> Canonicalizer:
+    return Canonicalizer(memory.db, embedder=HashingEmbedder(), threshold=0.6, lm=lm)
+
+
+def test_no_data_patterns():
+    for text in ("No data", "not found.", "Unknown", "N/A", "could not determine the year", "", "  x "):
+        assert is_no_data(text), text
+    assert not is_no_data("The Nile is 6,650 km long.")
+
+
+def test_near_duplicate_rules_merge_and_counts_sum(tmp_path):
+    memory = MementoMemory(tmp_path)
+    stored = memory.web_action.add("Put the full company name in quotes when searching.", support=2, provenance=["a"])
+    engine = ScriptedEngine().when(
+        "Put the full company name", verdict="same", merged="Quote the full company name in searches."
+    )
+    engine.when("accept", accept=True, reason="specific")
+    lm = scripted_lm(engine)
+    plan = _canon(memory, lm).plan(
+        "web_action",
+        [
+            Candidate("Put the full company name in quotes when you search.", provenance=["b"], support=3),
+            Candidate("Prefer court records over press releases for rulings.", provenance=["c"]),
+            Candidate("No data", provenance=["d"]),
+        ],
+    )
+    assert [op.action for op in plan] == ["merge", "add", "reject"]
+    assert plan[0].target == stored.id and plan[2].reason == "no data"
+    with memory.transaction(batch=1) as tx:
+        counts = memory.apply("web_action", plan, batch=1, tx=tx)
+    assert counts == {"add": 1, "merge": 1, "supersede": 0, "reject": 1}
+    merged = memory.web_action.get(stored.id)
+    assert merged.support == 5 and merged.provenance == ["a", "b"]
+    assert merged.text == "Quote the full company name in searches."
+    assert len(memory.web_action) == 2
+    assert len(engine.calls_matching("free of near-duplicates")) == 1
+
+
+def test_duplicates_within_one_batch_merge_into_the_new_item(tmp_path):
+    memory = MementoMemory(tmp_path)
+    plan = _canon(memory, lm=False).plan(
+        "craft",
+        [
+            Candidate("Check the official docket before news articles.", provenance=["a"]),
+            Candidate("check the official docket before news articles", provenance=["b"]),
+        ],
+    )
+    assert [op.action for op in plan] == ["add", "merge"] and plan[1].target == "new:0"
+    with memory.transaction(batch=1) as tx:
+        memory.apply("craft", plan, batch=1, tx=tx)
+    [entry] = memory.craft.all()
+    assert entry.support == 2 and entry.provenance == ["a", "b"]
+
+
+def test_llm_check_rejects_unsupported_candidates(tmp_path):
+    memory = MementoMemory(tmp_path)
+    engine = ScriptedEngine().when("moon is made of cheese", accept=False, reason="unsupported")
+    engine.when("accept", accept=True, reason="ok")
+    lm = scripted_lm(engine)
+    plan = _canon(memory, lm).plan(
+        "facts",
+        [
+            Candidate("The moon is made of cheese.", entity="Moon", evidence="a children's story"),
+            Candidate("The Moon orbits Earth every 27.3 days.", entity="Moon", sources=["https://nasa.test"]),
+            Candidate("A fact without its entity.", entity=""),
+        ],
+    )
+    assert [op.action for op in plan] == ["reject", "add", "reject"]
+    assert plan[0].reason == "unsupported" and plan[2].reason == "fact without an entity"
+    assert len(engine.calls_matching("may be stored")) == 2
+
+
+def test_contradicting_fact_supersedes_the_old_one_which_is_kept(tmp_path):
+    memory = MementoMemory(tmp_path, relevance_check=False)
+    old = memory.facts.add("Acme Corp", "Acme Corp's CEO is Alice Smith.", sources=["https://old.test"])
+    engine = ScriptedEngine().when(
+        "contradicts",
+        predicate=lambda c: "Acme Corp's CEO" in c.prompt and "stored" in c.inputs,
+        verdict="contradicts",
+        merged="",
+    )
+    engine.when("accept", accept=True, reason="ok")
+    with dspy.context(lm=scripted_lm(engine)):
+        plan = _canon(memory).plan(
+            "facts", [Candidate("Acme Corp's CEO is Bob Jones.", entity="acme corp", sources=["https://new.test"])]
+        )
+    assert [op.action for op in plan] == ["supersede"] and plan[0].target == old.id
+    with memory.transaction(batch=2) as tx:
+        memory.apply("facts", plan, batch=2, tx=tx)
+    facts = {f.text: f for f in memory.facts.all()}
+    assert facts["Acme Corp's CEO is Alice Smith."].superseded_by == facts["Acme Corp's CEO is Bob Jones."].id
+    assert "Bob Jones" in memory.known_facts("Who runs Acme Corp?")
+    assert "Alice" not in memory.known_facts("Who runs Acme Corp?")
+    assert len(memory.facts) == 1 and memory.facts.stats()["superseded"] == 1
+
+
+def test_distinct_verdict_adds(tmp_path):
+    memory = MementoMemory(tmp_path)
+    memory.decomposition.add("When a film is named, add a sub-question that covers its director.")
+    engine = ScriptedEngine(overrides={"verdict": "distinct", "merged": "", "accept": True})
+    plan = _canon(memory, scripted_lm(engine)).plan(
+        "decomposition", [Candidate("When a film is named, add a sub-question that covers its release year.")]
+    )
+    assert [op.action for op in plan] == ["add"]
