@@ -1,0 +1,366 @@
+"""Fetcher behaviour against a local HTTP site (robots, cache, limits, retries, caps, SSRF, cutoffs)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from memento.web.errors import (
+    AfterCutoff,
+    Blocked,
+    FetchError,
+    FetchFailed,
+    NotCached,
+    RobotsDisallowed,
+    TooLarge,
+    UndatedRefused,
+    UnsupportedContent,
+)
+from memento.web.fetcher import Fetcher
+
+BODY = "<p>" + "The quick brown fox studies the history of the river valley and its people. " * 12 + "</p>"
+
+
+def _html(title: str, date: str | None = None) -> bytes:
+    meta = f'<meta property="article:published_time" content="{date}">' if date else ""
+    return (
+        f"<html><head><title>{title}</title>{meta}</head><body><article><h1>{title}</h1>{BODY}</article></body></html>"
+    ).encode()
+
+
+class Site:
+    """A local site; records every request path and the peak number of concurrent requests."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.lock = threading.Lock()
+        self.active = 0
+        self.peak = 0
+        self.flaky_left = 1
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                with site.lock:
+                    site.paths.append(self.path)
+                    site.active += 1
+                    site.peak = max(site.peak, site.active)
+                try:
+                    site.route(self)
+                finally:
+                    with site.lock:
+                        site.active -= 1
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def hits(self, prefix: str) -> int:
+        with self.lock:
+            return sum(1 for p in self.paths if p.startswith(prefix))
+
+    def route(self, h: BaseHTTPRequestHandler) -> None:
+        path = h.path.split("?")[0]
+
+        def send(status: int, body: bytes = b"", ctype: str = "text/html; charset=utf-8", **headers: str) -> None:
+            h.send_response(status)
+            h.send_header("Content-Type", ctype)
+            h.send_header("Content-Length", str(len(body)))
+            for k, v in headers.items():
+                h.send_header(k.replace("_", "-"), v)
+            h.end_headers()
+            h.wfile.write(body)
+
+        if path == "/robots.txt":
+            send(200, b"User-agent: *\nDisallow: /private/\n", "text/plain")
+        elif path == "/old":
+            send(200, _html("Old news", "2015-06-01"))
+        elif path == "/new":
+            send(200, _html("New news", "2023-02-01"))
+        elif path == "/undated":
+            send(200, _html("No date here"))
+        elif path == "/plain":
+            send(200, b"plain words only", "text/plain; charset=utf-8")
+        elif path.startswith("/private/"):
+            send(200, _html("secret"))
+        elif path == "/flaky":
+            with self.lock:
+                first = self.flaky_left > 0
+                self.flaky_left -= 1
+            if first:
+                send(429, b"slow down", "text/plain", Retry_After="7")
+            else:
+                send(200, _html("Flaky but fine", "2016-01-01"))
+        elif path == "/broken":
+            send(503, b"down", "text/plain")
+        elif path == "/missing":
+            send(404, b"nope", "text/plain")
+        elif path == "/slow":
+            time.sleep(1.5)
+            send(200, _html("Slow"))
+        elif path == "/work":
+            time.sleep(0.05)
+            send(200, _html("Work item", "2014-01-01"))
+        elif path == "/big":  # no Content-Length: the cap must be enforced while streaming
+            h.send_response(200)
+            h.send_header("Content-Type", "text/html")
+            h.end_headers()
+            for _ in range(40):
+                h.wfile.write(b"<p>" + b"x" * 5000 + b"</p>")
+        elif path == "/big-declared":
+            h.send_response(200)
+            h.send_header("Content-Type", "text/html")
+            h.send_header("Content-Length", str(10**9))
+            h.end_headers()
+        elif path == "/binary":
+            send(200, b"\x89PNG\r\n\x1a\n\x00\x00" * 10, "image/png")
+        elif path == "/sneaky-binary":
+            send(200, b"\x00\x01\x02\x03" * 100, "text/html")
+        elif path == "/to-old":
+            send(302, b"", Location="/old")
+        elif path == "/to-private-net":
+            send(302, b"", Location="http://10.0.0.1/admin")
+        elif path == "/to-metadata":
+            send(301, b"", Location="http://169.254.169.254/latest/meta-data/")
+        elif path == "/to-disallowed":
+            send(302, b"", Location="/private/page")
+        elif path == "/to-file":
+            send(302, b"", Location="file:///etc/passwd")
+        else:
+            send(404, b"not found", "text/plain")
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def site():
+    s = Site()
+    yield s
+    s.close()
+
+
+def make_fetcher(tmp_path, **kw) -> Fetcher:
+    opts = dict(
+        cache_dir=tmp_path / "web",
+        allow_private=True,
+        allowed_private_hosts={"127.0.0.1"},
+        host_interval=0.0,
+        backoff=0.01,
+        max_retry_wait=0.05,
+        timeout=5.0,
+    )
+    opts.update(kw)
+    return Fetcher(**opts)
+
+
+def test_extracts_text_title_and_date(site, tmp_path):
+    page = make_fetcher(tmp_path).fetch(site.base + "/old")
+    assert page.title == "Old news"
+    assert "quick brown fox" in page.text
+    assert page.published == dt.date(2015, 6, 1)
+    assert page.status == 200 and not page.from_cache
+    plain = make_fetcher(tmp_path).fetch(site.base + "/plain")
+    assert plain.text == "plain words only"
+
+
+def test_robots_disallowed_path_gets_zero_requests(site, tmp_path):
+    fetcher = make_fetcher(tmp_path)
+    with pytest.raises(RobotsDisallowed):
+        fetcher.fetch(site.base + "/private/secret.html")
+    with pytest.raises(RobotsDisallowed):  # also when reached through a redirect
+        fetcher.fetch(site.base + "/to-disallowed")
+    assert site.hits("/private/") == 0
+    assert site.hits("/robots.txt") == 1  # fetched once per host, then cached
+    fetcher.fetch(site.base + "/old")
+    assert site.hits("/robots.txt") == 1
+
+
+def test_user_agent_is_sent_and_matched(site, tmp_path):
+    seen: list[str] = []
+    original = site.route
+
+    def spy(h):
+        seen.append(h.headers.get("User-Agent"))
+        original(h)
+
+    site.route = spy
+    make_fetcher(tmp_path, user_agent="memento-test/1.0 (+https://example.org)").fetch(site.base + "/old")
+    assert seen and all(ua == "memento-test/1.0 (+https://example.org)" for ua in seen)
+
+
+def test_cache_serves_second_fetch_without_request_also_in_new_fetcher(site, tmp_path):
+    fetcher = make_fetcher(tmp_path)
+    first = fetcher.fetch(site.base + "/old")
+    again = fetcher.fetch(site.base.replace("http://", "HTTP://") + "/old#section")  # same normalised URL
+    assert not first.from_cache and again.from_cache
+    assert again.text == first.text and again.published == first.published
+    later = make_fetcher(tmp_path)  # a later run on the same cache dir
+    assert later.fetch(site.base + "/old").from_cache
+    assert site.hits("/old") == 1
+    assert later.requests_sent == 0
+
+
+def test_redirect_chain_is_cached_under_every_hop(site, tmp_path):
+    fetcher = make_fetcher(tmp_path)
+    page = fetcher.fetch(site.base + "/to-old")
+    assert page.final_url == site.base + "/old" and page.title == "Old news"
+    assert fetcher.fetch(site.base + "/to-old").from_cache
+    assert fetcher.fetch(site.base + "/old").from_cache
+    assert site.hits("/to-old") == 1 and site.hits("/old") == 1
+
+
+def test_offline_mode_serves_only_cached_pages(site, tmp_path):
+    make_fetcher(tmp_path).fetch(site.base + "/old")
+    before = len(site.paths)
+    offline = make_fetcher(tmp_path, offline=True)
+    assert offline.fetch(site.base + "/old").from_cache
+    with pytest.raises(NotCached):
+        offline.fetch(site.base + "/new")
+    assert len(site.paths) == before and offline.requests_sent == 0
+
+
+def test_cutoff_and_undated_policy(site, tmp_path):
+    fetcher = make_fetcher(tmp_path)
+    cutoff = dt.date(2020, 1, 1)
+    assert fetcher.fetch(site.base + "/old", before=cutoff).published == dt.date(2015, 6, 1)
+    with pytest.raises(AfterCutoff):
+        fetcher.fetch(site.base + "/new", before=cutoff)
+    with pytest.raises(AfterCutoff):  # on the cutoff day itself
+        fetcher.fetch(site.base + "/new", before="2023-02-01")
+    assert fetcher.fetch(site.base + "/new", before="2023-02-02").title == "New news"
+    assert fetcher.fetch(site.base + "/undated", before=cutoff).title == "No date here"
+    with pytest.raises(UndatedRefused):
+        fetcher.fetch(site.base + "/undated", before=cutoff, undated="drop")
+    with pytest.raises(AfterCutoff):  # cached pages obey the cutoff too
+        make_fetcher(tmp_path).fetch(site.base + "/new", before=cutoff)
+
+
+def test_retry_after_429_then_success(site, tmp_path):
+    fetcher = make_fetcher(tmp_path, max_retry_wait=3.0)
+    waits: list[float] = []
+    fetcher._sleep = waits.append  # record instead of sleeping
+    page = fetcher.fetch(site.base + "/flaky")
+    assert page.title == "Flaky but fine"
+    assert site.hits("/flaky") == 2
+    assert waits == [3.0]  # Retry-After: 7 honoured, capped at max_retry_wait
+
+
+def test_5xx_is_retried_then_fails_and_4xx_is_not_retried(site, tmp_path):
+    fetcher = make_fetcher(tmp_path, retries=2)
+    fetcher._sleep = lambda s: None
+    with pytest.raises(FetchFailed) as info:
+        fetcher.fetch(site.base + "/broken")
+    assert info.value.status == 503 and site.hits("/broken") == 3
+    with pytest.raises(FetchFailed) as info:
+        fetcher.fetch(site.base + "/missing")
+    assert info.value.status == 404 and site.hits("/missing") == 1
+
+
+def test_slow_url_times_out(site, tmp_path):
+    with pytest.raises(FetchFailed, match="timed out"):
+        make_fetcher(tmp_path, timeout=0.3).fetch(site.base + "/slow")
+    assert site.hits("/slow") == 1  # a read timeout is not retried
+
+
+def test_size_cap_streaming_and_declared(site, tmp_path):
+    fetcher = make_fetcher(tmp_path, max_bytes=50_000)
+    with pytest.raises(TooLarge):
+        fetcher.fetch(site.base + "/big")
+    with pytest.raises(TooLarge, match="Content-Length"):
+        fetcher.fetch(site.base + "/big-declared")
+
+
+def test_binary_content_is_refused(site, tmp_path):
+    fetcher = make_fetcher(tmp_path)
+    with pytest.raises(UnsupportedContent, match="image/png"):
+        fetcher.fetch(site.base + "/binary")
+    with pytest.raises(UnsupportedContent, match="binary"):
+        fetcher.fetch(site.base + "/sneaky-binary")
+
+
+def test_ssrf_guard_refuses_private_targets_without_connecting(site, tmp_path):
+    # Loopback without permission: refused before any request.
+    strict = make_fetcher(tmp_path, allow_private=False, allowed_private_hosts=None)
+    with pytest.raises(Blocked):
+        strict.fetch(site.base + "/old")
+    with pytest.raises(Blocked):
+        strict.fetch("http://localhost:1/x")
+    assert site.paths == [] and strict.requests_sent == 0
+    # Loopback allowed for 127.0.0.1 only: redirects to other private targets are refused without connecting
+    # (the test harness raises on any non-loopback connect, which would surface as FetchFailed, not Blocked).
+    fetcher = make_fetcher(tmp_path)
+    for path in ("/to-private-net", "/to-metadata", "/to-file"):
+        with pytest.raises(Blocked):
+            fetcher.fetch(site.base + path)
+    for url in ("http://10.0.0.1/", "http://169.254.169.254/latest", "http://[::1]:9/", "ftp://127.0.0.1/x"):
+        with pytest.raises(Blocked):
+            fetcher.fetch(url)
+
+
+def test_never_more_than_four_in_flight_from_eight_threads(site, tmp_path):
+    fetcher = make_fetcher(tmp_path, max_concurrent=4)
+    results: list[object] = []
+    lock = threading.Lock()
+
+    def worker(i: int) -> None:
+        for j in range(4):
+            try:
+                page = fetcher.fetch(f"{site.base}/work?i={i}&j={j}")
+            except FetchError as exc:  # pragma: no cover - would fail the assertion below
+                page = exc
+            with lock:
+                results.append(page)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 32 and all(getattr(r, "title", None) == "Work item" for r in results)
+    assert site.hits("/work") == 32 and site.hits("/robots.txt") == 1
+    assert 2 <= site.peak <= 4
+
+
+def test_limit_is_shared_by_all_fetchers_of_the_process(site, tmp_path):
+    fetchers = [make_fetcher(tmp_path / str(i), max_concurrent=2) for i in range(4)]
+    threads = [
+        threading.Thread(target=lambda f=f, i=i: [f.fetch(f"{site.base}/work?f={i}&j={j}") for j in range(3)])
+        for i, f in enumerate(fetchers)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    counts = Counter(p.split("?")[0] for p in site.paths)
+    assert counts["/work"] == 12
+    assert site.peak <= 2
+
+
+def test_host_spacing_orders_requests(site, tmp_path):
+    from memento.web.limits import HostSpacer
+
+    spacer = HostSpacer()
+    slept: list[float] = []
+    import memento.web.limits as limits
+
+    real = limits.time.sleep
+    limits.time.sleep = slept.append
+    try:
+        spacer.wait("h", 0.2)
+        spacer.wait("h", 0.2)
+        spacer.wait("other", 0.2)
+    finally:
+        limits.time.sleep = real
+    assert len(slept) == 1 and 0.1 < slept[0] <= 0.2
