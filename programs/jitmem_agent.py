@@ -123,11 +123,11 @@ class JitMemAgent(dspy.Module):
     def _lm(self, role: str) -> Any:
         return getattr(self.roles, role) if self.roles is not None else None
 
-    def curate(self, task_text: str, hits: list[Any]) -> tuple[str, int]:
+    def curate(self, task_text: str, hits: list[Any], *, curator: JitMemCurator | None = None) -> tuple[str, int]:
         """The payload for this task and the estimated size of the raw trajectories it replaces."""
         lm = self._lm("curator_lm")
         with dspy.context(lm=lm) if lm is not None else contextlib.nullcontext():
-            pred = self.curator(task=task_text, trajectories=hits)
+            pred = (curator or self.curator)(task=task_text, trajectories=hits)
         return pred.payload, int(pred.get("input_tokens", 0) or 0)
 
     def accept(self, trajectory: Trajectory, pred: dspy.Prediction) -> tuple[bool, str]:
@@ -157,8 +157,11 @@ class JitMemAgent(dspy.Module):
         """
         return self.run(kwargs, store=self.store)
 
-    def run(self, kwargs: dict[str, Any], *, store: bool) -> dspy.Prediction:
-        """One JitMem call; ``store=False`` skips the judge and the bank write (used by optimizers and training)."""
+    def run(self, kwargs: dict[str, Any], *, store: bool, curator: JitMemCurator | None = None) -> dspy.Prediction:
+        """One JitMem call; ``store=False`` skips the judge and the bank write (used by optimizers and training).
+
+        ``curator`` replaces the agent's own curator for this call (an optimizer's candidate).
+        """
         inputs = {name: kwargs.get(name) for name in self.task.input_fields}
         missing = [n for n, v in inputs.items() if v is None or (isinstance(v, str) and not v.strip())]
         if missing:
@@ -180,7 +183,7 @@ class JitMemAgent(dspy.Module):
             if hits or not self.retrieval:
                 started = time.perf_counter()
                 try:
-                    payload, raw_tokens = self.curate(task_text, hits)
+                    payload, raw_tokens = self.curate(task_text, hits, curator=curator)
                 except MementoError:
                     raise
                 except Exception as exc:  # a curator parse failure must not lose the run: execute without memory

@@ -1,0 +1,220 @@
+"""Curator learning without weights: optimise the JitMem curator's instructions with GEPA or MIPROv2.
+
+The JitMem paper trains its curator with GRPO on the immediate task reward (the executor's score on the task the
+payload was written for). Our curator is a DSPy module, so :func:`optimize_curator` learns the same thing in prompt
+space: it compiles a wrapper module whose *only* named predictor is the curator's ``CurateMemory`` predictor, while
+the executor and the bank are held outside the module tree (not optimised, not deep-copied, never forked). Each
+metric call runs retrieve -> curate (candidate instructions) -> execute, and scores the executor's prediction with
+the task metric; nothing is written to the bank during optimisation.
+
+- ``optimizer="gepa"``: ``dspy.GEPA(metric, max_metric_calls=budget, reflection_lm=...)``; the metric's textual
+  feedback drives the reflection.
+- ``optimizer="miprov2"``: ``dspy.MIPROv2(auto=None, num_candidates=..., max_*_demos=0)`` with ``num_trials=budget``
+  and ``minibatch_size`` clamped to the validation set: instruction proposals only, no demonstrations.
+
+Example:
+    >>> from memento.optimize.curator_optimizer import optimize_curator
+    >>> curator = optimize_curator(agent, trainset, task.metric, optimizer="gepa", budget=40,
+    ...                            reflection_lm=roles.reflection_lm)  # doctest: +SKIP
+    >>> agent.curator is curator  # installed into the agent  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import dspy
+
+from memento.errors import ConfigError
+from memento.programs.jitmem_agent import JitMemAgent
+from memento.programs.jitmem_curator import JitMemCurator
+
+__all__ = ["optimize_curator", "CuratorUnderTraining", "feedback_metric"]
+
+logger = logging.getLogger(__name__)
+
+
+class _Held:
+    """Hides an object from DSPy's parameter walk and shares it across deep copies (the executor and the bank)."""
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Held:
+        return self
+
+
+class CuratorUnderTraining(dspy.Module):
+    """The JitMem pipeline as seen by an optimizer: the curator is the only trainable part.
+
+    ``forward(**example_inputs)`` retrieves from the agent's bank (excluding the example's own ``id``), curates with
+    *this* module's curator and runs the agent's executor with the payload; it never judges or stores.
+
+    Example:
+        >>> student = CuratorUnderTraining(agent)
+        >>> [name for name, _ in student.named_predictors()]
+        ['curator.curate']
+    """
+
+    def __init__(self, agent: JitMemAgent, curator: JitMemCurator | None = None) -> None:
+        super().__init__()
+        self.curator = curator if curator is not None else agent.curator
+        self._agent = _Held(agent)
+
+    @property
+    def agent(self) -> JitMemAgent:
+        return self._agent.obj
+
+    def forward(self, **kwargs: Any) -> dspy.Prediction:
+        if "task_id" not in kwargs and kwargs.get("id"):
+            kwargs = {**kwargs, "task_id": kwargs["id"]}
+        return self.agent.run(kwargs, store=False, curator=self.curator)
+
+
+def _accepts_five(metric: Callable[..., Any]) -> bool:
+    try:
+        inspect.signature(metric).bind(None, None, None, None, None)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def feedback_metric(metric: Callable[..., Any]) -> Callable[..., dspy.Prediction]:
+    """``metric`` in GEPA's five-argument form returning ``dspy.Prediction(score, feedback)``."""
+    five = _accepts_five(metric)
+
+    def wrapped(gold: Any, pred: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None) -> Any:
+        result = metric(gold, pred, trace, pred_name, pred_trace) if five else metric(gold, pred, trace)
+        if isinstance(result, dspy.Prediction) and "score" in result:
+            return result
+        if isinstance(result, dict):
+            return dspy.Prediction(
+                score=float(result.get("score", 0.0) or 0.0), feedback=str(result.get("feedback", ""))
+            )
+        return dspy.Prediction(score=float(result or 0.0), feedback="")
+
+    wrapped.__name__ = getattr(metric, "__name__", "metric")
+    return wrapped
+
+
+def _float_metric(metric: Callable[..., Any]) -> Callable[..., float]:
+    scored = feedback_metric(metric)
+
+    def wrapped(gold: Any, pred: Any, trace: Any = None, *args: Any, **kwargs: Any) -> float:
+        return float(scored(gold, pred, trace).score)
+
+    wrapped.__name__ = getattr(metric, "__name__", "metric")
+    return wrapped
+
+
+def _with_inputs(examples: Sequence[Any], fields: list[str]) -> list[dspy.Example]:
+    out: list[dspy.Example] = []
+    for example in examples:
+        ex = example if isinstance(example, dspy.Example) else dspy.Example(**dict(example))
+        extra = [f for f in ("cutoff", "id") if ex.get(f) not in (None, "")]
+        out.append(ex.with_inputs(*fields, *extra))
+    return out
+
+
+def optimize_curator(
+    agent_or_curator: JitMemAgent | JitMemCurator,
+    trainset: Sequence[Any],
+    metric: Callable[..., Any],
+    *,
+    optimizer: Literal["gepa", "miprov2"] = "gepa",
+    budget: int = 40,
+    reflection_lm: dspy.LM | None = None,
+    valset: Sequence[Any] | None = None,
+    num_candidates: int = 3,
+    seed: int = 0,
+    threads: int = 1,
+) -> JitMemCurator:
+    """Optimise the curator's instructions on the immediate task reward within a fixed budget.
+
+    Args:
+        agent_or_curator: a :class:`JitMemAgent` (the reward is the task metric on the executor's prediction; the
+            optimised curator is installed into the agent) or a bare :class:`JitMemCurator` (the metric scores its
+            payload directly; examples carry ``task`` and ``trajectories``).
+        trainset: examples with the task's input fields (and optionally ``id``, ``cutoff``) and labels.
+        metric: the task metric (``metric(example, pred, trace=None, ...)`` -> number or ``Prediction(score,
+            feedback)``).
+        optimizer: ``"gepa"`` or ``"miprov2"``.
+        budget: GEPA's ``max_metric_calls``; MIPROv2's ``num_trials``.
+        reflection_lm: GEPA's reflection LM / MIPROv2's proposal model (default: the configured LM).
+        valset: validation examples (default: the trainset).
+        num_candidates: MIPROv2 instruction candidates.
+        seed: optimizer seed.
+        threads: evaluation threads.
+
+    Returns:
+        The optimised curator (a new module; under an agent it also replaces ``agent.curator``).
+
+    Raises:
+        ConfigError: an unknown optimizer, an empty trainset, a budget below 1, or no LM for the reflection.
+    """
+    if optimizer not in ("gepa", "miprov2"):
+        raise ConfigError(f"unknown curator optimizer {optimizer!r}; use 'gepa' or 'miprov2'")
+    if not trainset:
+        raise ConfigError("optimize_curator needs a non-empty trainset")
+    if budget < 1:
+        raise ConfigError(f"budget must be >= 1, got {budget}")
+    reflection = reflection_lm or dspy.settings.lm
+    if reflection is None:
+        raise ConfigError("optimize_curator needs an LM: pass reflection_lm= or configure one with memento.configure")
+
+    if isinstance(agent_or_curator, JitMemAgent):
+        agent: JitMemAgent | None = agent_or_curator
+        student: dspy.Module = CuratorUnderTraining(agent_or_curator)
+        fields = agent_or_curator.task.input_fields
+    elif isinstance(agent_or_curator, JitMemCurator):
+        agent = None
+        student = agent_or_curator
+        fields = ["task", "trajectories"] if agent_or_curator.task_conditioning else ["trajectories"]
+    else:
+        raise ConfigError(f"optimize_curator takes a JitMemAgent or a JitMemCurator, got {type(agent_or_curator)}")
+    train = _with_inputs(trainset, fields)
+    val = _with_inputs(valset, fields) if valset else None
+
+    if optimizer == "gepa":
+        teleprompter = dspy.GEPA(
+            metric=feedback_metric(metric),
+            max_metric_calls=budget,
+            reflection_lm=reflection,
+            num_threads=threads,
+            seed=seed,
+            track_stats=False,
+        )
+        compiled = teleprompter.compile(student, trainset=train, valset=val)
+    else:
+        val_for_mipro = val or train
+        teleprompter = dspy.MIPROv2(
+            metric=_float_metric(metric),
+            prompt_model=reflection,
+            auto=None,
+            num_candidates=num_candidates,
+            max_bootstrapped_demos=0,
+            max_labeled_demos=0,
+            num_threads=threads,
+            seed=seed,
+            verbose=False,
+        )
+        compiled = teleprompter.compile(
+            student,
+            trainset=train,
+            valset=val_for_mipro,
+            num_trials=budget,
+            minibatch=len(val_for_mipro) > 1,
+            minibatch_size=max(1, min(len(val_for_mipro), 35)),
+            minibatch_full_eval_steps=max(1, min(5, budget)),
+        )
+    curator = compiled.curator if agent is not None else compiled
+    if not isinstance(curator, JitMemCurator):
+        raise ConfigError(f"the optimizer returned {type(curator).__name__}, not a JitMemCurator")
+    if agent is not None:
+        agent.curator = curator
+    logger.info("curator optimised with %s: %s", optimizer, curator.curate.signature.instructions[:200])
+    return curator

@@ -1,0 +1,235 @@
+"""JitMem's streaming protocol and training-bank construction.
+
+:func:`stream` runs a :class:`memento.programs.jitmem_agent.JitMemAgent` over a sequence of tasks the way the JitMem
+paper evaluates online learning (Appendix A): the order is shuffled with a seed, tasks are cut into batches of
+``batch_size`` (10 by default) that share one bank state (they may run in parallel), and the judge-accepted
+trajectories of a batch enter the bank only when the batch ends. Results are kept by the tasks' original positions,
+each with its stream order and batch, so the cold-start curve (score against experience) can be plotted.
+
+:func:`build_training_bank` is the one place where ground truth gates storage: it runs the agent on labelled
+training examples and stores each trajectory with ``accepted = metric score >= threshold``.
+
+Example:
+    >>> from memento.optimize.jitmem_stream import stream
+    >>> result = stream(agent, examples, batch_size=10, seed=0, metric=task.metric)  # doctest: +SKIP
+    >>> result.curve()  # mean score per batch, in stream order  # doctest: +SKIP
+    [0.2, 0.35, 0.4]
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import dspy
+
+from memento.errors import ConfigError, LMUnavailableError, MementoError
+from memento.lm import raise_if_fatal
+from memento.threads import run_parallel
+
+if TYPE_CHECKING:
+    from memento.programs.jitmem_agent import JitMemAgent
+
+__all__ = ["StreamItem", "StreamResult", "stream", "build_training_bank"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class StreamItem:
+    """One task of a stream: where it was in the input, when it ran, what it produced."""
+
+    position: int
+    order: int
+    batch: int
+    task_id: str
+    bank_version: int
+    bank_size: int
+    prediction: dspy.Prediction | None = None
+    score: float | None = None
+    feedback: str = ""
+    accepted: bool | None = None
+    stored: bool = False
+    error: str | None = None
+
+
+@dataclass
+class StreamResult:
+    """The items of a stream by original position (``items[i]`` is ``tasks[i]``)."""
+
+    items: list[StreamItem] = field(default_factory=list)
+
+    @property
+    def scores(self) -> list[float | None]:
+        """Scores by original position (``None`` without a metric or when the task failed)."""
+        return [item.score for item in self.items]
+
+    def mean(self) -> float | None:
+        """Mean score over scored tasks."""
+        scored = [s for s in self.scores if s is not None]
+        return sum(scored) / len(scored) if scored else None
+
+    def in_stream_order(self) -> list[StreamItem]:
+        """Items in the order they were run."""
+        return sorted(self.items, key=lambda item: item.order)
+
+    def curve(self) -> list[float | None]:
+        """The cold-start curve: mean score of each batch, in stream order."""
+        batches: dict[int, list[float]] = {}
+        for item in self.items:
+            batches.setdefault(item.batch, [])
+            if item.score is not None:
+                batches[item.batch].append(item.score)
+        return [sum(v) / len(v) if v else None for _, v in sorted(batches.items())]
+
+
+def _task_inputs(agent: JitMemAgent, example: Any, position: int) -> dict[str, Any]:
+    task = agent.task
+    inputs = task.inputs(task.preprocess(example))
+    cutoff = task.cutoff(example)
+    if cutoff is not None:
+        inputs["cutoff"] = cutoff
+    get = example.get if hasattr(example, "get") else (lambda key, default=None: default)
+    inputs["task_id"] = str(get("id", None) or get("task_id", None) or f"stream-{position}")
+    return inputs
+
+
+def _score(metric: Callable[..., Any], example: Any, pred: dspy.Prediction) -> tuple[float, str]:
+    from memento.optimize.curator_optimizer import feedback_metric
+
+    result = feedback_metric(metric)(example, pred)
+    return float(result.score), str(result.get("feedback", "") or "")
+
+
+def stream(
+    agent: JitMemAgent,
+    tasks: Sequence[Any],
+    *,
+    batch_size: int = 10,
+    seed: int = 0,
+    metric: Callable[..., Any] | None = None,
+    threads: int = 1,
+    on_batch: Callable[[int, list[StreamItem]], None] | None = None,
+) -> StreamResult:
+    """Run ``agent`` over ``tasks`` as a shuffled stream of batches; the bank is updated after each batch.
+
+    Args:
+        agent: the JitMem agent (its bank buffers writes during each batch).
+        tasks: examples (``dspy.Example`` or dicts) with the task's input fields (and optional ``id``/``cutoff``).
+        batch_size: tasks per batch; all of a batch see the same bank state.
+        seed: shuffling seed (the same seed gives the same order).
+        metric: optional ``metric(example, pred)`` returning a number or ``Prediction(score, feedback)``; it only
+            scores results, it never decides what is stored.
+        threads: tasks of a batch run in parallel with up to this many workers.
+        on_batch: called as ``on_batch(batch_index, items)`` after each batch is applied (progress, checkpoints).
+
+    Returns:
+        A :class:`StreamResult` whose items are in the tasks' original order.
+
+    Raises:
+        LMUnavailableError: the LM cannot be reached (other per-task failures are recorded on the item).
+    """
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+    order = list(range(len(tasks)))
+    random.Random(seed).shuffle(order)
+    rank = {position: i for i, position in enumerate(order)}
+    items: list[StreamItem | None] = [None] * len(tasks)
+    bank = agent.bank
+    for batch_index, start in enumerate(range(0, len(order), batch_size)):
+        positions = order[start : start + batch_size]
+        version, size = bank.version, len(bank)
+
+        def run_one(position: int, *, _batch: int = batch_index, _version: int = version, _size: int = size) -> Any:
+            example = tasks[position]
+            item = StreamItem(
+                position=position,
+                order=rank[position],
+                batch=_batch,
+                task_id="",
+                bank_version=_version,
+                bank_size=_size,
+            )
+            try:
+                kwargs = _task_inputs(agent, example, position)
+                item.task_id = kwargs["task_id"]
+                pred = agent(**kwargs)
+                item.prediction = pred
+                info = pred.get("jitmem", None) or {}
+                item.accepted, item.stored = info.get("accepted"), bool(info.get("stored"))
+                trajectory = pred.get("trajectory", None)
+                if trajectory is not None and trajectory.error:
+                    item.error = trajectory.error
+                if metric is not None:
+                    item.score, item.feedback = _score(metric, example, pred)
+                    if trajectory is not None:
+                        trajectory.score = item.score
+            except LMUnavailableError:
+                raise
+            except MementoError as exc:
+                item.error = f"{type(exc).__name__}: {exc}"
+            except Exception as exc:
+                raise_if_fatal(exc)
+                logger.warning("stream task %s failed: %s", position, exc)
+                item.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            return item
+
+        with bank.batch():
+            done = run_parallel(run_one, positions, threads=threads)
+        for item in done:
+            items[item.position] = item
+        logger.info("stream batch %d: %d tasks, bank %d -> %d trajectories", batch_index, len(done), size, len(bank))
+        if on_batch is not None:
+            on_batch(batch_index, done)
+    return StreamResult(items=[item for item in items if item is not None])
+
+
+def build_training_bank(
+    agent: JitMemAgent,
+    examples: Sequence[Any],
+    metric: Callable[..., Any],
+    *,
+    threshold: float = 1.0,
+    threads: int = 1,
+) -> StreamResult:
+    """Fill ``agent.bank`` from labelled examples, gating storage on the metric (the only ground-truth gate).
+
+    Each example is run once through the agent without its judge (retrieval and curation still apply, against the
+    bank as it was before this call); its trajectory is stored with ``accepted = score >= threshold`` in a single
+    batch at the end. Returns the per-example results by position.
+    """
+    results: list[StreamItem] = []
+    bank = agent.bank
+    version, size = bank.version, len(bank)
+
+    def run_one(position: int) -> tuple[StreamItem, Any]:
+        example = examples[position]
+        item = StreamItem(position=position, order=position, batch=0, task_id="", bank_version=version, bank_size=size)
+        try:
+            kwargs = _task_inputs(agent, example, position)
+            item.task_id = kwargs["task_id"]
+            pred = agent.run(kwargs, store=False)
+            item.prediction = pred
+            item.score, item.feedback = _score(metric, example, pred)
+            pred.trajectory.score = item.score
+            item.accepted = item.score >= threshold and not pred.trajectory.error
+            return item, pred.trajectory
+        except LMUnavailableError:
+            raise
+        except MementoError as exc:
+            item.error = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:
+            raise_if_fatal(exc)
+            item.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return item, None
+
+    done = run_parallel(run_one, list(range(len(examples))), threads=threads)
+    with bank.batch():
+        for item, trajectory in done:
+            if trajectory is not None:
+                item.stored = bank.add(trajectory, bool(item.accepted))
+            results.append(item)
+    return StreamResult(items=results)
