@@ -70,6 +70,11 @@ class _UsageSink:
         self.meter = meter
         self.parent: Any = None  # the tracker this sink replaced (an outer meter, dspy.track_usage): fed too
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> _UsageSink:
+        # dspy's ParallelExecutor (Evaluate, GEPA, MIPROv2) deep-copies the usage tracker into every worker thread;
+        # the sink is thread-safe and attributes calls per thread itself, so workers must share it, not a copy.
+        return self
+
     def add_usage(self, lm: str, usage_entry: dict[str, Any]) -> None:
         if self.parent is not None:
             self.parent.add_usage(lm, usage_entry)
