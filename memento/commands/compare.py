@@ -1,26 +1,160 @@
-"""The `memento compare` command."""
+"""The ``memento compare`` command: memory methods vs GEPA/MIPROv2/BootstrapFewShot on one task, metric and split."""
 
 from __future__ import annotations
 
-import typer
+from pathlib import Path
+from typing import Annotated
 
-from memento.commands._common import APIBaseOpt, ConfigOpt, JudgeLMOpt, LMOpt, cli_errors, not_available
+import typer
+from rich.table import Table
+
+from memento.commands._common import (
+    APIBaseOpt,
+    ConfigOpt,
+    JudgeLMOpt,
+    LMOpt,
+    cli_errors,
+    console,
+    err_console,
+    settings_from_flags,
+)
+from memento.errors import ConfigError
 
 __all__ = ["register"]
 
 
 @cli_errors
 def compare(
-    ctx: typer.Context,
+    task: Annotated[str, typer.Option("--task", help="Task name (multihop, legal, opinion, sales, qa ...).")],
+    methods: Annotated[
+        str,
+        typer.Option(
+            "--methods",
+            help="Comma-separated methods: closed_book, few_shot, react, react_memory, aet, memento, cbr, jitmem, "
+            "gepa:<base>, miprov2:<base>, bootstrap:<base> (base: react, aet, closed_book ...).",
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Comparison directory (an existing one is resumed).")],
+    train: Annotated[Path | None, typer.Option("--train", help="Training examples (the task's format).")] = None,
+    test: Annotated[Path | None, typer.Option("--test", help="Test examples (the task's format).")] = None,
+    data: Annotated[
+        Path | None, typer.Option("--data", help="One data file split with --seed into --n-train/--n-test.")
+    ] = None,
+    n_train: Annotated[
+        int | None, typer.Option("--n-train", min=1, help="Training examples taken from --data.")
+    ] = None,
+    n_test: Annotated[int | None, typer.Option("--n-test", min=1, help="Test examples taken from --data.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Read at most N rows of each file.")] = None,
+    budget: Annotated[
+        str, typer.Option("--budget", help="Budget preset for every optimiser and memory method: tiny|light|medium.")
+    ] = "light",
+    baseline: Annotated[str, typer.Option("--baseline", help="Method the paired bootstrap compares with.")] = (
+        "closed_book"
+    ),
+    corpus: Annotated[Path | None, typer.Option("--corpus", help="Offline corpus directory (the local web).")] = None,
+    threads: Annotated[int | None, typer.Option("--threads", min=1, help="Parallel examples per evaluation.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Split, optimiser and bootstrap seed.")] = None,
+    gepa_max_metric_calls: Annotated[
+        int | None, typer.Option("--gepa-max-metric-calls", min=1, help="Override GEPA's metric-call budget.")
+    ] = None,
+    mipro_num_candidates: Annotated[
+        int | None, typer.Option("--mipro-num-candidates", min=1, help="Override MIPROv2's candidates.")
+    ] = None,
+    mipro_num_trials: Annotated[
+        int | None, typer.Option("--mipro-num-trials", min=1, help="Override MIPROv2's trials.")
+    ] = None,
+    mipro_minibatch_size: Annotated[
+        int | None, typer.Option("--mipro-minibatch-size", min=1, help="Override MIPROv2's minibatch (<= valset).")
+    ] = None,
+    bootstrap_max_demos: Annotated[
+        int | None,
+        typer.Option("--bootstrap-max-demos", min=0, help="Override BootstrapFewShot's bootstrapped demos."),
+    ] = None,
+    memory_batch_size: Annotated[
+        int | None, typer.Option("--memory-batch-size", min=1, help="Override the memory methods' batch size.")
+    ] = None,
+    memory_train_limit: Annotated[
+        int | None, typer.Option("--memory-train-limit", min=1, help="Override the memory methods' train limit.")
+    ] = None,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
     judge_lm: JudgeLMOpt = None,
 ) -> None:
-    """Not available yet."""
-    not_available("compare")
+    """Compare methods on one task: train each (frozen artefact in OUT/<method>/), test all on the same split.
+
+    Writes OUT/results.json, OUT/results.md and PNG plots; rerunning resumes (finished methods are not rerun).
+    """
+    from memento.optimize.compare import compare as run_compare
+    from memento.tasks.task import get_task
+
+    web = {"corpus": corpus} if corpus is not None else {}
+    run = {k: v for k, v in {"threads": threads, "seed": seed}.items() if v is not None}
+    settings = settings_from_flags(config, lm, api_base, judge_lm, web=web, run=run)
+    task_obj = get_task(task)
+    if data is not None and (train is not None or test is not None):
+        raise ConfigError("give either --data (split by seed) or --train and --test, not both")
+    if data is None and (train is None or test is None):
+        raise ConfigError("give --train and --test, or --data with --n-train/--n-test")
+    for path in (p for p in (data, train, test) if p is not None):
+        if not path.exists():
+            raise ConfigError(f"data file not found: {path}")
+    overrides = {
+        "gepa_max_metric_calls": gepa_max_metric_calls,
+        "mipro_num_candidates": mipro_num_candidates,
+        "mipro_num_trials": mipro_num_trials,
+        "mipro_minibatch_size": mipro_minibatch_size,
+        "bootstrap_max_bootstrapped_demos": bootstrap_max_demos,
+        "memory_batch_size": memory_batch_size,
+        "memory_train_limit": memory_train_limit,
+    }
+    kwargs: dict = {}
+    if data is not None:
+        kwargs["data"] = task_obj.load(data, limit=limit)
+        kwargs["n_train"], kwargs["n_test"] = n_train, n_test
+    else:
+        kwargs["trainset"] = task_obj.load(train, limit=limit)
+        kwargs["testset"] = task_obj.load(test, limit=limit)
+    report = run_compare(
+        task_obj,
+        methods,
+        out_dir=out,
+        settings=settings,
+        budget=budget,
+        budget_overrides=overrides,
+        baseline=baseline,
+        progress=lambda line: err_console.print(f"[dim]compare[/dim] {line}", highlight=False),
+        **kwargs,
+    )
+    table = Table(
+        title=f"memento compare: {report.task} ({report.split['n_train']} train / {report.split['n_test']} test)"
+    )
+    for column in ("method", "status", "score [95% CI]", f"Δ vs {report.baseline}", "train LM calls",
+                   "test LM calls", "judge calls", "train s", "test s"):  # fmt: skip
+        table.add_column(column)
+    for name, res in report.methods.items():
+        score = "–" if res.mean is None else f"{res.mean:.3f} [{res.ci_low:.3f}, {res.ci_high:.3f}]"
+        diff = "–" if res.vs_baseline is None else f"{res.vs_baseline.diff:+.3f}"
+        status = res.status if res.status == "done" else f"[red]{res.status}[/red]: {res.error or ''}"
+        table.add_row(
+            name,
+            status,
+            score,
+            diff,
+            str(res.costs.train.lm_calls),
+            str(res.costs.test.lm_calls),
+            str(res.costs.train.judge_calls + res.costs.test.judge_calls),
+            f"{res.costs.train.wall_seconds:.1f}",
+            f"{res.costs.test.wall_seconds:.1f}",
+        )
+    console.print(table)
+    console.print(f"wrote {out / 'results.json'}, {out / 'results.md'} and plots")
+    failed = [name for name, res in report.methods.items() if res.status == "error"]
+    if failed:
+        err_console.print(f"memento: {len(failed)} method(s) failed: {', '.join(failed)} (see {out / 'results.md'})")
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
     """Add `compare` to the CLI."""
-    app.command("compare", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(compare)
+    app.command("compare")(compare)

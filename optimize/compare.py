@@ -1,0 +1,679 @@
+"""Compare learning from the web (memory methods) with prompt optimisation (GEPA, MIPROv2, BootstrapFewShot).
+
+One task, one metric, one seeded train/test split, the same LM roles for every method. Each method is a pluggable
+:class:`MethodRunner` with two phases:
+
+1. **train** on the training set, leaving a *frozen artefact* in ``DIR/<method>/``: a compiled program's JSON state
+   (``program.json``, reloadable with ``program.load``) and/or a memory directory (``memory/``);
+2. **test**: the program is rebuilt *from the artefact* (so what is scored is exactly what was saved, with memory
+   frozen) and evaluated on the test set.
+
+Each phase runs under a :class:`memento.usage.UsageMeter`, so its LM calls, tokens and judge calls are counted by
+role, plus searches, fetches and wall time (:class:`memento.optimize.costs.PhaseCost`). The report
+(:mod:`memento.optimize.report`) adds each method's bootstrap 95% CI and the paired-bootstrap difference against a
+baseline method.
+
+Methods: any registered program (``closed_book``, ``few_shot``, ``react``, ``aet`` ...: built, saved, tested),
+``<optimiser>:<base>`` (``gepa:react``, ``miprov2:aet``, ``bootstrap:closed_book``), and the memory methods
+``memento``, ``react_memory`` (ReAct reading MEMENTO memory), ``cbr`` and ``jitmem``. Register your own with
+:func:`register_runner`.
+
+Resumable: a method whose ``DIR/<method>/done`` marker exists is not rerun; a method whose training finished
+(``train.json``) is only tested again; a crash in one method is recorded (status ``error``) and the others go on.
+
+Example:
+    >>> from memento.optimize.compare import compare  # doctest: +SKIP
+    >>> report = compare("multihop", ["closed_book", "aet", "gepa:react"], data=examples, n_train=12, n_test=8,
+    ...                  budget="tiny", out_dir="runs/cmp", settings=settings)  # doctest: +SKIP
+    >>> report.methods["gepa:react"].vs_baseline.diff  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import logging
+import random
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import dspy
+
+from memento.config import Settings
+from memento.errors import ConfigError, LMUnavailableError, MementoError
+from memento.lm import raise_if_fatal
+from memento.optimize.budgets import CompareBudget, resolve_budget
+from memento.optimize.costs import PhaseCost, role_models
+from memento.optimize.optimizers import OPTIMIZERS, optimize_program
+from memento.optimize.report import (
+    BaselineDiff,
+    CompareReport,
+    MethodResult,
+    atomic_write_text,
+    write_report,
+)
+from memento.tasks.task import Task, get_task
+from memento.types import Usage, utcnow
+from memento.usage import UsageMeter
+
+__all__ = [
+    "MethodSpec",
+    "CompareContext",
+    "TrainOutcome",
+    "MethodRunner",
+    "ProgramRunner",
+    "OptimizerRunner",
+    "MementoRunner",
+    "compare",
+    "parse_methods",
+    "register_runner",
+    "split_examples",
+    "example_id",
+    "WebTally",
+    "Tallied",
+]
+
+logger = logging.getLogger(__name__)
+
+MEMORY_METHODS: tuple[str, ...] = ("memento", "react_memory", "cbr", "jitmem")
+PROGRAM_FILE = "program.json"
+MEMORY_DIR = "memory"
+
+
+# -- methods ------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MethodSpec:
+    """A method to compare: its name, kind (``program``, ``optimizer``, ``memory``), base program and optimiser."""
+
+    name: str
+    kind: str
+    base: str
+    optimizer: str | None = None
+
+    @property
+    def slug(self) -> str:
+        """The method's directory name (``gepa:react`` -> ``gepa-react``)."""
+        return self.name.replace(":", "-")
+
+
+def parse_methods(methods: str | Sequence[str]) -> list[MethodSpec]:
+    """Parse ``"closed_book,aet,gepa:react"`` (or a list) into specs, in order, without duplicates.
+
+    Raises:
+        ConfigError: an empty list, an unknown optimiser, or an optimiser over a memory method.
+    """
+    names = [m.strip() for m in (methods.split(",") if isinstance(methods, str) else methods)]
+    names = [m for m in names if m]
+    if not names:
+        raise ConfigError("no methods to compare")
+    specs: list[MethodSpec] = []
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            continue
+        seen.add(name)
+        if ":" in name:
+            optimizer, _, base = name.partition(":")
+            if optimizer not in OPTIMIZERS:
+                raise ConfigError(
+                    f"unknown optimiser {optimizer!r} in {name!r}; expected one of {', '.join(OPTIMIZERS)}"
+                )
+            if not base or ":" in base:
+                raise ConfigError(f"{name!r}: expected <optimiser>:<base method>, e.g. gepa:react")
+            if base in MEMORY_METHODS:
+                raise ConfigError(
+                    f"{name!r}: optimising a memory method's prompts is not supported; use a base program"
+                )
+            specs.append(MethodSpec(name, "optimizer", base, optimizer))
+        elif name in MEMORY_METHODS:
+            specs.append(MethodSpec(name, "memory", name))
+        else:
+            specs.append(MethodSpec(name, "program", name))
+    return specs
+
+
+# -- data ---------------------------------------------------------------------------------------------------------
+def example_id(example: dspy.Example, task: Task) -> str:
+    """A stable id of an example: its ``id`` field, else a hash of its model-visible inputs."""
+    given = example.get("id") if hasattr(example, "get") else None
+    if given not in (None, ""):
+        return str(given)
+    payload = json.dumps(task.inputs(example), sort_keys=True, default=str)
+    return "h-" + hashlib.sha1(payload.encode()).hexdigest()[:12]
+
+
+def split_examples(
+    examples: Sequence[dspy.Example], *, n_train: int | None, n_test: int | None, seed: int
+) -> tuple[list[dspy.Example], list[dspy.Example]]:
+    """One seeded split: shuffle with ``seed``, the first ``n_test`` are the test set, the next ``n_train`` train.
+
+    ``None`` sizes take the rest (``n_test=None`` alone: a 70/30 train/test split).
+
+    Raises:
+        ConfigError: the sizes exceed the data or leave a side empty.
+    """
+    items = list(examples)
+    total = len(items)
+    if n_test is None and n_train is None:
+        n_test = max(1, round(total * 0.3))
+    if n_test is None:
+        n_test = total - (n_train or 0)
+    if n_train is None:
+        n_train = total - n_test
+    if n_train < 1 or n_test < 1:
+        raise ConfigError(f"a comparison needs at least one train and one test example (got {n_train}/{n_test})")
+    if n_train + n_test > total:
+        raise ConfigError(f"asked for {n_train} train + {n_test} test examples but the data has only {total}")
+    order = list(range(total))
+    random.Random(seed).shuffle(order)
+    test = [items[i] for i in order[:n_test]]
+    train = [items[i] for i in order[n_test : n_test + n_train]]
+    return train, test
+
+
+# -- web counts during training ------------------------------------------------------------------------------------
+class WebTally:
+    """Thread-safe totals of the web use found in the trajectories of programs run during a training phase.
+
+    Shared by reference when copied (optimisers deep-copy programs dozens of times; the tally must not fork).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.runs = 0
+        self.searches = 0
+        self.fetches = 0
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> WebTally:
+        return self
+
+    def add(self, usage: Usage | None) -> None:
+        with self._lock:
+            self.runs += 1
+            if usage is not None:
+                self.searches += usage.searches
+                self.fetches += usage.fetches
+
+
+class Tallied(dspy.Module):
+    """Wraps a program so every run's searches and fetches (from its trajectory) reach a :class:`WebTally`.
+
+    The wrapped program is ``self.program``; save that (not the wrapper) so the state loads into the bare program.
+    """
+
+    def __init__(self, program: dspy.Module, tally: WebTally) -> None:
+        super().__init__()
+        self.program = program
+        self.tally = tally
+
+    def forward(self, **kwargs: Any) -> dspy.Prediction:
+        pred = self.program(**kwargs)
+        trajectory = pred.get("trajectory") if hasattr(pred, "get") else None
+        self.tally.add(getattr(trajectory, "usage", None))
+        return pred
+
+
+# -- runners ------------------------------------------------------------------------------------------------------
+@dataclass
+class CompareContext:
+    """What every runner shares: the task, its metric, the split, the settings and LM roles, the budget."""
+
+    task: Task
+    settings: Settings
+    roles: Any
+    metric: Callable[..., Any]
+    trainset: list[dspy.Example]
+    testset: list[dspy.Example]
+    budget: CompareBudget
+    threads: int
+    seed: int
+    out_dir: Path
+
+    def build(self, method: str, *, memory_dir: Path | None = None) -> dspy.Module:
+        """Build a registered program for this comparison's task, settings and roles."""
+        from memento.programs.registry import build_program
+
+        return build_program(
+            method,
+            task=self.task,
+            settings=self.settings,
+            roles=self.roles,
+            trainset=self.trainset,
+            memory_dir=memory_dir,
+        )
+
+
+@dataclass
+class TrainOutcome:
+    """What a training phase produced besides its artefacts.
+
+    Attributes:
+        budget: the budget as applied (after clamping), reported per method.
+        info: anything worth reporting (optimiser scores, candidates, memory version).
+        curve: per-batch learning curve, ``[{"batch": 1, "score": 0.4, ...}, ...]`` (memory methods).
+        growth: per-batch memory size, ``[{"batch": 1, "size": 12, "unit": "rules+facts"}, ...]``.
+        searches: web searches made while training.
+        fetches: page fetches made while training.
+        artefacts: artefact paths relative to the method directory (``{"program": "program.json"}``).
+    """
+
+    budget: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    curve: list[dict[str, Any]] = field(default_factory=list)
+    growth: list[dict[str, Any]] = field(default_factory=list)
+    searches: int = 0
+    fetches: int = 0
+    artefacts: dict[str, str] = field(default_factory=dict)
+
+
+class MethodRunner(Protocol):
+    """A compared method: ``train`` leaves a frozen artefact in ``method_dir``; ``load`` rebuilds the test program."""
+
+    def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome: ...
+
+    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module: ...
+
+
+def _save_program(program: dspy.Module, path: Path) -> None:
+    """``program.save`` (JSON state) through a temporary file, so a crash never leaves a truncated artefact."""
+    tmp = path.with_name(f".{path.name}.tmp.json")
+    program.save(str(tmp))
+    tmp.replace(path)
+
+
+class ProgramRunner:
+    """A registered program as is (``closed_book``, ``few_shot``, ``react``, ``aet`` ...): nothing to learn beyond
+    what its builder takes from the training set (FewShot's demos); its state is saved and reloaded."""
+
+    def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
+        program = ctx.build(spec.base)
+        _save_program(program, method_dir / PROGRAM_FILE)
+        return TrainOutcome(artefacts={"program": PROGRAM_FILE})
+
+    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
+        program = ctx.build(spec.base)
+        program.load(str(method_dir / PROGRAM_FILE))
+        return program
+
+
+class OptimizerRunner:
+    """``<optimiser>:<base>``: compile the base program with GEPA, MIPROv2 or BootstrapFewShot under the budget."""
+
+    def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
+        assert spec.optimizer is not None
+        tally = WebTally()
+        student = Tallied(ctx.build(spec.base), tally)
+        result = optimize_program(
+            spec.optimizer,
+            student,
+            trainset=ctx.trainset,
+            metric=ctx.metric,
+            roles=ctx.roles,
+            budget=ctx.budget,
+            threads=ctx.threads,
+            seed=ctx.seed,
+            log_dir=method_dir / "optimizer",
+        )
+        compiled = result.program.program if isinstance(result.program, Tallied) else result.program
+        _save_program(compiled, method_dir / PROGRAM_FILE)
+        info = dict(result.info)
+        info["program_runs"] = tally.runs
+        return TrainOutcome(
+            budget=result.budget,
+            info=info,
+            searches=tally.searches,
+            fetches=tally.fetches,
+            artefacts={"program": PROGRAM_FILE},
+        )
+
+    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
+        program = ctx.build(spec.base)
+        program.load(str(method_dir / PROGRAM_FILE))
+        return program
+
+
+def _freeze(program: dspy.Module) -> None:
+    memory = getattr(program, "memory", None)
+    freeze = getattr(memory, "freeze", None)
+    if callable(freeze):
+        freeze()
+
+
+class MementoRunner:
+    """MEMENTO: train M1-M4 with :class:`memento.optimize.memento_trainer.MementoTrainer` in batches, then test
+    with the memory frozen. ``react_memory`` tests a ReAct agent reading the memory ``memento`` trained in the same
+    comparison (or trains its own when ``memento`` is not compared)."""
+
+    def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
+        if spec.name == "react_memory":
+            shared = ctx.out_dir / "memento"
+            if (shared / "done").exists() and (shared / MEMORY_DIR).is_dir():
+                return TrainOutcome(
+                    info={"memory_from": "memento", "note": "reads the memory trained by `memento` (its cost)"},
+                    artefacts={"memory": f"../memento/{MEMORY_DIR}"},
+                )
+        from memento.optimize.memento_trainer import MementoTrainer
+
+        memory_dir = method_dir / MEMORY_DIR
+        program = ctx.build("memento", memory_dir=memory_dir)
+        memory = getattr(program, "memory", None)
+        if memory is None:
+            raise ConfigError("the memento program has no memory attached; cannot train it")
+        limit = ctx.budget.memory_train_limit
+        trainset = ctx.trainset[:limit] if limit is not None else ctx.trainset
+        tally = WebTally()
+        trainer = MementoTrainer(program, ctx.metric, memory, batch_size=ctx.budget.memory_batch_size)
+        reports = trainer.fit(trainset)
+        curve, growth = [], []
+        searches = 0
+        for i, rep in enumerate(reports, 1):
+            data = rep.model_dump(mode="json") if hasattr(rep, "model_dump") else dict(vars(rep))
+            batch = int(data.get("batch", i) or i)
+            score = data.get("mean_score", data.get("score"))
+            curve.append({"batch": batch, "score": score, "n": data.get("n_samples", data.get("samples"))})
+            size = sum(int(data.get(k) or 0) for k in ("rules", "facts", "craft_entries"))
+            growth.append({"batch": batch, "size": size, "unit": "rules+facts+craft entries",
+                           "chars": data.get("chars_after")})  # fmt: skip
+            searches += int(data.get("searches") or 0)
+        tally.searches = searches
+        return TrainOutcome(
+            budget=ctx.budget.for_method("memory") | {"train_examples": len(trainset)},
+            info={"batches": len(reports), "memory_version": getattr(memory, "version", None)},
+            curve=curve,
+            growth=growth,
+            searches=tally.searches,
+            artefacts={"memory": MEMORY_DIR},
+        )
+
+    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
+        memory_dir = method_dir / MEMORY_DIR
+        if spec.name == "react_memory" and not memory_dir.is_dir():
+            memory_dir = ctx.out_dir / "memento" / MEMORY_DIR
+        program = ctx.build(spec.name, memory_dir=memory_dir)
+        _freeze(program)
+        return program
+
+
+_RUNNERS: dict[str, MethodRunner] = {}
+_KIND_RUNNERS: dict[str, MethodRunner] = {"program": ProgramRunner(), "optimizer": OptimizerRunner()}
+
+
+def register_runner(method: str, runner: MethodRunner) -> None:
+    """Use ``runner`` for the method named ``method`` (overrides the default runner of its kind)."""
+    _RUNNERS[method] = runner
+
+
+register_runner("memento", MementoRunner())
+register_runner("react_memory", MementoRunner())
+
+
+def _runner_for(spec: MethodSpec) -> MethodRunner:
+    if spec.name in _RUNNERS:
+        return _RUNNERS[spec.name]
+    if spec.kind in _KIND_RUNNERS:
+        return _KIND_RUNNERS[spec.kind]
+    raise ConfigError(f"no runner for method {spec.name!r} yet; register one with register_runner()")
+
+
+# -- phases -------------------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _metered(roles: Any) -> Iterator[tuple[UsageMeter, list[float]]]:
+    meter = UsageMeter(roles)
+    clock = [time.perf_counter(), 0.0]
+    with meter:
+        try:
+            yield meter, clock
+        finally:
+            clock[1] = time.perf_counter() - clock[0]
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _test_phase(
+    ctx: CompareContext, spec: MethodSpec, program: dspy.Module, method_dir: Path, models: dict[str, str]
+) -> tuple[list[float], int, PhaseCost]:
+    """Evaluate the reloaded program on the test set; per-example records go to ``method_dir/test/``."""
+    from memento.metrics.evaluation import evaluate, write_results
+
+    with _metered(ctx.roles) as (meter, clock):
+        result = evaluate(
+            program,
+            ctx.testset,
+            ctx.metric,
+            threads=ctx.threads,
+            roles=ctx.roles,
+            task=ctx.task.name,
+            method=spec.name,
+            seed=ctx.seed,
+        )
+    write_results(result, method_dir / "test")
+    searches = sum(row.usage.searches for row in result.examples)
+    fetches = sum(row.usage.fetches for row in result.examples)
+    cost = PhaseCost.from_usage(meter.usage(), wall_seconds=clock[1], searches=searches, fetches=fetches, models=models)
+    return [float(row.score) for row in result.examples], result.errors, cost
+
+
+def _run_method(
+    ctx: CompareContext, spec: MethodSpec, models: dict[str, str], log: Callable[[str], None]
+) -> MethodResult:
+    method_dir = ctx.out_dir / spec.slug
+    done, result_file, train_file = method_dir / "done", method_dir / "result.json", method_dir / "train.json"
+    if done.exists() and result_file.exists():
+        log(f"{spec.name}: already done, not rerun")
+        return MethodResult.model_validate_json(result_file.read_text(encoding="utf-8"))
+    method_dir.mkdir(parents=True, exist_ok=True)
+    runner = _runner_for(spec)
+    record = MethodResult(method=spec.name, kind=spec.kind, base=spec.base, started_at=utcnow())
+    record.budgets = ctx.budget.for_method(spec.optimizer or ("memory" if spec.kind == "memory" else ""))
+    record.example_ids = [example_id(ex, ctx.task) for ex in ctx.testset]
+    phase = "train"
+    try:
+        if train_file.exists():
+            trained = MethodResult.model_validate_json(train_file.read_text(encoding="utf-8"))
+            record.costs.train, record.budgets, record.info = trained.costs.train, trained.budgets, trained.info
+            record.curve, record.growth, record.artefacts = trained.curve, trained.growth, trained.artefacts
+            log(f"{spec.name}: training already finished, testing the saved artefact")
+        else:
+            log(f"{spec.name}: training")
+            try:
+                with _metered(ctx.roles) as (meter, clock):
+                    outcome = runner.train(ctx, spec, method_dir)
+            finally:  # a crashed training phase still reports what it spent
+                record.costs.train = PhaseCost.from_usage(meter.usage(), wall_seconds=clock[1], models=models)
+            record.costs.train.searches, record.costs.train.fetches = outcome.searches, outcome.fetches
+            if outcome.budget:
+                record.budgets = {**record.budgets, **outcome.budget}
+            record.info, record.curve, record.growth = outcome.info, outcome.curve, outcome.growth
+            record.artefacts = dict(outcome.artefacts)
+            atomic_write_text(train_file, record.model_dump_json(indent=2))  # lets a rerun skip training
+        phase = "test"
+        log(f"{spec.name}: testing on {len(ctx.testset)} examples")
+        program = runner.load(ctx, spec, method_dir)
+        record.scores, record.failed_examples, record.costs.test = _test_phase(ctx, spec, program, method_dir, models)
+        record.artefacts["predictions"] = "test/"
+        record.status = "done"
+    except (LMUnavailableError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # one method's crash is recorded; the comparison goes on
+        raise_if_fatal(exc)
+        if isinstance(exc, MementoError):
+            logger.warning("%s failed in its %s phase: %s", spec.name, phase, exc)
+        else:
+            logger.exception("%s failed in its %s phase", spec.name, phase)
+        record.status = "error"
+        record.error = f"{phase}: {_one_line(exc)}"
+        atomic_write_text(method_dir / "error.txt", "".join(traceback.format_exception(exc)))
+    record.finished_at = utcnow()
+    atomic_write_text(result_file, record.model_dump_json(indent=2))
+    if record.status == "done":
+        atomic_write_text(done, record.finished_at.isoformat() + "\n")
+    log(f"{spec.name}: {record.status}" + (f" ({record.error})" if record.error else ""))
+    return record
+
+
+# -- aggregation --------------------------------------------------------------------------------------------------
+def _summarise(report: CompareReport, seed: int) -> None:
+    from memento.metrics.stats import bootstrap_ci, paired_bootstrap
+
+    base = report.methods.get(report.baseline)
+    base_scores = dict(zip(base.example_ids, base.scores, strict=False)) if base and base.status == "done" else {}
+    totals = PhaseCost()
+    for name, res in report.methods.items():
+        totals = totals.plus(res.costs.total)
+        if res.status != "done" or not res.scores:
+            res.mean = res.ci_low = res.ci_high = None
+            res.vs_baseline = None
+            continue
+        mean, lo, hi = bootstrap_ci(res.scores, n=1000, seed=seed)
+        res.mean, res.ci_low, res.ci_high = float(mean), float(lo), float(hi)
+        res.vs_baseline = None
+        if base_scores and name != report.baseline:
+            pairs = [(s, base_scores[i]) for i, s in zip(res.example_ids, res.scores, strict=False) if i in base_scores]
+            if pairs:
+                diff, dlo, dhi = paired_bootstrap([a for a, _ in pairs], [b for _, b in pairs], n=1000, seed=seed)
+                res.vs_baseline = BaselineDiff(
+                    baseline=report.baseline, diff=float(diff), ci_low=float(dlo), ci_high=float(dhi), n=len(pairs)
+                )
+    report.totals = totals
+
+
+def _check_split(out_dir: Path, split: dict[str, Any]) -> None:
+    """Refuse to resume a directory that holds a comparison with another split, task or LM roles."""
+    path = out_dir / "split.json"
+    if path.exists():
+        previous = json.loads(path.read_text(encoding="utf-8"))
+        keys = ("task", "seed", "train_ids", "test_ids", "lm_roles")
+        changed = [k for k in keys if previous.get(k) != split.get(k)]
+        if changed:
+            raise ConfigError(
+                f"{out_dir} holds a comparison with a different {', '.join(changed)}; "
+                "use another --out directory (or remove it) to start a new comparison"
+            )
+        return
+    atomic_write_text(path, json.dumps(split, indent=2))
+
+
+def compare(
+    task: Task | str,
+    methods: str | Sequence[str],
+    *,
+    out_dir: str | Path,
+    settings: Settings | None = None,
+    roles: Any = None,
+    data: Sequence[dspy.Example] | None = None,
+    trainset: Sequence[dspy.Example] | None = None,
+    testset: Sequence[dspy.Example] | None = None,
+    n_train: int | None = None,
+    n_test: int | None = None,
+    budget: CompareBudget | str = "light",
+    budget_overrides: dict[str, Any] | None = None,
+    baseline: str = "closed_book",
+    threads: int | None = None,
+    seed: int | None = None,
+    metric: Callable[..., Any] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> CompareReport:
+    """Train and test every method on one split with one metric and write ``results.json``/``results.md``/plots.
+
+    Args:
+        task: the task (or its registered name); its metric scores every method unless ``metric`` is given.
+        methods: ``"closed_book,aet,gepa:react"`` or a list. The baseline is added when missing.
+        out_dir: the comparison directory (created; an existing one is resumed).
+        settings: effective settings (LM roles, web, budgets of a research session, threads, seed).
+        roles: the LM roles; built from ``settings`` with :func:`memento.lm.configure` when ``None``.
+        data: examples to split with ``seed`` into ``n_train``/``n_test``; or give ``trainset`` and ``testset``.
+        budget: a preset name (``tiny``/``light``/``medium``) or a :class:`CompareBudget`.
+        budget_overrides: explicit budget values applied over the preset (``{"gepa_max_metric_calls": 40}``).
+        baseline: the method every other is compared with (paired bootstrap over the test examples).
+        threads: evaluation threads (default ``settings.run.threads``).
+        seed: split/optimiser/bootstrap seed (default ``settings.run.seed``).
+        progress: called with one line per step (the CLI prints them).
+
+    Returns:
+        The :class:`CompareReport` that was written to ``out_dir``.
+
+    Raises:
+        ConfigError: bad methods, sizes or budget, or a directory holding another comparison.
+        LMUnavailableError: the LM cannot be reached (the comparison stops; finished methods stay recorded).
+    """
+    from memento.lm import configure
+
+    log = progress or (lambda line: logger.info("%s", line))
+    settings = settings or Settings()
+    task_obj = get_task(task) if isinstance(task, str) else task
+    seed = settings.run.seed if seed is None else seed
+    threads = settings.run.threads if threads is None else threads
+    if isinstance(budget, str):
+        budget = resolve_budget(budget, budget_overrides)
+    elif budget_overrides:
+        budget = resolve_budget(budget.preset, {**budget.model_dump(exclude={"preset"}), **budget_overrides})
+    specs = parse_methods(methods)
+    if baseline not in {s.name for s in specs}:
+        specs = [*parse_methods([baseline]), *specs]
+    # memento before react_memory, which reads the memory memento trains
+    specs.sort(key=lambda s: 1 if s.name == "react_memory" else 0)
+
+    if trainset is None or testset is None:
+        if data is None:
+            raise ConfigError("give either data (to split) or both trainset and testset")
+        trainset, testset = split_examples(data, n_train=n_train, n_test=n_test, seed=seed)
+    train = [task_obj.preprocess(ex) for ex in trainset]
+    test = [task_obj.preprocess(ex) for ex in testset]
+    if not train or not test:
+        raise ConfigError("the train and test sets must both be non-empty")
+
+    roles = roles if roles is not None else configure(settings, set_default=False)
+    models = role_models(roles)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    split = {
+        "task": task_obj.name,
+        "seed": seed,
+        "n_train": len(train),
+        "n_test": len(test),
+        "train_ids": [example_id(ex, task_obj) for ex in train],
+        "test_ids": [example_id(ex, task_obj) for ex in test],
+        "lm_roles": models,
+    }
+    _check_split(out, split)
+    ctx = CompareContext(
+        task=task_obj,
+        settings=settings,
+        roles=roles,
+        metric=metric or task_obj.metric,
+        trainset=train,
+        testset=test,
+        budget=budget,
+        threads=threads,
+        seed=seed,
+        out_dir=out,
+    )
+    report = CompareReport(
+        task=task_obj.name,
+        metric=getattr(ctx.metric, "__qualname__", task_obj.name),
+        higher_is_better=task_obj.higher_is_better,
+        baseline=baseline,
+        seed=seed,
+        split={k: split[k] for k in ("n_train", "n_test", "train_ids", "test_ids")},
+        lm_roles=models,
+        budget=budget.model_dump(),
+    )
+    with dspy.context(lm=getattr(roles, "lm", None) or dspy.settings.lm):
+        for spec in specs:
+            report.methods[spec.name] = _run_method(ctx, spec, models, log)
+            _summarise(report, seed)
+            write_report(report, out)  # after every method: a crash later keeps what is done
+    report.created_at = dt.datetime.now(dt.UTC)
+    _summarise(report, seed)
+    write_report(report, out)
+    return report

@@ -1,0 +1,309 @@
+"""The comparison report: ``results.json``, ``results.md`` and the PNG plots of a ``memento compare`` directory.
+
+:class:`CompareReport` holds one :class:`MethodResult` per method: the per-example test scores, their mean with a
+bootstrap 95% confidence interval, the paired-bootstrap difference against the baseline, the training and test
+costs, the budgets, and (memory methods) the per-batch learning curve and memory growth. :func:`write_report`
+writes the three kinds of output atomically:
+
+- ``results.json``: the report itself (``CompareReport.model_validate_json`` reads it back);
+- ``results.md``: the table a reader compares methods with;
+- ``score_vs_cost.png`` (test score against training cost per method), ``learning_curve.png`` (per-batch score of
+  the memory methods) and ``memory_growth.png`` (memory size per batch), the last two when a memory method reported
+  batches.
+
+Example:
+    >>> from memento.optimize.report import CompareReport, render_markdown
+    >>> print(render_markdown(CompareReport(task="multihop", metric="multihop")).splitlines()[0])
+    # memento compare: multihop
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memento.optimize.costs import MethodCosts, PhaseCost
+from memento.types import utcnow
+
+__all__ = [
+    "BaselineDiff",
+    "MethodResult",
+    "CompareReport",
+    "atomic_write_text",
+    "render_markdown",
+    "write_report",
+    "plot_score_vs_cost",
+    "plot_learning_curves",
+    "plot_memory_growth",
+]
+
+logger = logging.getLogger(__name__)
+
+MethodStatus = Literal["done", "error", "pending"]
+
+
+class BaselineDiff(BaseModel):
+    """Paired-bootstrap difference ``method - baseline`` over the examples both scored, with its 95% CI."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    baseline: str
+    diff: float
+    ci_low: float
+    ci_high: float
+    n: int
+
+    @property
+    def significant(self) -> bool:
+        """True when the 95% interval excludes zero."""
+        return self.ci_low > 0 or self.ci_high < 0
+
+
+class MethodResult(BaseModel):
+    """Everything recorded about one compared method."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    method: str
+    kind: str = ""  # baseline | optimizer | memory
+    base: str = ""
+    status: MethodStatus = "pending"
+    error: str | None = None
+    example_ids: list[str] = Field(default_factory=list)
+    scores: list[float] = Field(default_factory=list)
+    failed_examples: int = 0
+    mean: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    vs_baseline: BaselineDiff | None = None
+    costs: MethodCosts = Field(default_factory=MethodCosts)
+    budgets: dict[str, Any] = Field(default_factory=dict)
+    info: dict[str, Any] = Field(default_factory=dict)
+    curve: list[dict[str, Any]] = Field(default_factory=list)
+    growth: list[dict[str, Any]] = Field(default_factory=list)
+    artefacts: dict[str, str] = Field(default_factory=dict)
+    started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+
+
+class CompareReport(BaseModel):
+    """The whole comparison: one task, one metric, one split, the same LM roles, every method's result."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str
+    metric: str
+    higher_is_better: bool = True
+    baseline: str = "closed_book"
+    seed: int = 42
+    split: dict[str, Any] = Field(default_factory=dict)
+    lm_roles: dict[str, str] = Field(default_factory=dict)
+    budget: dict[str, Any] = Field(default_factory=dict)
+    methods: dict[str, MethodResult] = Field(default_factory=dict)
+    totals: PhaseCost = Field(default_factory=PhaseCost)
+    created_at: dt.datetime = Field(default_factory=utcnow)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a file so that a reader (or a crash) never sees it half-written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _int(value: int) -> str:
+    return f"{value:,}"
+
+
+def _money(value: float | None) -> str:
+    return "tokens only" if value is None else f"${value:.4f}"
+
+
+def render_markdown(report: CompareReport) -> str:
+    """The results table (plus costs by phase and budgets) as GitHub markdown."""
+    lines = [
+        f"# memento compare: {report.task}",
+        "",
+        f"Metric: `{report.metric}` ({'higher' if report.higher_is_better else 'lower'} is better). "
+        f"Split seed {report.seed}: {report.split.get('n_train', 0)} train / {report.split.get('n_test', 0)} test. "
+        f"Baseline for the paired bootstrap: `{report.baseline}`. Budget preset: `{report.budget.get('preset', '?')}`.",
+        "",
+        "LM roles: " + ", ".join(f"{role} = `{model}`" for role, model in report.lm_roles.items()),
+        "",
+        "| method | status | score (95% CI) | Δ vs baseline (95% CI) | train LM calls | train tokens | "
+        "test LM calls | test tokens | judge calls (train/test) | searches (train/test) | fetches (train/test) | "
+        "wall s (train/test) | $ (train+test) |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, res in report.methods.items():
+        train, test = res.costs.train, res.costs.test
+        score = "–"
+        if res.mean is not None:
+            score = f"{res.mean:.3f} [{_fmt(res.ci_low)}, {_fmt(res.ci_high)}]"
+        diff = "–"
+        if res.vs_baseline is not None:
+            mark = " *" if res.vs_baseline.significant else ""
+            diff = f"{res.vs_baseline.diff:+.3f} [{res.vs_baseline.ci_low:+.3f}, {res.vs_baseline.ci_high:+.3f}]{mark}"
+        elif name == report.baseline:
+            diff = "(baseline)"
+        status = res.status if res.status != "error" else f"error: {(res.error or '')[:60]}"
+        total = res.costs.total
+        lines.append(
+            f"| `{name}` | {status} | {score} | {diff} | {_int(train.lm_calls)} | {_int(train.tokens)} | "
+            f"{_int(test.lm_calls)} | {_int(test.tokens)} | {train.judge_calls}/{test.judge_calls} | "
+            f"{train.searches}/{test.searches} | {train.fetches}/{test.fetches} | "
+            f"{train.wall_seconds:.1f}/{test.wall_seconds:.1f} | {_money(total.dollars)} |"
+        )
+    t = report.totals
+    lines += [
+        "",
+        f"Total: {_int(t.lm_calls)} LM calls ({t.judge_calls} by the judge role, {t.cached_lm_calls} served from "
+        f"cache), {_int(t.prompt_tokens)} prompt + {_int(t.completion_tokens)} completion tokens, "
+        f"{t.searches} searches, {t.fetches} fetches, {t.wall_seconds:.1f} s, {_money(t.dollars)}.",
+        "",
+        "`*`: the paired-bootstrap 95% interval excludes zero. LM calls count every role; judge calls are the part "
+        "made by the judge role.",
+        "",
+        "## Budgets",
+        "",
+    ]
+    for name, res in report.methods.items():
+        if res.budgets:
+            shown = ", ".join(f"{k}={v}" for k, v in res.budgets.items())
+            lines.append(f"- `{name}`: {shown}")
+    lines += ["", "## Artefacts", ""]
+    for name, res in report.methods.items():
+        for label, value in res.artefacts.items():
+            lines.append(f"- `{name}` {label}: `{value}`")
+    return "\n".join(lines) + "\n"
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_score_vs_cost(report: CompareReport, path: Path) -> Path | None:
+    """Test score (with its 95% CI) against training cost (tokens) per finished method."""
+    done = [(n, r) for n, r in report.methods.items() if r.status == "done" and r.mean is not None]
+    if not done:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, res in done:
+        x = res.costs.train.tokens
+        lo = res.mean - (res.ci_low if res.ci_low is not None else res.mean)
+        hi = (res.ci_high if res.ci_high is not None else res.mean) - res.mean
+        ax.errorbar([x], [res.mean], yerr=[[max(lo, 0.0)], [max(hi, 0.0)]], fmt="o", capsize=4)
+        ax.annotate(name, (x, res.mean), textcoords="offset points", xytext=(6, 4), fontsize=8)
+    ax.set_xscale("symlog", linthresh=1000)
+    ax.set_xlabel("training cost (prompt + completion tokens, symlog)")
+    ax.set_ylabel(f"test {report.metric} (mean, 95% CI)")
+    ax.set_title(f"{report.task}: score vs training cost")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+def plot_learning_curves(report: CompareReport, path: Path) -> Path | None:
+    """Per-batch training score of each memory method (only methods that reported batches)."""
+    series = {n: r.curve for n, r in report.methods.items() if r.curve}
+    if not series:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, curve in series.items():
+        points = [(p["batch"], p["score"]) for p in curve if p.get("score") is not None]
+        if points:
+            ax.plot([b for b, _ in points], [s for _, s in points], marker="o", label=name)
+    ax.set_xlabel("training batch")
+    ax.set_ylabel(f"{report.metric} on the batch")
+    ax.set_title(f"{report.task}: learning curve per batch")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+def plot_memory_growth(report: CompareReport, path: Path) -> Path | None:
+    """Memory size after each batch (entries of each memory method, in its own unit)."""
+    series = {n: r.growth for n, r in report.methods.items() if r.growth}
+    if not series:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, growth in series.items():
+        unit = growth[-1].get("unit", "entries")
+        ax.plot([p["batch"] for p in growth], [p["size"] for p in growth], marker="s", label=f"{name} ({unit})")
+    ax.set_xlabel("training batch")
+    ax.set_ylabel("memory size")
+    ax.set_title(f"{report.task}: memory growth per batch")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+def _save(fig: Any, path: Path) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".png", dir=path.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=110)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_report(report: CompareReport, out_dir: str | Path) -> dict[str, Path]:
+    """Write ``results.json``, ``results.md`` and the plots into ``out_dir``; returns what was written."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    atomic_write_text(out / "results.json", report.model_dump_json(indent=2))
+    written["json"] = out / "results.json"
+    atomic_write_text(out / "results.md", render_markdown(report))
+    written["markdown"] = out / "results.md"
+    for key, fn, name in (
+        ("score_vs_cost", plot_score_vs_cost, "score_vs_cost.png"),
+        ("learning_curve", plot_learning_curves, "learning_curve.png"),
+        ("memory_growth", plot_memory_growth, "memory_growth.png"),
+    ):
+        try:
+            made = fn(report, out / name)
+        except Exception as exc:  # a plotting failure must not lose the numbers already written
+            logger.warning("could not draw %s: %s", name, exc)
+            continue
+        if made is not None:
+            written[key] = made
+    return written
