@@ -347,9 +347,10 @@ class OfflineCorpus:
             report.skipped += 1
             if len(report.errors) < _MAX_ERRORS_KEPT:
                 report.errors.append(str(err))
-            logger.warning("skipped: %s", err)
             if on_error is not None:
                 on_error(err)
+            else:
+                logger.warning("skipped: %s", err)
 
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
@@ -395,6 +396,7 @@ class OfflineCorpus:
                 raise CorpusError(
                     f"no documents read from {', '.join(map(str, sources))} ({report.skipped} malformed entries)"
                 )
+            logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets itself to DEBUG on import
             retriever = bm25s.BM25()
             retriever.index(bm25s.tokenization.Tokenized(ids=corpus_ids, vocab=vocab), show_progress=False)
             retriever.save(str(tmp / "bm25"), show_progress=False)
@@ -455,6 +457,8 @@ def _doc(row: tuple[Any, ...]) -> CorpusDocument:
 
 def _snippet(text: str, terms: set[str], limit: int = 300) -> str:
     """The sentence with the most query terms, plus what follows it, clipped to ``limit`` characters."""
+    if len(text) <= limit:
+        return text
     sentences = _SENTENCE.split(text)
     if len(sentences) <= 1:
         return text[:limit]
