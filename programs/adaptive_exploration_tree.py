@@ -220,7 +220,9 @@ class _TreeRun:
                 self.call.note(f"wave {wave}: dropped a repeated sub-question: {question}")
                 continue
             if self.asked >= self.budgets.total_questions:
-                self.call.note(f"wave {wave}: question budget ({self.budgets.total_questions}) spent; dropped: {question}")
+                self.call.note(
+                    f"wave {wave}: question budget ({self.budgets.total_questions}) spent; dropped: {question}"
+                )
                 continue
             parent = parent_id if parent_id in ids else ROOT_ID
             node = Node(id=f"q{self.asked + 1}", parent_id=parent, wave=wave, question=question)
@@ -319,9 +321,7 @@ class _TreeRun:
                 decomposition_rules=self.memory["decomposition_rules"],
                 research_tree=render_tree(self.traj.nodes),
                 session_memory=self.session.render(),
-                previous_reflections="\n\n".join(
-                    f"After wave {i}: {text}" for i, text in enumerate(self.reflections)
-                ),
+                previous_reflections="\n\n".join(f"After wave {i}: {text}" for i, text in enumerate(self.reflections)),
                 remaining_budget=remaining,
             )
         except MementoError:

@@ -80,8 +80,14 @@ class SubQuestionAgent(dspy.Module):
         if not question or not str(question).strip():
             raise ConfigError("a sub-question must be non-empty")
         box = Toolbox(web, node_id=node_id, session=session, memory=memory, record=record)
-        outcome: dict[str, Any] = {"answer": None, "sources": [], "evidence": [], "steps": 0, "error": None,
-                                   "warnings": []}
+        outcome: dict[str, Any] = {
+            "answer": None,
+            "sources": [],
+            "evidence": [],
+            "steps": 0,
+            "error": None,
+            "warnings": [],
+        }
         try:
             pred = self.agent(
                 tools=box.functions(),

@@ -194,8 +194,17 @@ class Toolbox:
             text = f"error: memory search failed ({error}); search the web instead."
         else:
             text = "Nothing in memory matches; search the web."
-        self._log(ToolCall(kind="search_memory", args={"query": query}, result=_clip(text), result_urls=urls,
-                           ms=_ms(started), error=error, node_id=self.node_id))
+        self._log(
+            ToolCall(
+                kind="search_memory",
+                args={"query": query},
+                result=_clip(text),
+                result_urls=urls,
+                ms=_ms(started),
+                error=error,
+                node_id=self.node_id,
+            )
+        )
         return text
 
     def search_web(self, query: str = "") -> str:
@@ -308,8 +317,15 @@ class Toolbox:
             if page is not None:
                 urls = [page.url]
             error = text[len("error: ") :][:200] if text.startswith("error: ") else None
-            record = ToolCall(kind=kind, args=dict(args), result=_clip(text), result_urls=urls, ms=_ms(started),
-                              error=error, node_id=self.node_id)
+            record = ToolCall(
+                kind=kind,
+                args=dict(args),
+                result=_clip(text),
+                result_urls=urls,
+                ms=_ms(started),
+                error=error,
+                node_id=self.node_id,
+            )
         self._log(record)
         return record
 

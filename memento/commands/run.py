@@ -1,26 +1,223 @@
-"""The `memento run` command."""
+"""The ``memento run`` command: answer one question with a research program, print the answer and its tree.
+
+Example:
+    memento run --task multihop --question "Which city was the director of Inception born in?" \\
+        --lm openai/gpt-4o-mini --corpus examples/multihop/corpus.jsonl --trace --out run.json
+"""
 
 from __future__ import annotations
 
+import datetime as dt
+import importlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
+from rich.markup import escape
+from rich.tree import Tree
 
-from memento.commands._common import APIBaseOpt, ConfigOpt, JudgeLMOpt, LMOpt, cli_errors, not_available
+from memento.commands._common import (
+    APIBaseOpt,
+    ConfigOpt,
+    JudgeLMOpt,
+    LMOpt,
+    cli_errors,
+    console,
+    err_console,
+    settings_from_flags,
+)
+from memento.errors import ConfigError
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from memento.programs.adaptive_exploration_tree import TreeEvent
+    from memento.tasks.task import Task
+    from memento.types import Node, Trajectory
+
+__all__ = ["register", "run", "resolve_task", "render_tree_rich"]
+
+logger = logging.getLogger(__name__)
+
+_STATUS_STYLE = {"answered": "green", "decomposed": "cyan", "failed": "red", "pending": "yellow"}
+
+
+def resolve_task(name: str) -> Task:
+    """The registered task ``name`` (importing ``memento.tasks.<name>`` if needed); ``multihop`` falls back to qa."""
+    from memento.tasks.task import get_task
+
+    try:
+        return get_task(name)
+    except ConfigError:
+        pass
+    try:
+        importlib.import_module(f"memento.tasks.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"memento.tasks.{name}":
+            raise
+    try:
+        return get_task(name)
+    except ConfigError:
+        if name == "multihop":
+            logger.info("task multihop is not registered; using qa")
+            return get_task("qa")
+        raise
+
+
+def _short(text: str | None, n: int = 110) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _label(node: Node) -> str:
+    style = _STATUS_STYLE.get(node.status, "white")
+    steps = f", {node.steps} steps" if node.steps else ""
+    head = f"[bold]{escape(node.id)}[/bold] [{style}]{node.status}[/{style}] [dim](wave {node.wave}{steps})[/dim]"
+    line = f"{head} {escape(_short(node.question))}"
+    if node.answer:
+        line += f"\n[dim]→[/dim] {escape(_short(node.answer, 160))}"
+    if node.status == "failed" and node.error:
+        line += f"\n[red dim]{escape(_short(node.error, 160))}[/red dim]"
+    return line
+
+
+def render_tree_rich(trajectory: Trajectory) -> Tree:
+    """A compact rich tree of a trajectory's nodes (status, wave, steps, question and answer)."""
+    roots = [n for n in trajectory.nodes if n.parent_id is None]
+    tree = Tree(f"[bold]{escape(_short(trajectory.task_text, 120))}[/bold] [dim]({trajectory.method})[/dim]")
+
+    def add(branch: Tree, node: Node) -> None:
+        for child in trajectory.children(node.id):
+            add(branch.add(_label(child)), child)
+
+    for root in roots:
+        if root.id == "root" and root.wave < 0:
+            if root.answer:
+                tree.add(f"[bold]synthesis[/bold] → {escape(_short(root.answer, 200))}")
+            add(tree, root)
+        else:
+            add(tree.add(_label(root)), root)
+    return tree
+
+
+def _trace_printer(event: TreeEvent) -> None:
+    secs = f"[dim]{event.seconds:.2f}s[/dim]"
+    if event.kind == "decompose":
+        console.print(f"[bold]decompose[/bold] {secs}: {len(event.nodes)} sub-questions")
+        for node in event.nodes:
+            console.print(f"  {escape(node.id)}: {escape(_short(node.question))}")
+    elif event.kind == "wave":
+        console.print(f"[bold]wave {event.wave}[/bold] solved {secs}")
+        for node in event.nodes:
+            console.print("  " + _label(node).replace("\n", "\n    "))
+    elif event.kind == "reflect":
+        console.print(f"[bold]reflect[/bold] after wave {event.wave} {secs}: {escape(_short(event.text, 200))}")
+        for node in event.nodes:
+            console.print(
+                f"  + {escape(node.id)} (under {escape(str(node.parent_id))}): {escape(_short(node.question))}"
+            )
+        if not event.nodes:
+            console.print("  no new sub-questions: exploration ends")
+    elif event.kind == "synthesize":
+        console.print(f"[bold]synthesize[/bold] {secs}: {escape(_short(event.text, 200))}")
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write atomically (temp file + rename), so an interrupted run never leaves a truncated file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, ensure_ascii=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 @cli_errors
 def run(
-    ctx: typer.Context,
+    question: Annotated[str, typer.Option("--question", "-q", help="The question (the task's input).")],
+    task: Annotated[str, typer.Option("--task", help="Task spec (multihop, qa, legal, ...).")] = "multihop",
+    method: Annotated[str, typer.Option("--method", "-m", help="aet, react, closed_book, ... (see docs).")] = "aet",
+    corpus: Annotated[
+        Path | None, typer.Option("--corpus", help="Offline corpus: an index directory or a JSONL source.")
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Trajectory JSON (default: run.output_dir).")] = None,
+    trace: Annotated[bool, typer.Option("--trace", help="Print each wave as it happens.")] = False,
+    threads: Annotated[int | None, typer.Option("--threads", help="Sub-questions solved in parallel.")] = None,
+    initial_questions: Annotated[int | None, typer.Option("--initial-questions", help="Wave-0 budget.")] = None,
+    total_questions: Annotated[int | None, typer.Option("--total-questions", help="Sub-question budget.")] = None,
+    steps_per_question: Annotated[
+        int | None, typer.Option("--steps-per-question", help="Tool steps per sub-question agent.")
+    ] = None,
+    cutoff: Annotated[
+        str | None, typer.Option("--cutoff", help="Hide sources published on or after this date (YYYY-MM-DD).")
+    ] = None,
+    memory: Annotated[Path | None, typer.Option("--memory", help="Memory directory (memory-using methods).")] = None,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
     judge_lm: JudgeLMOpt = None,
 ) -> None:
-    """Not available yet."""
-    not_available("run")
+    """Answer one question with a research program; print the answer and a compact tree; save the trajectory."""
+    import memento
+    from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree
+    from memento.programs.registry import build_program
+
+    if not question.strip():
+        raise ConfigError("--question is empty: give the question to research")
+    settings = settings_from_flags(
+        config,
+        lm,
+        api_base,
+        judge_lm,
+        web={"corpus": corpus},
+        run={"threads": threads},
+        budgets={
+            "initial_questions": initial_questions,
+            "total_questions": total_questions,
+            "steps_per_question": steps_per_question,
+        },
+    )
+    roles = memento.configure(settings)
+    task_spec = resolve_task(task)
+    if len(task_spec.input_fields) != 1:
+        raise ConfigError(
+            f"task {task_spec.name!r} takes inputs {task_spec.input_fields}; `memento run` fills one question "
+            "field - use `memento eval --data FILE` for this task"
+        )
+    program = build_program(method, task=task_spec, settings=settings, roles=roles, memory_dir=memory)
+    if trace:
+        if isinstance(program, AdaptiveExplorationTree):
+            program.on_event = _trace_printer
+        else:
+            err_console.print(f"memento: --trace shows waves of the aet; method {method} has none", highlight=False)
+    pred = program(**{task_spec.input_fields[0]: question}, cutoff=cutoff)
+    trajectory: Trajectory = pred.trajectory
+    trajectory.method = trajectory.method or method
+    console.print(render_tree_rich(trajectory))
+    for name in task_spec.output_fields:
+        value = pred.get(name)
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        console.print(f"[bold]{escape(name)}:[/bold] {escape(str(shown))}")
+    usage = trajectory.usage
+    console.print(
+        f"[dim]{usage.lm_calls} LM calls, {usage.prompt_tokens + usage.completion_tokens} tokens, "
+        f"{usage.searches} searches, {usage.fetches} fetches, {max(0, len(trajectory.nodes) - 1)} sub-questions, "
+        f"{trajectory.timings.get('total_s', 0.0):.1f}s[/dim]"
+    )
+    if trajectory.error:
+        err_console.print(f"memento: warning: the run recorded an error: {trajectory.error}", highlight=False)
+    if out is None:
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        out = Path(settings.run.output_dir) / f"run-{stamp}-{trajectory.task_id}.json"
+    _write_json(out, trajectory.model_dump(mode="json"))
+    console.print(f"trajectory written to {escape(str(out))}")
 
 
 def register(app: typer.Typer) -> None:
     """Add `run` to the CLI."""
-    app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(run)
+    app.command("run")(run)
