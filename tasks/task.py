@@ -86,6 +86,20 @@ class Task:
         """The model-visible inputs of an example."""
         return {name: example[name] for name in self.input_fields}
 
+    #: names accepted by :meth:`make_metric` besides ``"default"`` (subclasses extend it)
+    metric_kinds: ClassVar[tuple[str, ...]] = ("default",)
+
+    def make_metric(self, kind: str = "default", *, roles: Any | None = None) -> Any:
+        """The metric of this task by name: ``"default"`` is :meth:`metric`; tasks add variants such as ``"judge"``
+        (an LLM judge running under ``roles.judge_lm``).
+
+        Raises:
+            ConfigError: the task has no metric of that name.
+        """
+        if kind == "default":
+            return self.metric
+        raise ConfigError(f"task {self.name!r} has no metric {kind!r}; available: {', '.join(self.metric_kinds)}")
+
 
 def register_task(cls: type[Task]) -> type[Task]:
     """Register a task class under its ``name`` (usable as a decorator)."""

@@ -1,0 +1,283 @@
+"""Evaluate a program on examples with a metric: per-example records, mean with a bootstrap 95% CI, usage.
+
+Each example runs the program (``program(**example.inputs())``) and then the metric, each under its own
+:class:`memento.usage.UsageMeter`, so the program's LM calls and the judge's calls are reported apart. A program or
+metric failure on one example is recorded on that example (score 0) and the run goes on; only
+:class:`memento.errors.LMUnavailableError` (the LM cannot be used at all) stops it.
+
+Example:
+    >>> from memento.metrics.evaluation import evaluate, write_results
+    >>> result = evaluate(program, examples, task.metric, threads=4)  # doctest: +SKIP
+    >>> round(result.mean, 2), result.ci  # doctest: +SKIP
+    (0.45, (0.25, 0.65))
+    >>> write_results(result, "runs/eval")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import dspy
+from pydantic import BaseModel, Field
+
+from memento.errors import LMUnavailableError, MementoError
+from memento.lm import raise_if_fatal
+from memento.metrics.stats import bootstrap_ci
+from memento.threads import run_parallel
+from memento.types import Trajectory, Usage, utcnow
+from memento.usage import UsageMeter
+
+__all__ = ["ExampleResult", "EvalResult", "evaluate", "write_results"]
+
+logger = logging.getLogger(__name__)
+
+_WEB_KEYS = ("searches", "fetches", "fetch_cache_hits", "unique_urls", "repeated_urls")
+
+
+class ExampleResult(BaseModel):
+    """The outcome of one example."""
+
+    index: int
+    id: str | None = None
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    prediction: dict[str, Any] = Field(default_factory=dict)
+    score: float = 0.0
+    feedback: str = ""
+    measures: dict[str, float] = Field(default_factory=dict)  # extra numeric metric outputs (em, f1, tvd, kl...)
+    error: str | None = None
+    usage: Usage = Field(default_factory=Usage)  # the program's usage (LM calls, tokens, web)
+    judge_usage: Usage = Field(default_factory=Usage)  # the metric's LM usage (judges)
+    seconds: float = 0.0
+    trajectory: Trajectory | None = Field(default=None, exclude=True)
+
+
+class EvalResult(BaseModel):
+    """All examples' outcomes plus the aggregate: mean score, bootstrap 95% CI, usage totals."""
+
+    task: str = ""
+    method: str = ""
+    metric: str = ""
+    higher_is_better: bool = True
+    n: int = 0
+    mean: float = math.nan
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    errors: int = 0
+    judge_errors: int = 0
+    measures: dict[str, float] = Field(default_factory=dict)  # means of the extra numeric measures
+    usage: Usage = Field(default_factory=Usage)
+    judge_usage: Usage = Field(default_factory=Usage)
+    seconds: float = 0.0
+    created_at: str = Field(default_factory=lambda: utcnow().isoformat())
+    examples: list[ExampleResult] = Field(default_factory=list)
+
+    @property
+    def scores(self) -> list[float]:
+        return [e.score for e in self.examples]
+
+    @property
+    def ci(self) -> tuple[float, float]:
+        return (self.ci_low, self.ci_high)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, str | int | bool) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
+def _prediction_fields(pred: Any) -> dict[str, Any]:
+    if pred is None:
+        return {}
+    if isinstance(pred, dspy.Prediction):
+        data = dict(pred.items())
+    elif isinstance(pred, dict):
+        data = dict(pred)
+    else:
+        data = {"output": pred}
+    data.pop("trajectory", None)
+    return _jsonable(data)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}".strip().rstrip(":")
+
+
+def _metric_outputs(result: Any) -> tuple[float, str, dict[str, float]]:
+    if isinstance(result, dspy.Prediction | dict):
+        items = dict(result.items())
+        score = float(items.pop("score", 0.0) or 0.0)
+        feedback = str(items.pop("feedback", "") or "")
+        measures = {k: float(v) for k, v in items.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+        return score, feedback, measures
+    if isinstance(result, bool | int | float):
+        return float(result), "", {}
+    raise TypeError(f"metric returned {type(result).__name__}, expected a Prediction or a number")
+
+
+def _example_id(example: Any, index: int) -> str | None:
+    value = example.get("id") if hasattr(example, "get") else None
+    return str(value) if value is not None else None
+
+
+def evaluate(
+    program: Callable[..., Any],
+    examples: Sequence[dspy.Example],
+    metric: Callable[..., Any],
+    *,
+    threads: int = 1,
+    roles: Any | None = None,
+    task: str = "",
+    method: str = "",
+    seed: int = 0,
+    progress: Callable[[ExampleResult], None] | None = None,
+) -> EvalResult:
+    """Run ``program`` on every example and score it with ``metric``.
+
+    Args:
+        program: a callable taking the example's inputs as keyword arguments (a ``dspy.Module``).
+        examples: ``dspy.Example`` objects with their inputs marked (``with_inputs``).
+        metric: ``metric(example, pred)`` returning ``dspy.Prediction(score, feedback, ...)`` or a number.
+        threads: examples run in parallel (DSPy context and usage meters reach the workers).
+        roles: the LM roles, so usage is attributed per role (``judge_calls`` = calls of ``judge_lm``).
+        task, method: labels written into the result.
+        seed: seed of the bootstrap interval.
+        progress: called with each finished example (from worker threads).
+
+    Returns:
+        An :class:`EvalResult`; examples keep the input order.
+
+    Raises:
+        LMUnavailableError: the LM cannot be used (unreachable server, refused key, unknown model).
+    """
+    started = time.perf_counter()
+
+    def run_one(item: tuple[int, dspy.Example]) -> ExampleResult:
+        index, example = item
+        inputs = dict(example.inputs()) if hasattr(example, "inputs") else dict(example)
+        record = ExampleResult(index=index, id=_example_id(example, index), inputs=_jsonable(inputs))
+        t0 = time.perf_counter()
+        pred: Any = None
+        meter = UsageMeter(roles)
+        try:
+            with meter:
+                pred = program(**inputs)
+        except LMUnavailableError:
+            raise
+        except Exception as exc:
+            raise_if_fatal(exc)
+            logger.warning("example %s failed: %s", record.id or index, exc)
+            record.error = _one_line(exc)
+        usage = meter.usage()
+        trajectory = getattr(pred, "trajectory", None) if pred is not None else None
+        if isinstance(trajectory, Trajectory):
+            record.trajectory = trajectory
+            for key in _WEB_KEYS:
+                setattr(usage, key, getattr(trajectory.usage, key))
+            if trajectory.error and record.error is None:
+                record.error = trajectory.error
+        record.usage = usage
+        record.prediction = _prediction_fields(pred)
+        if pred is not None:
+            judge_meter = UsageMeter(roles)
+            try:
+                with judge_meter:
+                    result = metric(example, pred)
+                record.score, record.feedback, record.measures = _metric_outputs(result)
+            except (LMUnavailableError, MementoError) as exc:
+                if isinstance(exc, LMUnavailableError):
+                    raise
+                record.error = record.error or f"metric: {_one_line(exc)}"
+            except Exception as exc:
+                raise_if_fatal(exc)
+                logger.warning("metric failed on example %s: %s", record.id or index, exc)
+                record.error = record.error or f"metric: {_one_line(exc)}"
+            record.judge_usage = judge_meter.usage()
+            if isinstance(trajectory, Trajectory):
+                trajectory.score = record.score
+        record.seconds = round(time.perf_counter() - t0, 6)
+        if progress is not None:
+            progress(record)
+        return record
+
+    records = run_parallel(run_one, list(enumerate(examples)), threads=threads)
+    scores = [r.score for r in records]
+    mean, lo, hi = bootstrap_ci(scores, seed=seed)
+    usage, judge_usage = Usage(), Usage()
+    for r in records:
+        usage = usage.add(r.usage)
+        judge_usage = judge_usage.add(r.judge_usage)
+    measure_names = sorted({k for r in records for k in r.measures})
+    measures = {}
+    for name in measure_names:
+        values = [r.measures[name] for r in records if name in r.measures]
+        measures[name] = sum(values) / len(values)
+    judge = getattr(metric, "wrapped_metric", metric)
+    return EvalResult(
+        task=task,
+        method=method,
+        metric=getattr(metric, "__name__", type(metric).__name__),
+        n=len(records),
+        mean=mean,
+        ci_low=lo,
+        ci_high=hi,
+        errors=sum(1 for r in records if r.error),
+        judge_errors=int(getattr(judge, "judge_errors", 0) or 0),
+        measures=measures,
+        usage=usage,
+        judge_usage=judge_usage,
+        seconds=round(time.perf_counter() - started, 6),
+        examples=records,
+    )
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_results(result: EvalResult, out_dir: str | Path) -> Path:
+    """Write ``results.json`` (and ``trajectories.jsonl`` when programs returned trajectories) atomically.
+
+    Returns:
+        The path of ``results.json``.
+    """
+    out = Path(out_dir)
+    data = result.model_dump(mode="json")
+    data["ci"] = [data["ci_low"], data["ci_high"]]
+    text = json.dumps(_jsonable(data), indent=2, ensure_ascii=False)
+    path = out / "results.json"
+    _atomic_write(path, text + "\n")
+    trajectories = [r.trajectory for r in result.examples if r.trajectory is not None]
+    if trajectories:
+        lines = [t.model_dump_json() for t in trajectories]
+        _atomic_write(out / "trajectories.jsonl", "\n".join(lines) + "\n")
+    return path
