@@ -1,0 +1,161 @@
+"""MEMENTO learning loop: two batches of three multi-hop questions with a scripted LM, memory versions, rollback."""
+
+from __future__ import annotations
+
+import copy
+import filecmp
+import sys
+from pathlib import Path
+
+import dspy
+import pytest
+
+from memento.config import Budgets, load_settings
+from memento.errors import DataError, MemoryFrozenError
+from memento.memory.canonicalizer import Canonicalizer
+from memento.memory.embedder import HashingEmbedder
+from memento.memory.memento_memory import MementoMemory
+from memento.optimize.memento_trainer import MementoTrainer
+from memento.programs.memento_program import Memento, injected_items
+from memento.tasks.task import get_task
+from memento.testing import scripted_lm
+
+sys.path.insert(0, str(Path(__file__).parent))
+from memento_training_fixture import make_engine, write_data  # noqa: E402
+
+
+def _setup(tmp_path: Path, *, exploration: int = 0):
+    corpus, questions = write_data(tmp_path / "data")
+    settings = load_settings(flags={"web": {"corpus": str(corpus), "cache_dir": str(tmp_path / "cache")}})
+    from memento.web.factory import web_tools_factory
+
+    task = get_task("qa")
+    memory = MementoMemory(tmp_path / "mem", embedder=HashingEmbedder())
+    program = Memento(
+        task,
+        memory=memory,
+        web=web_tools_factory(settings),
+        budgets=Budgets(initial_questions=2, total_questions=3, steps_per_question=3, exploration=exploration),
+        threads=2,
+    )
+    return task, memory, program, task.load(questions)
+
+
+def _trainer(program, task, memory):
+    return MementoTrainer(
+        program,
+        task.metric,
+        memory,
+        batch_size=3,
+        threads=2,
+        canonicalizer=Canonicalizer(memory.db, embedder=HashingEmbedder(), threshold=0.8),
+    )
+
+
+def _tree(a: Path, b: Path) -> bool:
+    names = sorted(p.name for p in a.iterdir())
+    return names == sorted(p.name for p in b.iterdir()) and all(filecmp.cmp(a / n, b / n, shallow=False) for n in names)
+
+
+def test_two_batches_fill_every_store_and_version_rollback_freeze_copy(tmp_path):
+    engine = make_engine()
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, trainset = _setup(tmp_path)
+    assert len(trainset) == 6
+    reports = _trainer(program, task, memory).fit(trainset)
+
+    assert [r.version for r in reports] == [1, 2] and memory.version == 2
+    stats = memory.stats()
+    assert stats["craft"]["entries"] == 2
+    assert stats["decomposition"]["rules"] == 1 and stats["web_action"]["rules"] == 1
+    assert stats["facts"]["facts"] == 1
+    # batch 1 adds; batch 2 merges the repeated proposals (counts summed) and reinforces rule 1
+    m3 = memory.web_action.all()[0]
+    assert m3.support >= 2 and m3.created_batch == 1 and m3.updated_batch == 2
+    fact = memory.facts.all()[0]
+    assert fact.support == 6 and set(fact.provenance) == {f"q{i}" for i in range(1, 7)}
+    # the report carries Tables 15-16 and the behaviour figures
+    r1, r2 = reports
+    assert r1.examples == 3 and r1.valid_runs == 3 and r1.mean_score is not None
+    assert r1.chars["craft"].added > 0 and r1.chars["web_action"].after > 0 and r2.chars["craft"].added == 0
+    assert r1.rules["decomposition"].rules == 1 and r2.rules["web_action"].total_support == m3.support
+    assert r1.questions_per_sample == 2.0 and r1.searches == 6 and r1.lm_calls > 0 and r1.train_lm_calls > 0
+    assert r1.steps_per_question == 2.0
+    # batch 2 runs read batch 1's memory (never their own), and credit the injected M2 rule
+    rule = memory.decomposition.all()[0]
+    assert rule.support + rule.contradiction >= 3
+    decompose_prompts = [c for c in engine.calls if "sub_questions" in c.output_fields]
+    assert any("each person's office" in c.prompt for c in decompose_prompts[3:])
+    assert all("each person's office" not in c.prompt for c in decompose_prompts[:3])
+
+    # rollback to version 1 gives an export identical to version 1's
+    memory.export(tmp_path / "v1", version=1)
+    memory.rollback(1)
+    memory.export(tmp_path / "v1_after")
+    assert _tree(tmp_path / "v1", tmp_path / "v1_after")
+    assert memory.db.integrity_check() == "ok"
+
+    # a deep copy of the program shares the memory: a write through the copy is visible in the original
+    clone = copy.deepcopy(program)
+    assert clone.memory is memory and clone.decompose is not program.decompose
+    clone.memory.facts.add("Ed Wood", "Ed Wood was born in Poughkeepsie.")
+    assert "Poughkeepsie" in memory.known_facts("Where was Ed Wood born?")
+
+    # after freeze() writes raise, including through the trainer
+    memory.freeze()
+    with pytest.raises(MemoryFrozenError):
+        memory.web_action.add("A new rule after freezing.")
+    with pytest.raises(Exception, match="frozen"):
+        _trainer(program, task, memory)
+
+
+def test_resume_skips_done_batches_and_refuses_other_data(tmp_path):
+    engine = make_engine()
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, trainset = _setup(tmp_path)
+    trainer = _trainer(program, task, memory)
+    trainer.fit(trainset[:3])
+    calls = len(engine.calls)
+    again = trainer.fit(trainset[:3])
+    assert len(engine.calls) == calls and again[0].version == 1 and memory.version == 1
+    with pytest.raises(DataError, match="different examples"):
+        trainer.fit(list(reversed(trainset[:3])))
+
+
+def test_trajectory_notes_injected_items_and_own_memory_is_hidden(tmp_path):
+    engine = make_engine()
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, trainset = _setup(tmp_path)
+    own = memory.decomposition.add("When asked about q1, add a sub-question about q1.", provenance=["q1"], support=3)
+    other = memory.decomposition.add("When a county is named, add a sub-question for its state.", provenance=["q9"])
+    pred = program(question=trainset[0].question, task_id="q1")
+    items = injected_items(pred.trajectory)
+    assert other.id in items["decomposition"] and own.id not in items["decomposition"]
+    assert pred.trajectory.memory_version == 0
+    pred = program(question=trainset[0].question, task_id="q2")
+    assert own.id in injected_items(pred.trajectory)["decomposition"]
+
+
+def test_cold_start_exploration_seeds_m1_once(tmp_path):
+    engine = make_engine()
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, trainset = _setup(tmp_path, exploration=2)
+    program(question=trainset[0].question, task_id="q1")
+    craft = memory.craft.all()
+    assert len(craft) == 2 and all(e.provenance == ["exploration"] for e in craft)
+    explore_calls = [c for c in engine.calls if "task_kind" in c.inputs]
+    assert len([c for c in explore_calls if "next_tool_name" in c.output_fields]) == 2
+    program(question=trainset[1].question, task_id="q2")
+    assert len([c for c in engine.calls if "task_kind" in c.inputs]) == len(explore_calls)  # M1 has content now
+
+
+def test_frozen_memory_explores_without_write_back(tmp_path):
+    engine = make_engine()
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, trainset = _setup(tmp_path, exploration=1)
+    memory.freeze()
+    pred = program(question=trainset[0].question, task_id="q1")
+    assert len(memory.craft) == 0
+    assert any(n.startswith("cold start: explored 1 steps") for n in pred.trajectory.notes)
+    decompose = [c for c in engine.calls if "sub_questions" in c.output_fields][-1]
+    assert "Open the encyclopedia page" in decompose.inputs["context"]
