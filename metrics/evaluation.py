@@ -72,7 +72,7 @@ class EvalResult(BaseModel):
     ci_high: float = math.nan
     errors: int = 0
     judge_errors: int = 0
-    measures: dict[str, float] = Field(default_factory=dict)  # means of the extra numeric measures
+    measures: dict[str, float] = Field(default_factory=dict)  # means of extra measures over the scored examples
     usage: Usage = Field(default_factory=Usage)
     judge_usage: Usage = Field(default_factory=Usage)
     seconds: float = 0.0

@@ -1,26 +1,147 @@
-"""The `memento eval` command."""
+"""The ``memento eval`` command: run a method over a task's examples, score them, write results.json.
+
+Example:
+    memento eval --task multihop --data ../shared/data/multihop/questions.jsonl --limit 20 \\
+        --method closed_book --lm openai/gpt-4o-mini --out runs/eval-multihop
+"""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.markup import escape
+from rich.table import Table
 
-from memento.commands._common import APIBaseOpt, ConfigOpt, JudgeLMOpt, LMOpt, cli_errors, not_available
+from memento.commands._common import (
+    APIBaseOpt,
+    ConfigOpt,
+    JudgeLMOpt,
+    LMOpt,
+    cli_errors,
+    console,
+    err_console,
+    settings_from_flags,
+)
+from memento.errors import ConfigError, DataError
 
-__all__ = ["register"]
+__all__ = ["register", "eval_", "print_summary"]
+
+logger = logging.getLogger(__name__)
+
+
+def _short(text: Any, n: int = 60) -> str:
+    text = " ".join(str(text if text is not None else "").split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def print_summary(result: Any, path: Path, *, show: int = 10) -> None:
+    """Print a rich summary of an :class:`memento.metrics.evaluation.EvalResult`."""
+    table = Table(title=f"{result.task} · {result.method} · {result.metric}", show_lines=False)
+    table.add_column("#", justify="right")
+    table.add_column("id")
+    table.add_column("prediction")
+    table.add_column("score", justify="right")
+    table.add_column("note")
+    for record in result.examples[:show]:
+        first = next(iter(record.prediction.values()), "") if record.prediction else ""
+        note = record.error or record.feedback
+        style = "red" if record.error else None
+        table.add_row(
+            str(record.index),
+            escape(_short(record.id or "", 24)),
+            escape(_short(first, 50)),
+            f"{record.score:.3f}",
+            escape(_short(note, 60)),
+            style=style,
+        )
+    console.print(table)
+    if len(result.examples) > show:
+        console.print(f"[dim]… {len(result.examples) - show} more in results.json[/dim]")
+    u, j = result.usage, result.judge_usage
+    console.print(
+        f"[bold]mean {result.mean:.3f}[/bold] (95% CI {result.ci_low:.3f}–{result.ci_high:.3f}) over {result.n} "
+        f"examples; errors {result.errors}, judge errors {result.judge_errors}"
+    )
+    if result.measures:
+        console.print("measures: " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(result.measures.items())))
+    console.print(
+        f"LM calls {u.lm_calls} (cached {u.cached_lm_calls}), tokens {u.prompt_tokens}+{u.completion_tokens}, "
+        f"judge calls {j.lm_calls}, searches {u.searches}, fetches {u.fetches}, {result.seconds:.1f}s"
+    )
+    console.print(f"results: {escape(str(path))}")
 
 
 @cli_errors
 def eval_(
-    ctx: typer.Context,
+    task: Annotated[str, typer.Option("--task", help="Task spec: qa, multihop, legal, opinion, sales.")],
+    data: Annotated[Path, typer.Option("--data", help="The task's data file (JSONL or the JUSTICE CSV).")],
+    limit: Annotated[int | None, typer.Option("--limit", help="Use the first N examples.", min=1)] = None,
+    method: Annotated[str, typer.Option("--method", "-m", help="closed_book, few_shot, react, aet, ...")] = (
+        "closed_book"
+    ),
+    metric: Annotated[
+        str, typer.Option("--metric", help="The task's metric variant: default, judge, em, f1, ...")
+    ] = "default",
+    corpus: Annotated[
+        Path | None, typer.Option("--corpus", help="Offline corpus: an index directory or a JSONL source.")
+    ] = None,
+    threads: Annotated[int | None, typer.Option("--threads", help="Examples evaluated in parallel.", min=1)] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory for results.json.")] = None,
+    program_file: Annotated[
+        Path | None, typer.Option("--program", help="A saved program state (program.save) to load first.")
+    ] = None,
+    memory: Annotated[Path | None, typer.Option("--memory", help="Memory directory (memory-using methods).")] = None,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
     judge_lm: JudgeLMOpt = None,
 ) -> None:
-    """Not available yet."""
-    not_available("eval")
+    """Evaluate a method on a task's data: per-example scores, mean with 95% CI, usage; writes results.json."""
+    import memento
+    from memento.commands.run import resolve_task
+    from memento.metrics.evaluation import evaluate, write_results
+    from memento.programs.registry import build_program
+
+    if not data.exists():
+        raise DataError(f"data file not found: {data}")
+    if program_file is not None and not program_file.exists():
+        raise ConfigError(f"program file not found: {program_file}")
+    settings = settings_from_flags(config, lm, api_base, judge_lm, web={"corpus": corpus}, run={"threads": threads})
+    roles = memento.configure(settings)
+    task_spec = resolve_task(task)
+    if hasattr(task_spec, "roles"):
+        task_spec.roles = roles
+    examples = task_spec.load(data, limit=limit)
+    if not examples:
+        raise DataError(f"no examples in {data}")
+    report = getattr(task_spec, "last_load_report", None)
+    if report is not None and report.skipped:
+        err_console.print(f"memento: {report.summary()}", markup=False, highlight=False)
+    score = task_spec.make_metric(metric, roles=roles)
+    program = build_program(method, task=task_spec, settings=settings, roles=roles, memory_dir=memory)
+    if program_file is not None:
+        try:
+            program.load(str(program_file))
+        except Exception as exc:  # a file of another program or a corrupt one: one clear line
+            raise ConfigError(f"cannot load program state from {program_file}: {type(exc).__name__}: {exc}") from None
+    out_dir = out or settings.run.output_dir / f"eval-{task_spec.name}-{method}"
+    result = evaluate(
+        program,
+        examples,
+        score,
+        threads=settings.run.threads,
+        roles=roles,
+        task=task_spec.name,
+        method=method,
+        seed=settings.run.seed,
+    )
+    path = write_results(result, out_dir)
+    print_summary(result, path)
 
 
 def register(app: typer.Typer) -> None:
     """Add `eval` to the CLI."""
-    app.command("eval", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(eval_)
+    app.command("eval")(eval_)
