@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -196,7 +197,14 @@ class JitMemAgent(dspy.Module):
             control = {name: kwargs[name] for name in CONTROL_ARGS if name in kwargs and name != "context"}
             control["task_id"] = task_id
             pred = self.executor(**inputs, **control, context=context)
-            trajectory: Trajectory = pred.trajectory
+            trajectory = pred.get("trajectory", None)
+            if not isinstance(trajectory, Trajectory):  # a plain DSPy module as executor: record what it returned
+                outputs = {name: pred.get(name, None) for name in self.task.output_fields}
+                trajectory = Trajectory(
+                    task_id=task_id, task_text=task_text, inputs=inputs, method=type(self.executor).__name__
+                )
+                trajectory.prediction = json.loads(json.dumps(outputs, default=str))
+                pred.trajectory = trajectory
             executor_usage = trajectory.usage
             retrieved = [t.task_id for t, _, _ in hits]
             notes.insert(

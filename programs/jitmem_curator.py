@@ -61,12 +61,14 @@ def _one_line(text: Any, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _tool_line(call: ToolCall) -> str:
+def _tool_line(call: ToolCall, result_chars: int | None) -> str:
     args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in call.args.items())
     line = f"- {call.kind}({args})"
     if call.error:
         return f"{line} -> error: {_one_line(call.error, 160)}"
-    result = _one_line(call.result, _RESULT_CHARS) if call.result else "(empty)"
+    if not call.result:
+        return f"{line} -> (empty)"
+    result = call.result.strip() if result_chars is None else _one_line(call.result, result_chars)
     return f"{line} -> {result}"
 
 
@@ -77,13 +79,15 @@ def render_trajectory(
     score: float | None = None,
     index: int = 1,
     max_tokens: int | None = 1500,
+    result_chars: int | None = _RESULT_CHARS,
 ) -> str:
     """Render one trajectory compactly for the curator, keeping its order, clipped to ``max_tokens``.
 
     Layout: a header (task, method, label when given), the body in execution order (each tree node's question and
     answer followed by the tool calls it made; tool calls of flat agents; notes), and a footer (final prediction,
     error). Header and footer are always kept; when the budget is exceeded the body is cut at a line boundary and the
-    number of clipped lines is stated, so nothing is silently reordered.
+    number of clipped lines is stated, so nothing is silently reordered. Each tool result is cut to
+    ``result_chars`` characters on one line (``None`` keeps results whole: the trajectory as it was recorded).
     """
     header = [f"### Past trajectory {index}" + (f" (retrieval score {score:.2f})" if score is not None else "")]
     header.append(f"Task: {_one_line(trajectory.task_text, 1200)}")
@@ -101,11 +105,11 @@ def render_trajectory(
         body.append(f"- Q{node.wave if node.wave >= 0 else ''} {_one_line(node.question, 300)} => {answer}")
         if node.evidence:
             body.append("  sources: " + ", ".join(e.url for e in node.evidence[:5]))
-        body.extend("  " + _tool_line(call) for call in by_node.get(node.id, []))
+        body.extend("  " + _tool_line(call, result_chars) for call in by_node.get(node.id, []))
     loose = [call for call in trajectory.tool_calls if call.node_id is None or call.node_id not in node_ids]
     if loose:
         body.append("Tool calls:")
-        body.extend(_tool_line(call) for call in loose)
+        body.extend(_tool_line(call, result_chars) for call in loose)
     for note in trajectory.notes:
         if note.startswith(_DISTILLED_PREFIX):
             body.append(note)
@@ -147,10 +151,14 @@ def _normalise(items: Sequence[Any]) -> list[tuple[Trajectory, bool | None, floa
     return out
 
 
-def render_trajectories(items: Sequence[Any], *, max_tokens_per_trajectory: int | None = 1500) -> str:
+def render_trajectories(
+    items: Sequence[Any], *, max_tokens_per_trajectory: int | None = 1500, result_chars: int | None = _RESULT_CHARS
+) -> str:
     """Render retrieved trajectories (``Trajectory`` or ``(trajectory, label, score)``) best first, blank-separated."""
     rendered = [
-        render_trajectory(t, label=label, score=score, index=i, max_tokens=max_tokens_per_trajectory)
+        render_trajectory(
+            t, label=label, score=score, index=i, max_tokens=max_tokens_per_trajectory, result_chars=result_chars
+        )
         for i, (t, label, score) in enumerate(_normalise(items), start=1)
     ]
     return "\n\n".join(rendered) if rendered else NO_TRAJECTORIES

@@ -208,3 +208,25 @@ def test_jitmem_builder_and_registry(tmp_path, scripted):
     )
     assert isinstance(agent, JitMemAgent) and agent.k == 3 and agent.bank.directory == tmp_path / "jitmem"
     assert agent(question="Who founded Lugdunum?").jitmem["stored"] is True
+
+
+class _PlainExecutor(dspy.Module):
+    """A DSPy module with no trajectory of its own (any program taking ``context`` can be the executor)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.task = ClosedBook("qa").task
+        self.answer = dspy.Predict("context, question -> answer")
+
+    def forward(self, question, context="", **_control):
+        return self.answer(context=context, question=question)
+
+
+def test_plain_module_executor_gets_a_recorded_trajectory(tmp_path, scripted):
+    agent = JitMemAgent(_PlainExecutor(), TrajectoryBank(tmp_path / "bank"), JitMemCurator())
+    agent.bank.add(_past(), accepted=True)
+    pred = agent(question="Who founded Lugdunum?", task_id="plain")
+    stored = agent.bank.get("plain")[0]
+    assert stored.prediction == {"answer": pred.answer, "sources": None}
+    assert stored.method == "jitmem[_PlainExecutor]" and stored.task_text == "Who founded Lugdunum?"
+    assert pred.trajectory.usage.lm_calls == 3  # curator, executor, judge
