@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -51,6 +52,13 @@ def tool_spec(name: str, desc: str, args: dict[str, str]) -> Tool:
     )
 
 
+@functools.lru_cache(maxsize=512)
+def _trajectory_signature(keys: tuple[str, ...]) -> type[dspy.Signature]:
+    """The throw-away signature ReAct formats a trajectory with, built once per key layout (pydantic class
+    creation costs milliseconds, and ``dspy.ReAct`` rebuilds it at every step)."""
+    return dspy.Signature(f"{', '.join(keys)} -> x")
+
+
 class BoundReAct(dspy.ReAct):
     """A ReAct agent whose tool functions are passed per call (``tools={name: fn}``).
 
@@ -68,6 +76,10 @@ class BoundReAct(dspy.ReAct):
     def __init__(self, signature: Any, specs: list[Tool], max_iters: int) -> None:
         super().__init__(signature, tools=list(specs), max_iters=max_iters)
         self.tool_names: tuple[str, ...] = tuple(name for name in self.tools if name != FINISH)
+
+    def _format_trajectory(self, trajectory: dict[str, Any]) -> str:
+        adapter = dspy.settings.adapter or dspy.ChatAdapter()
+        return adapter.format_user_message_content(_trajectory_signature(tuple(trajectory)), trajectory)
 
     def forward(self, *, tools: dict[str, Callable[..., str]], max_iters: int | None = None, **input_args: Any):
         missing = [name for name in self.tool_names if name not in tools]
