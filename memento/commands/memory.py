@@ -1,26 +1,228 @@
-"""The `memento memory` command."""
+"""The ``memento memory`` commands: show, stats, diff, rollback and export a MEMENTO memory directory.
+
+Example:
+    memento memory stats --memory runs/mem
+    memento memory diff 1 2 --memory runs/mem
+    memento memory rollback 1 --memory runs/mem
+    memento memory export runs/mem-export --memory runs/mem
+"""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.markup import escape
+from rich.table import Table
 
-from memento.commands._common import APIBaseOpt, ConfigOpt, JudgeLMOpt, LMOpt, cli_errors, not_available
+from memento.commands._common import (
+    APIBaseOpt,
+    ConfigOpt,
+    JudgeLMOpt,
+    LMOpt,
+    cli_errors,
+    console,
+    settings_from_flags,
+)
 
-__all__ = ["register"]
+__all__ = ["register", "app"]
+
+logger = logging.getLogger(__name__)
+
+app = typer.Typer(help="Inspect and manage a MEMENTO memory directory (M1-M4, versions).", no_args_is_help=True)
+
+MemoryOpt = Annotated[Path | None, typer.Option("--memory", help="Memory directory (default: settings.memory.dir).")]
 
 
+def _open(memory: Path | None, config: Path | None, *, write: bool = False) -> Any:
+    from memento.memory.memento_memory import MementoMemory
+
+    directory = memory or settings_from_flags(config, None, None, None).memory.dir
+    return MementoMemory(directory, read_only=not write)
+
+
+def _short(text: Any, n: int = 100) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+@app.command("show")
 @cli_errors
-def memory(
-    ctx: typer.Context,
+def show(
+    memory: MemoryOpt = None,
+    store: Annotated[
+        str | None, typer.Option("--store", help="Only this store: craft, decomposition, web_action, facts.")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", help="Items shown per store.", min=1)] = 20,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
     judge_lm: JudgeLMOpt = None,
 ) -> None:
-    """Not available yet."""
-    not_available("memory")
+    """Print the memory's items: M1 entries, M2/M3 rules (heaviest first) and M4 facts."""
+    from memento.memory.memento_memory import STORES
+
+    mem = _open(memory, config)
+    if store is not None and store not in STORES:
+        from memento.errors import ConfigError
+
+        raise ConfigError(f"unknown store {store!r}; one of {', '.join(STORES)}")
+    console.print(f"memory {escape(str(mem.directory))} · version {mem.version}", soft_wrap=True)
+
+    def line(text: str) -> None:
+        console.print(text, soft_wrap=True, highlight=False)
+
+    if store in (None, "craft"):
+        line("\n[bold]M1 craft knowledge[/bold]")
+        for e in sorted(mem.craft.all(), key=lambda e: (-e.support, e.id))[:limit]:
+            line(f"- {escape(e.text)} [dim]({e.id}, support {e.support}, batch {e.batch})[/dim]")
+    for name, book, title in (
+        ("decomposition", mem.decomposition, "M2 decomposition rules"),
+        ("web_action", mem.web_action, "M3 web-action rules"),
+    ):
+        if store not in (None, name):
+            continue
+        line(f"\n[bold]{title}[/bold] (heaviest first)")
+        for r in sorted(book.all(), key=lambda r: (-book.weight(r), r.id))[:limit]:
+            line(
+                f"- {escape(f'[{r.status}]')} {escape(r.text)} [dim]({r.id}, support {r.support}, contradiction "
+                f"{r.contradiction}, batches {r.created_batch}-{r.updated_batch})[/dim]"
+            )
+    if store in (None, "facts"):
+        line("\n[bold]M4 domain facts[/bold] (current)")
+        for f in mem.facts.all(include_superseded=False)[:limit]:
+            sources = escape(", ".join(f.sources[:3])) or "-"
+            line(f"- {escape(f'[{f.entity}]')} {escape(f.text)} [dim]({f.id}, sources {sources})[/dim]")
 
 
-def register(app: typer.Typer) -> None:
-    """Add `memory` to the CLI."""
-    app.command("memory", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(memory)
+@app.command("stats")
+@cli_errors
+def stats(
+    memory: MemoryOpt = None,
+    config: ConfigOpt = None,
+    lm: LMOpt = None,
+    api_base: APIBaseOpt = None,
+    judge_lm: JudgeLMOpt = None,
+) -> None:
+    """Counts per store and the version history."""
+    mem = _open(memory, config)
+    s = mem.stats()
+    table = Table(title=f"memory {escape(str(mem.directory))} · version {s['version']}")
+    table.add_column("store", no_wrap=True)
+    for col in ("items", "retired", "support", "contra", "contradicted", "chars"):
+        table.add_column(col, justify="right")
+    table.add_row("M1 craft", str(s["craft"]["entries"]), "-", "-", "-", "-", str(s["craft"]["chars"]))
+    for key, label in (("decomposition", "M2 decomposition"), ("web_action", "M3 web-action")):
+        r = s[key]
+        table.add_row(
+            label,
+            str(r["rules"]),
+            str(r["retired"]),
+            str(r["total_support"]),
+            str(r["total_contradiction"]),
+            str(r["rules_contradicted"]),
+            str(r["chars"]),
+        )
+    f = s["facts"]
+    table.add_row("M4 facts", str(f["facts"]), f"{f['superseded']} superseded", "-", "-", "-", str(f["chars"]))
+    console.print(table)
+    versions = Table(title="versions")
+    for col in ("version", "parent", "batch", "status", "created", "note"):
+        versions.add_column(col)
+    for v in mem.versions():
+        versions.add_row(
+            str(v["version"]),
+            str(v["parent"] or "-"),
+            str(v["batch"]),
+            v["status"],
+            v["created_at"],
+            escape(_short(v["note"], 60)),
+        )
+    console.print(versions)
+
+
+@app.command("diff")
+@cli_errors
+def diff(
+    a: Annotated[int, typer.Argument(help="The older version.")],
+    b: Annotated[int, typer.Argument(help="The newer version.")],
+    memory: MemoryOpt = None,
+    config: ConfigOpt = None,
+    lm: LMOpt = None,
+    api_base: APIBaseOpt = None,
+    judge_lm: JudgeLMOpt = None,
+) -> None:
+    """What changed between two versions, per store (items and characters added/deleted/modified)."""
+    mem = _open(memory, config)
+    result = mem.diff(a, b)
+    old, new = mem.db.state_at(a), mem.db.state_at(b)
+    table = Table(title=f"memory diff {a} -> {b}")
+    for col in ("store", "+items", "-items", "~items", "+chars", "-chars", "~chars", "chars after"):
+        table.add_column(col, justify="right")
+    for name, d in result.stores.items():
+        table.add_row(
+            name,
+            str(len(d.added)),
+            str(len(d.removed)),
+            str(len(d.modified)),
+            str(d.chars_added),
+            str(d.chars_deleted),
+            str(d.chars_modified),
+            str(d.chars_after),
+        )
+    console.print(table)
+    for name, d in result.stores.items():
+        for sign, ids, state in (("+", d.added, new), ("-", d.removed, old), ("~", d.modified, new)):
+            for item_id in ids:
+                text = state.get((name, item_id), {}).get("text", "")
+                console.print(f"{sign} {name} {item_id}: {escape(_short(text, 110))}", highlight=False, soft_wrap=True)
+
+
+@app.command("rollback")
+@cli_errors
+def rollback(
+    version: Annotated[int, typer.Argument(help="The version to restore.")],
+    memory: MemoryOpt = None,
+    config: ConfigOpt = None,
+    lm: LMOpt = None,
+    api_base: APIBaseOpt = None,
+    judge_lm: JudgeLMOpt = None,
+) -> None:
+    """Restore a version (the change log keeps everything; later versions are marked rolled back)."""
+    mem = _open(memory, config, write=True)
+    before = mem.version
+    changed = mem.rollback(version)
+    console.print(f"memory {escape(str(mem.directory))}: version {before} -> {version} ({changed} items restored)")
+
+
+@app.command("export")
+@cli_errors
+def export(
+    out: Annotated[Path, typer.Argument(help="Output directory (memory.json and one markdown file per store).")],
+    memory: MemoryOpt = None,
+    version: Annotated[int | None, typer.Option("--version", help="Export this version (default: current).")] = None,
+    config: ConfigOpt = None,
+    lm: LMOpt = None,
+    api_base: APIBaseOpt = None,
+    judge_lm: JudgeLMOpt = None,
+) -> None:
+    """Write the memory (or one version) as readable markdown and JSON; deterministic output."""
+    mem = _open(memory, config)
+    path = mem.export(out, version=version)
+    console.print(f"exported memory version {version if version is not None else mem.version} to {escape(str(path))}")
+
+
+try:  # the Q-gate statistics live with the case bank (helper module, optional)
+    from memento.commands.memory_qgate import qgate_stats
+
+    app.command("qgate-stats")(qgate_stats)
+except ModuleNotFoundError as exc:  # pragma: no cover - depends on what is installed
+    if exc.name != "memento.commands.memory_qgate":
+        raise
+
+
+def register(root: typer.Typer) -> None:
+    """Add the `memory` command group to the CLI."""
+    root.add_typer(app, name="memory")

@@ -1,26 +1,149 @@
-"""The `memento train` command."""
+"""The ``memento train`` command: learn MEMENTO memory (M1-M4) from a labelled training set, batch by batch.
+
+Example:
+    memento train --task multihop --data ../shared/data/multihop/questions.jsonl --limit 30 \\
+        --memory runs/mem-multihop --batch-size 10 --corpus ../shared/data/multihop/corpus.jsonl \\
+        --lm openai/gpt-4o-mini
+
+Rerunning the same command on the same ``--memory`` resumes a half-finished batch and skips finished ones.
+"""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from memento.commands._common import APIBaseOpt, ConfigOpt, JudgeLMOpt, LMOpt, cli_errors, not_available
+from memento.commands._common import (
+    APIBaseOpt,
+    ConfigOpt,
+    JudgeLMOpt,
+    LMOpt,
+    cli_errors,
+    console,
+    settings_from_flags,
+)
+from memento.errors import ConfigError, DataError
 
-__all__ = ["register"]
+__all__ = ["register", "train"]
+
+logger = logging.getLogger(__name__)
+
+_PHASE_LABEL = {
+    "forward": "A: forward pass",
+    "consolidate": "A: consolidation",
+    "score": "B: scoring",
+    "reflect": "C: reflection",
+    "done": "done",
+}
 
 
 @cli_errors
 def train(
-    ctx: typer.Context,
+    task: Annotated[str, typer.Option("--task", help="Task spec: qa, multihop, legal, opinion, sales.")],
+    data: Annotated[Path, typer.Option("--data", help="The task's training data file.")],
+    memory: Annotated[
+        Path | None, typer.Option("--memory", help="Memory directory (default: settings.memory.dir).")
+    ] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Examples per batch (one version each).", min=1)] = 10,
+    limit: Annotated[int | None, typer.Option("--limit", help="Use the first N examples.", min=1)] = None,
+    metric: Annotated[str, typer.Option("--metric", help="The task's metric variant: default, judge, ...")] = "default",
+    corpus: Annotated[
+        Path | None, typer.Option("--corpus", help="Offline corpus: an index directory or a JSONL source.")
+    ] = None,
+    threads: Annotated[int | None, typer.Option("--threads", help="Parallel forward passes.", min=1)] = None,
+    exploration: Annotated[
+        int | None, typer.Option("--exploration", help="Cold-start exploration steps when M1 is empty.", min=0)
+    ] = None,
+    embedder: Annotated[
+        str, typer.Option("--embedder", help="Embeddings for canonicalisation: minilm (bundled) or hashing (fast).")
+    ] = "minilm",
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
     judge_lm: JudgeLMOpt = None,
 ) -> None:
-    """Not available yet."""
-    not_available("train")
+    """Train MEMENTO memory: per batch, forward pass + consolidation (A), scoring (B), reflection (C), new version."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    import memento
+    from memento.commands.run import resolve_task
+    from memento.memory.memento_memory import MementoMemory
+    from memento.optimize.batch_report import reports_table
+    from memento.optimize.memento_trainer import MementoTrainer
+    from memento.programs.memento_program import Memento
+    from memento.web.factory import web_tools_factory
+
+    if not data.exists():
+        raise DataError(f"data file not found: {data}")
+    budgets = {"exploration": exploration} if exploration is not None else {}
+    settings = settings_from_flags(
+        config, lm, api_base, judge_lm, web={"corpus": corpus}, run={"threads": threads}, budgets=budgets
+    )
+    roles = memento.configure(settings)
+    task_spec = resolve_task(task)
+    if hasattr(task_spec, "roles"):
+        task_spec.roles = roles
+    examples = task_spec.load(data, limit=limit)
+    if not examples:
+        raise DataError(f"no examples in {data}")
+    score = task_spec.make_metric(metric, roles=roles) if hasattr(task_spec, "make_metric") else task_spec.metric
+    directory = memory or settings.memory.dir
+    if embedder == "hashing":
+        from memento.memory.embedder import HashingEmbedder
+
+        vectors = HashingEmbedder()
+    elif embedder == "minilm":
+        from memento.memory.embedder import default_embedder
+
+        vectors = default_embedder()
+    else:
+        raise ConfigError(f"unknown embedder {embedder!r}: use minilm or hashing")
+    store = MementoMemory(directory, embedder=vectors)
+    program = Memento(
+        task_spec,
+        memory=store,
+        web=web_tools_factory(settings),
+        budgets=settings.budgets.model_copy(),
+        threads=settings.run.threads,
+        roles=roles,
+    )
+    batches = (len(examples) + batch_size - 1) // batch_size
+    console.print(
+        f"training memory [bold]{directory}[/bold] (version {store.version}) on {len(examples)} {task_spec.name} "
+        f"examples: {batches} batches of {batch_size}"
+    )
+    with Progress(
+        TextColumn("[bold]batch {task.fields[batch]}[/bold]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        bar = progress.add_task("starting", total=batches * 4, batch=1)
+
+        def on_event(batch: int, phase: str, detail: str) -> None:
+            done = (batch - 1) * 4 + {"forward": 0, "consolidate": 1, "score": 2, "reflect": 3, "done": 4}[phase]
+            progress.update(bar, completed=done, batch=batch, description=f"{_PHASE_LABEL[phase]} {detail}".strip())
+
+        trainer = MementoTrainer(
+            program,
+            score,
+            store,
+            batch_size=batch_size,
+            threads=settings.run.threads,
+            roles=roles,
+            on_event=on_event,
+        )
+        reports = trainer.fit(examples)
+    console.print(reports_table(reports))
+    console.print(f"memory {directory}: version {store.version}")
 
 
 def register(app: typer.Typer) -> None:
     """Add `train` to the CLI."""
-    app.command("train", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(train)
+    app.command("train")(train)
