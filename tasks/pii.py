@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Literal
@@ -244,10 +245,17 @@ def _word(core: str) -> str:
 
 
 _CORP = r"(?:,?\s+(?:Inc|Corp|Co|Ltd|LLC|L\.L\.C|N\.A|Corporation|Company|Incorporated)\b\.?)?"
-_LEAD = r"(?:(?<![\w'’])(?P<the>[Tt]he)\s+)?"
-_TITLE = rf"(?:(?:{_TITLES})\.?\s+)?"
-_TAIL = r"(?P<tail>s's|'s|’s|s'|s’|'|’|es|s)?(?![\w'’])"
+# What may surround a name: "the" and a title before it, a possessive or plural after it.
+_BEFORE_THE = re.compile(r"(?<![\w'’])[Tt]he\s+$")
+_BEFORE_TITLE = re.compile(rf"(?<![\w'’])(?:(?<![\w'’])[Tt]he\s+)?(?:{_TITLES})\.?\s+$")
+_TAIL = re.compile(r"(?P<tail>s's|'s|’s|s'|s’|'|’|es|s)?(?![\w'’])")
 _SENTENCE_END = re.compile(r"(?:^|[.!?]\s*[\"'”’)]?|\n)\s*$")
+_WINDOW = 48  # characters before a name searched for "the" and a title
+
+
+@functools.lru_cache(maxsize=8192)
+def _compile(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
 
 
 @dataclass
@@ -287,19 +295,18 @@ class PartyAnonymizer:
     def _build(self) -> list[_Pattern]:
         patterns: list[_Pattern] = []
 
-        def add(body: str, party: int, person: bool, *, insensitive: bool = False, title: bool = False) -> None:
+        def add(body: str, party: int, person: bool, *, insensitive: bool = False) -> None:
             core = f"(?i:{body})" if insensitive else body
             if not person:  # "Halo Electronics, Inc." when the party is "Halo Electronics"
                 core = f"(?:{core}){_CORP}"
-            regex = _LEAD + (_TITLE if title else "") + rf"(?<![\w])(?:{core})" + _TAIL
-            patterns.append(_Pattern(re.compile(regex), party, person))
+            patterns.append(_Pattern(_compile(rf"(?<![\w])(?:{core})"), party, person))
 
         for index, party in enumerate(self.parties):
             if party.full:
                 add(_flex(party.full), index, False, insensitive=True)
             for segment in party.segments:
                 person = segment.kind == "person"
-                add(_flex(segment.text), index, person, insensitive=True, title=person)
+                add(_flex(segment.text), index, person, insensitive=True)
                 names = segment.name_tokens
                 if not names:
                     continue
@@ -310,11 +317,11 @@ class PartyAnonymizer:
                         suffix = r"(?:,?\s+(?:Jr|Sr|II|III|IV)\.?)?"
                         add(rf"{_word(given[0])}{middle}(?:\s+[A-Z]\.)?\s+{_word(surname)}{suffix}", index, True)
                         for name in given:  # a given name alone, unless another name follows it
-                            add(rf"{_word(name)}(?!\s+[A-Z][a-z])", index, True, title=True)
-                    add(_word(surname), index, True, title=True)
+                            add(rf"{_word(name)}(?!\s+[A-Z][a-z])", index, True)
+                    add(_word(surname), index, True)
                     for part in surname.split("-") if "-" in surname else []:
                         if len(part) > 1:
-                            add(_word(part), index, True, title=True)
+                            add(_word(part), index, True)
                 else:
                     tokens = [_core(t) for t in segment.tokens]
                     distinct = set(names)
@@ -339,12 +346,16 @@ class PartyAnonymizer:
         found: dict[tuple[int, int], tuple[set[int], str, bool]] = {}
         for pattern in self._patterns:
             for match in pattern.regex.finditer(text):
-                span = (match.start(), match.end())
-                if span[0] == span[1]:
+                tail = _TAIL.match(text, match.end())
+                if tail is None or match.start() == match.end():
+                    continue  # the name continues ("Reed" in "Reedy")
+                if not pattern.person and _inside((match.start(), match.end()), courts):
                     continue
-                if not pattern.person and _inside(span, courts):
-                    continue
-                entry = found.setdefault(span, (set(), match.group("tail") or "", match.group("the") is not None))
+                window = text[max(0, match.start() - _WINDOW) : match.start()]
+                lead = (_BEFORE_TITLE.search(window) if pattern.person else None) or _BEFORE_THE.search(window)
+                start = match.start() - (len(lead.group(0)) if lead else 0)
+                span = (start, tail.end())
+                entry = found.setdefault(span, (set(), tail.group("tail") or "", lead is not None))
                 entry[0].add(pattern.party)
         chosen: list[tuple[int, int, set[int], str]] = []
         taken: list[tuple[int, int]] = []
