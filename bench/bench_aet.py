@@ -142,6 +142,19 @@ def run_once(corpus: Path, delay: float, threads: int) -> dict:
     }
 
 
+def dspy_baseline(calls: int = 40) -> float:
+    """Seconds per call of a bare ``dspy.Predict`` on the same scripted engine (delay 0): DSPy's own floor."""
+    from memento.signatures.synthesize_node import SynthesizeNode
+
+    predict = dspy.Predict(SynthesizeNode)
+    with dspy.context(lm=scripted_lm(ScriptedEngine())):
+        predict(task="t", question="q", findings="f")
+        started = time.perf_counter()
+        for i in range(calls):
+            predict(task="t", question=f"q{i}", findings="f " * 200)
+        return (time.perf_counter() - started) / calls
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--delay", type=float, default=0.2)
@@ -159,6 +172,7 @@ def main() -> None:
                 "critical": runs[0]["critical"],
             }
         zero = [run_once(corpus, 0.0, 1) for _ in range(args.repeats)]
+        floor = statistics.median(dspy_baseline() for _ in range(args.repeats))
     r1, r4 = rows[1], rows[4]
     ideal1 = r1["calls"] * args.delay
     ideal4 = r4["critical"] * args.delay
@@ -177,6 +191,10 @@ def main() -> None:
     print(
         f"framework overhead per LM call: {over_delay * 1000:.1f} ms (threads=1, delay {args.delay * 1000:.0f} ms); "
         f"{over_zero * 1000:.1f} ms (delay 0, incl. the scripted engine and the offline corpus)"
+    )
+    print(
+        f"bare dspy.Predict on the same scripted engine: {floor * 1000:.1f} ms per call "
+        f"(AET per-call cost at delay 0 / bare DSPy: {over_zero / floor:.2f}x)"
     )
     sys.stdout.flush()
 
