@@ -89,7 +89,6 @@ def make_backend(settings: Settings) -> SearchBackend:
             timeout=web.timeout,
             user_agent=web.user_agent,
             max_concurrent=web.max_concurrent_searches,
-            allow_private=True,  # the operator configured this URL on purpose (often a local instance)
         )
     from memento.web.ddgs_backend import DDGSBackend
 

@@ -36,7 +36,6 @@ class SearXNGBackend:
         max_pages: result pages read at most per search.
         categories: SearXNG categories (``"general"``).
         language: SearXNG language (``"en"``, ``"all"``).
-        allow_private: accepted for symmetry with the fetcher; the configured instance is trusted.
 
     Example:
         >>> backend = SearXNGBackend("http://127.0.0.1:8888", max_pages=2)  # doctest: +SKIP
@@ -55,7 +54,6 @@ class SearXNGBackend:
         max_pages: int = 3,
         categories: str = "general",
         language: str = "all",
-        allow_private: bool = True,
     ) -> None:
         import requests
 

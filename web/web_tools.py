@@ -98,7 +98,8 @@ class WebTools:
         for i, r in enumerate(results, 1):
             date = f" ({r.published.isoformat()})" if r.published else ""
             snippet = _clip(" ".join(r.snippet.split()), self.snippet_chars)
-            lines.append(f"[{i}] {r.title or r.url}{date}\n    {r.url}\n    {snippet}")
+            title = " ".join((r.title or r.url).split())
+            lines.append(f"[{i}] {title}{date}\n    {r.url}\n    {snippet}")
         return self._record(
             "search_web", {"query": query}, "\n".join(lines), start, result_urls=[r.url for r in results]
         )
@@ -134,7 +135,7 @@ class WebTools:
         if len(text) > self.page_chars:
             body += f"\n[... clipped: {len(text) - self.page_chars} more characters]"
         date = f"\nPublished: {page.published.isoformat()}" if page.published else ""
-        header = f"Title: {page.title}\nURL: {page.final_url or page.url}{date}\n\n"
+        header = f"Title: {' '.join((page.title or '').split())}\nURL: {page.final_url or page.url}{date}\n\n"
         return self._record(
             "scrape", {"url": url}, header + body, start, result_urls=[page.final_url or page.url], cached=cached
         )
