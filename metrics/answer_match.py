@@ -29,6 +29,8 @@ def _f1_one(prediction: str, gold: str) -> float:
     if (pred_norm in _SPECIAL or gold_norm in _SPECIAL) and pred_norm != gold_norm:
         return 0.0
     pred_tokens, gold_tokens = pred_norm.split(), gold_norm.split()
+    if not pred_tokens or not gold_tokens:  # SQuAD v2: an answer that normalises to nothing matches only nothing
+        return float(pred_tokens == gold_tokens)
     common = Counter(pred_tokens) & Counter(gold_tokens)
     same = sum(common.values())
     if same == 0:
@@ -40,13 +42,17 @@ def _f1_one(prediction: str, gold: str) -> float:
 
 def exact_match(prediction: str, answers: Iterable[str]) -> float:
     """1.0 if the normalised prediction equals any normalised accepted answer, else 0.0."""
-    got = normalize_answer(prediction or "")
+    if not (prediction or "").strip():
+        return 0.0
+    got = normalize_answer(prediction)
     return float(any(got == normalize_answer(a) for a in answers))
 
 
 def token_f1(prediction: str, answers: Iterable[str]) -> float:
     """The best token-level F1 of the prediction against the accepted answers (0.0 when there are none)."""
-    return max((_f1_one(prediction or "", a) for a in answers), default=0.0)
+    if not (prediction or "").strip():
+        return 0.0
+    return max((_f1_one(prediction, a) for a in answers), default=0.0)
 
 
 class AnswerMatch:

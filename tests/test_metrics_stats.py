@@ -83,6 +83,8 @@ def test_exact_match_and_token_f1_squad_normalisation() -> None:
     assert token_f1("yes", ["no"]) == 0.0
     assert token_f1("no answer", ["no"]) == 0.0  # HotpotQA: yes/no only match themselves
     assert token_f1("anything", []) == 0.0
+    assert token_f1("A", ["a"]) == 1.0 and exact_match("An", ["a"]) == 1.0  # answers that normalise to nothing
+    assert token_f1("", ["a"]) == 0.0 and exact_match(" ", ["a"]) == 0.0  # an empty prediction never matches
 
 
 def test_answer_match_metric_feedback() -> None:

@@ -16,8 +16,10 @@ from memento.tasks.pii import PartyAnonymizer, court_spans, find_leaks, parse_pa
 from memento.testing import ScriptedEngine, scripted_lm
 
 JUSTICE = Path(__file__).resolve().parents[2] / "shared" / "data" / "justice" / "justice.csv"
-COLUMNS = ["", "ID", "name", "href", "docket", "term", "first_party", "second_party", "facts", "facts_len",
-           "majority_vote", "minority_vote", "first_party_winner", "decision_type", "disposition", "issue_area"]  # fmt: skip
+COLUMNS = (
+    ",ID,name,href,docket,term,first_party,second_party,facts,facts_len,majority_vote,minority_vote,"
+    "first_party_winner,decision_type,disposition,issue_area"
+).split(",")
 
 STANLEY_FACTS = (
     "<p>Joan Stanley had three children with Peter Stanley.  The Stanleys never married. When Joan died, the State "
@@ -83,7 +85,8 @@ def test_load_anonymises_and_reports_skipped_rows(justice_fixture: Path) -> None
     )
     assert "Giglio" not in giglio.facts and "GIGLIO" not in giglio.facts
     assert "United States Court of Appeals for the Second Circuit" in giglio.facts  # a court name is kept
-    assert "found that the respondent had promised" in giglio.facts and giglio.facts.endswith("The respondent denied it.")
+    assert "found that the respondent had promised" in giglio.facts
+    assert giglio.facts.endswith("The respondent denied it.")
     assert hudson.facts == "The petitioner sued the respondent over a cargo."
     assert (stanley.winning_party, giglio.winning_party) == ("petitioner", "respondent")
 
