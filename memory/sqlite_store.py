@@ -46,7 +46,7 @@ __all__ = [
     "estimate_tokens",
     "rule_weight",
     "index_columns",
-    "scope_filter",
+    "FTS_STORES",
     "DB_NAME",
 ]
 
@@ -72,23 +72,6 @@ CREATE TABLE IF NOT EXISTS items (
 );
 CREATE INDEX IF NOT EXISTS items_rank ON items (store, status, weight DESC);
 CREATE INDEX IF NOT EXISTS items_entity ON items (store, entity);
-CREATE VIRTUAL TABLE IF NOT EXISTS items_fts USING fts5(
-    text, entity, scope, content='', tokenize='porter unicode61'
-);
-CREATE TRIGGER IF NOT EXISTS items_ai AFTER INSERT ON items BEGIN
-    INSERT INTO items_fts (rowid, text, entity, scope)
-    VALUES (new.rowid, new.text, new.entity, 'zz' || replace(new.store, '_', '') || ' zz' || new.status);
-END;
-CREATE TRIGGER IF NOT EXISTS items_ad AFTER DELETE ON items BEGIN
-    INSERT INTO items_fts (items_fts, rowid, text, entity, scope)
-    VALUES ('delete', old.rowid, old.text, old.entity, 'zz' || replace(old.store, '_', '') || ' zz' || old.status);
-END;
-CREATE TRIGGER IF NOT EXISTS items_au AFTER UPDATE ON items BEGIN
-    INSERT INTO items_fts (items_fts, rowid, text, entity, scope)
-    VALUES ('delete', old.rowid, old.text, old.entity, 'zz' || replace(old.store, '_', '') || ' zz' || old.status);
-    INSERT INTO items_fts (rowid, text, entity, scope)
-    VALUES (new.rowid, new.text, new.entity, 'zz' || replace(new.store, '_', '') || ' zz' || new.status);
-END;
 CREATE TABLE IF NOT EXISTS changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     batch INTEGER,
@@ -114,6 +97,24 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     value TEXT NOT NULL
 );
 """
+
+FTS_STORES: tuple[str, ...] = ("craft", "decomposition", "web_action", "facts")
+
+# One contentless FTS5 index per store (a match never walks another store's postings), kept in sync by triggers.
+_FTS_TEMPLATE = """
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_{store} USING fts5(text, entity, content='', tokenize='porter unicode61');
+CREATE TRIGGER IF NOT EXISTS fts_{store}_ai AFTER INSERT ON items WHEN new.store = '{store}' BEGIN
+    INSERT INTO fts_{store} (rowid, text, entity) VALUES (new.rowid, new.text, new.entity);
+END;
+CREATE TRIGGER IF NOT EXISTS fts_{store}_ad AFTER DELETE ON items WHEN old.store = '{store}' BEGIN
+    INSERT INTO fts_{store} (fts_{store}, rowid, text, entity) VALUES ('delete', old.rowid, old.text, old.entity);
+END;
+CREATE TRIGGER IF NOT EXISTS fts_{store}_au AFTER UPDATE OF text, entity ON items WHEN new.store = '{store}' BEGIN
+    INSERT INTO fts_{store} (fts_{store}, rowid, text, entity) VALUES ('delete', old.rowid, old.text, old.entity);
+    INSERT INTO fts_{store} (rowid, text, entity) VALUES (new.rowid, new.text, new.entity);
+END;
+"""
+_SCHEMA += "".join(_FTS_TEMPLATE.format(store=store) for store in FTS_STORES)
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOP = frozenset(
@@ -168,12 +169,6 @@ def index_columns(store: str, data: dict[str, Any]) -> dict[str, Any]:
             "tasks": provenance,
         }
     return {"text": data.get("text", ""), "weight": float(data.get("support", 1)), "tasks": provenance}
-
-
-def scope_filter(store: str, statuses: tuple[str, ...] = ("active",)) -> str:
-    """The FTS5 clause restricting a match to one store and some statuses (see the ``scope`` column)."""
-    status_terms = " OR ".join(f'"zz{s}"' for s in statuses)
-    return f'scope:"zz{store.replace("_", "")}" AND scope:({status_terms})'
 
 
 def _now() -> str:
@@ -425,18 +420,19 @@ class SQLiteStore:
         ``exclude_task_id`` drops items whose provenance includes that task (a task never reads its own memory).
         """
         terms = fts_query(text)
-        if not terms or limit <= 0:
+        if not terms or limit <= 0 or store not in FTS_STORES:
             return []
-        match = f"{scope_filter(store, statuses)} AND {{{' '.join(columns)}}}: ({terms})"
+        table = f"fts_{store}"
+        marks = ",".join("?" for _ in statuses)
         sql = (
-            "SELECT i.data, items_fts.rank FROM items_fts JOIN items i ON i.rowid = items_fts.rowid "
-            "WHERE items_fts MATCH ?"
+            f"SELECT i.data, {table}.rank FROM {table} JOIN items i ON i.rowid = {table}.rowid "
+            f"WHERE {table} MATCH ? AND i.status IN ({marks})"
         )
-        params: list[Any] = [match]
+        params: list[Any] = [f"{{{' '.join(columns)}}}: ({terms})", *statuses]
         if exclude_task_id:
             sql += " AND i.tasks NOT LIKE ?"
             params.append(f"%|{exclude_task_id}|%")
-        sql += " ORDER BY items_fts.rank LIMIT ?"
+        sql += f" ORDER BY {table}.rank LIMIT ?"
         params.append(limit)
         return [(json.loads(data), float(rank)) for data, rank in self.query(sql, params)]
 
@@ -455,7 +451,7 @@ class SQLiteStore:
         if exclude_task_id:
             sql += " AND tasks NOT LIKE ?"
             params.append(f"%|{exclude_task_id}|%")
-        sql += " ORDER BY weight DESC, id LIMIT ?"
+        sql += " ORDER BY weight DESC LIMIT ?"
         params.append(limit)
         return [json.loads(row[0]) for row in self.query(sql, params)]
 

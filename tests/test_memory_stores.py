@@ -223,14 +223,16 @@ def test_corrupt_database_is_a_clear_error(tmp_path):
         SQLiteStore(tmp_path)
 
 
-def test_wal_mode_and_fts_index(tmp_path):
+def test_wal_mode_and_fts_index_follow_updates(tmp_path):
     memory = MementoMemory(tmp_path)
-    memory.facts.add("Nile", "The Nile flows through Egypt.")
+    egypt = memory.facts.add("Nile", "The Nile flows through Egypt.")
+    memory.facts.add("Nile", "The Nile is long.")
     conn = sqlite3.connect(tmp_path / "memory.db")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
-    memory.facts.add("Nile", "Replaced text later.")
-    fact = memory.facts.all()[0]
-    memory.facts.put(fact.model_copy(update={"text": "The Nile floods yearly."}))
-    assert memory.facts.search("Egypt") == [] or all("floods" not in s for s in memory.facts.search("Egypt"))
-    assert any("floods" in s for s in memory.facts.search("floods"))
+    memory.facts.put(egypt.model_copy(update={"text": "The Nile floods yearly."}))
+    assert memory.facts.search("Egypt") == []
+    assert memory.facts.search("floods") == ["[Nile] The Nile floods yearly."]
+    memory.db.rollback(0)
+    assert memory.facts.search("floods") == [] and memory.facts.search("long") == []
+    assert memory.db.integrity_check() == "ok"
