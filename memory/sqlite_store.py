@@ -171,6 +171,12 @@ def index_columns(store: str, data: dict[str, Any]) -> dict[str, Any]:
     return {"text": data.get("text", ""), "weight": float(data.get("support", 1)), "tasks": provenance}
 
 
+def _task_pattern(task_id: str) -> str:
+    """The LIKE pattern matching a provenance column (``|t1|t2|``) that contains ``task_id`` literally."""
+    escaped = task_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%|{escaped}|%"
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
@@ -430,8 +436,8 @@ class SQLiteStore:
         )
         params: list[Any] = [f"{{{' '.join(columns)}}}: ({terms})", *statuses]
         if exclude_task_id:
-            sql += " AND i.tasks NOT LIKE ?"
-            params.append(f"%|{exclude_task_id}|%")
+            sql += " AND i.tasks NOT LIKE ? ESCAPE '\\'"
+            params.append(_task_pattern(exclude_task_id))
         sql += f" ORDER BY {table}.rank LIMIT ?"
         params.append(limit)
         return [(json.loads(data), float(rank)) for data, rank in self.query(sql, params)]
@@ -449,8 +455,8 @@ class SQLiteStore:
         sql = f"SELECT data FROM items WHERE store=? AND status IN ({marks})"
         params: list[Any] = [store, *statuses]
         if exclude_task_id:
-            sql += " AND tasks NOT LIKE ?"
-            params.append(f"%|{exclude_task_id}|%")
+            sql += " AND tasks NOT LIKE ? ESCAPE '\\'"
+            params.append(_task_pattern(exclude_task_id))
         sql += " ORDER BY weight DESC LIMIT ?"
         params.append(limit)
         return [json.loads(row[0]) for row in self.query(sql, params)]

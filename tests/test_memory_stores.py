@@ -236,3 +236,12 @@ def test_wal_mode_and_fts_index_follow_updates(tmp_path):
     memory.db.rollback(0)
     assert memory.facts.search("floods") == [] and memory.facts.search("long") == []
     assert memory.db.integrity_check() == "ok"
+
+
+def test_exclusion_matches_task_ids_literally(tmp_path):
+    memory = MementoMemory(tmp_path, relevance_check=False)
+    memory.web_action.add("Rule from the task with an underscore.", provenance=["q_1"])
+    memory.web_action.add("Rule from a similar-looking task.", provenance=["qx1"])
+    text = memory.view(exclude_task_id="q_1").web_action_rules("rule")
+    assert "similar-looking" in text and "underscore" not in text
+    assert "underscore" in memory.view(exclude_task_id="q%").web_action_rules("rule")

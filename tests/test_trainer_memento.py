@@ -159,3 +159,25 @@ def test_frozen_memory_explores_without_write_back(tmp_path):
     assert any(n.startswith("cold start: explored 1 steps") for n in pred.trajectory.notes)
     decompose = [c for c in engine.calls if "sub_questions" in c.output_fields][-1]
     assert "Open the encyclopedia page" in decompose.inputs["context"]
+
+
+def test_memento_method_opens_memory_frozen(tmp_path):
+    from memento.errors import DataError as _DataError
+    from memento.programs.registry import build_program
+
+    corpus, _ = write_data(tmp_path / "data")
+    settings = load_settings(flags={"web": {"corpus": str(corpus), "cache_dir": str(tmp_path / "cache")}})
+    with pytest.raises(_DataError, match="no trained memory"):
+        build_program("memento", task="qa", settings=settings, memory_dir=tmp_path / "none")
+    memory = MementoMemory(tmp_path / "mem")
+    memory.web_action.add("Quote exact names.")
+    memory.commit_version(batch=1)
+    program = build_program("memento", task="qa", settings=settings, memory_dir=tmp_path / "mem")
+    assert isinstance(program, Memento) and program.memory.frozen and program.memory.version == 1
+    with pytest.raises(MemoryFrozenError):
+        program.memory.web_action.add("Another rule text.")
+    engine = make_engine()
+    dspy.configure(lm=scripted_lm(engine))
+    pred = program(question="Which state is Albany County in?", task_id="x")
+    solver = [c for c in engine.calls if "next_tool_name" in c.output_fields][0]
+    assert "Quote exact names." in solver.prompt and pred.trajectory.memory_version == 1
