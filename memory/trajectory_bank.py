@@ -137,14 +137,15 @@ class _Index:
             raise
 
     @classmethod
-    def load(cls, directory: Path, *, count: int, max_seq: int) -> _Index | None:
-        """The saved index if its watermark matches the database (else ``None``: rebuild)."""
+    def load(cls, directory: Path, *, max_seq: int) -> _Index | None:
+        """The saved index if its watermark (the last sequence number; the store is append-only) matches."""
         import bm25s
 
         try:
             watermark = json.loads((directory / _WATERMARK).read_text(encoding="utf-8"))
-            if watermark != {"count": count, "max_seq": max_seq}:
+            if watermark.get("max_seq") != max_seq:
                 return None
+            count = int(watermark["count"])
             seqs = np.load(directory / "seqs.npy")
             task_ids = json.loads((directory / "task_ids.json").read_text(encoding="utf-8"))
             model = bm25s.BM25.load(str(directory / "model")) if count else None
@@ -224,15 +225,23 @@ class TrajectoryBank:
             return int(self._meta("version") or 0)
 
     def __len__(self) -> int:
+        return self._counts()[0]
+
+    def _counts(self) -> tuple[int, int]:
+        """(stored, accepted), kept in ``meta`` by every write (a COUNT(*) scans gigabytes at 100,000 records)."""
         with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM trajectories").fetchone()[0])
+            stored, accepted = self._meta("count"), self._meta("accepted")
+            if stored is None or accepted is None:
+                n, a = self._conn.execute("SELECT COUNT(*), COALESCE(SUM(label = 1), 0) FROM trajectories").fetchone()
+                self._set_meta("count", str(n))
+                self._set_meta("accepted", str(a))
+                return int(n), int(a)
+            return int(stored), int(accepted)
 
     def stats(self) -> BankStats:
         """Stored/accepted/rejected counts, trajectories dropped by ``success_only``, buffered writes, version."""
         with self._lock:
-            stored, accepted = self._conn.execute(
-                "SELECT COUNT(*), COALESCE(SUM(label = 1), 0) FROM trajectories"
-            ).fetchone()
+            stored, accepted = self._counts()
             return BankStats(
                 stored=int(stored),
                 accepted=int(accepted),
@@ -296,6 +305,7 @@ class TrajectoryBank:
 
     def _apply(self, rows: list[tuple[str, str, bool, str]]) -> None:
         with self._lock:
+            stored, accepted = self._counts()
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 self._conn.executemany(
@@ -303,29 +313,30 @@ class TrajectoryBank:
                     [(tid, text, int(label), record) for tid, text, label, record in rows],
                 )
                 self._set_meta("version", str(int(self._meta("version") or 0) + 1))
+                self._set_meta("count", str(stored + len(rows)))
+                self._set_meta("accepted", str(accepted + sum(1 for row in rows if row[2])))
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
-            self._index = None
-            self._ensure_index()
+            self._index = None  # re-indexed at the next retrieval (several batches without reads cost one build)
 
     # -- reading -------------------------------------------------------------------------------------------------
-    def _watermark(self) -> tuple[int, int]:
-        count, max_seq = self._conn.execute("SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM trajectories").fetchone()
-        return int(count), int(max_seq)
+    def _max_seq(self) -> int:
+        return int(self._conn.execute("SELECT COALESCE(MAX(seq), 0) FROM trajectories").fetchone()[0])
 
     def _ensure_index(self) -> _Index:
         with self._lock:
             if self._index is not None:
                 return self._index
-            count, max_seq = self._watermark()
             index_dir = self.directory / _INDEX_DIR
-            index = _Index.load(index_dir, count=count, max_seq=max_seq)
+            index = _Index.load(index_dir, max_seq=self._max_seq())
             if index is None:
                 rows = self._conn.execute("SELECT seq, task_id, task_text FROM trajectories ORDER BY seq").fetchall()
                 index = _Index.build([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
                 index.save(index_dir)
+                if self._meta("count") != str(len(rows)):  # rows written behind the bank's back: recount
+                    self._conn.execute("DELETE FROM meta WHERE key IN ('count', 'accepted')")
             self._index = index
             return index
 
@@ -391,9 +402,10 @@ class TrajectoryBank:
             yield Trajectory.model_validate_json(record), bool(label)
 
     def close(self) -> None:
-        """Close the database connection (pending batch writes are applied first)."""
+        """Close the bank: pending batch writes are applied and the BM25 index is brought up to date on disk."""
         with self._lock:
             if self._pending:
                 rows, self._pending = self._pending, None
                 self._apply(rows)
+            self._ensure_index()
             self._conn.close()

@@ -105,8 +105,8 @@ def test_add_serialises_at_add_time(tmp_path):
 def test_index_persists_and_is_rebuilt_when_stale(tmp_path):
     bank = TrajectoryBank(tmp_path)
     bank.add_many([(_traj(f"Question about river {name}?"), True) for name in ("Nile", "Amazon", "Danube")])
+    bank.close()  # indexes what was written since the last retrieval and persists it
     assert (tmp_path / "bm25_index" / "watermark.json").exists()
-    bank.close()
 
     reopened = TrajectoryBank(tmp_path)
     assert reopened.retrieve("river Danube", k=1)[0][0].task_text == "Question about river Danube?"
@@ -119,6 +119,7 @@ def test_index_persists_and_is_rebuilt_when_stale(tmp_path):
         )
     third = TrajectoryBank(tmp_path)
     assert third.retrieve("river Volga", k=1)[0][0].task_id == extra.task_id
+    assert len(third) == 4 and third.stats().accepted == 4
 
 
 def test_exclude_own_task_and_k_and_deepcopy(tmp_path):
