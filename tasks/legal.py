@@ -185,9 +185,6 @@ class LegalTask(Task):
                     report.skipped.append(SkippedRow(line, row_id, "no usable term (no search cutoff)"))
                     continue
                 first, second = row.get("first_party") or "", row.get("second_party") or ""
-                if not first.strip() or not second.strip():
-                    report.skipped.append(SkippedRow(line, row_id, "missing party name"))
-                    continue
                 data = {
                     "facts": PartyAnonymizer(first, second).anonymize(facts),
                     "winning_party": "petitioner" if label == "true" else "respondent",

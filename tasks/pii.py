@@ -97,6 +97,7 @@ _TITLES = (
 _SUFFIXES = frozenset({"Jr", "Sr", "II", "III", "IV", "V", "Esq", "MD", "PhD"})
 _TOKEN = re.compile(r"[^\W\d_][\w'’\-]*\.?|\d[\w\-]*")
 _ET_AL = re.compile(r",?\s*\b(?:et\.?\s*(?:al|ux|uxor|vir)|etc)\b\.?,?", re.IGNORECASE)
+_MATTER_OF = re.compile(r"^(?:in\s+re|ex\s+parte|in\s+the\s+matter\s+of)\s+", re.IGNORECASE)
 _SPLIT = re.compile(
     r"\s*;\s*|\s+and\s+|\s*,?\s+\b(?:aka|a/k/a|fka|f/k/a|formerly|dba|d/b/a|by|ex\s+rel\.?|v\.?|vs\.?|on\s+behalf\s+of)\s+"
     r"|\s*[()]\s*",
@@ -189,6 +190,7 @@ def _classify(tokens: list[str]) -> Literal["person", "organisation"]:
 def _clean(raw: str) -> str:
     text = " ".join((raw or "").split())
     text = _ET_AL.sub("", text)
+    text = _MATTER_OF.sub("", text)
     return text.strip(" ,;.")
 
 

@@ -137,6 +137,11 @@ def test_anonymizer_cases() -> None:
     person_with_title = PartyAnonymizer("Joan Wagnon, Secretary, Kansas Department of Revenue", "Prairie Band")
     text = person_with_title.anonymize("Secretary Wagnon of the Kansas Department of Revenue taxed fuel.")
     assert text == "The petitioner of the petitioner taxed fuel."
+    # "In re" cases name one party only; the person is still found
+    winship = PartyAnonymizer("", "In Re Winship")
+    assert winship.anonymize("Samuel Winship was arrested. Winship's case") == (
+        "Samuel the respondent was arrested. The respondent's case"
+    )
     # a word that merely starts like a name is kept
     assert PartyAnonymizer("Reed", "Ohio").anonymize("Reedy Creek, Ohio.") == "Reedy Creek, the respondent."
 

@@ -1,0 +1,112 @@
+"""Party-name removal over the whole JUSTICE file: leak rates, skipped rows, cutoffs, speed.
+
+For every row with a label the facts (HTML -> text) are anonymised by :class:`memento.tasks.pii.PartyAnonymizer`
+and checked by :func:`memento.tasks.pii.find_leaks`: a *full-name leak* is the whole ``first_party``/
+``second_party`` string (case-insensitive) outside a court's name; a *surname leak* is the surname of a party that
+is a person, anywhere. The baseline, measured in the same run, is the naive procedure: case-insensitive
+replacement of the two full party strings only.
+
+Usage:
+    python bench/bench_legal_pii.py --data /work/shared/data/justice/justice.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import sys
+import time
+from pathlib import Path
+
+
+def naive(text: str, first: str, second: str) -> str:
+    for name, label in ((first, "the petitioner"), (second, "the respondent")):
+        name = " ".join(name.split())
+        if name:
+            text = re.sub(re.escape(name), label, text, flags=re.IGNORECASE)
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default = Path(__file__).resolve().parents[2] / "shared" / "data" / "justice" / "justice.csv"
+    parser.add_argument("--data", type=Path, default=default)
+    parser.add_argument("--show", type=int, default=5, help="print this many remaining leaks")
+    args = parser.parse_args()
+    if not args.data.exists():
+        print(f"no such file: {args.data}", file=sys.stderr)
+        return 2
+
+    from memento.tasks._text import html_to_text
+    from memento.tasks.legal import LegalTask
+    from memento.tasks.pii import PartyAnonymizer, find_leaks
+
+    with args.data.open(encoding="utf-8", newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if (r.get("first_party_winner") or "").strip()]
+    texts = [html_to_text(r["facts"]) for r in rows]
+
+    results: dict[str, dict[str, float]] = {}
+    examples_left: list[str] = []
+    for method in ("raw text", "naive full-name replace", "PartyAnonymizer"):
+        full_rows = surname_rows = full_hits = surname_hits = 0
+        started = time.perf_counter()
+        outputs = []
+        for row, text in zip(rows, texts, strict=True):
+            if method == "raw text":
+                out = text
+            elif method == "naive full-name replace":
+                out = naive(text, row["first_party"], row["second_party"])
+            else:
+                out = PartyAnonymizer(row["first_party"], row["second_party"]).anonymize(text)
+            outputs.append(out)
+        elapsed = time.perf_counter() - started
+        for row, out in zip(rows, outputs, strict=True):
+            leaks = find_leaks(out, row["first_party"], row["second_party"])
+            full = [leak for leak in leaks if leak.kind == "full_name"]
+            surnames = [leak for leak in leaks if leak.kind == "surname"]
+            full_rows += bool(full)
+            surname_rows += bool(surnames)
+            full_hits += len(full)
+            surname_hits += len(surnames)
+            if method == "PartyAnonymizer" and leaks and len(examples_left) < args.show:
+                examples_left.append(f"{row['name']}: {leaks[0].kind} {leaks[0].name!r} in ...{leaks[0].context}...")
+        results[method] = {
+            "full_rows": full_rows,
+            "surname_rows": surname_rows,
+            "full_hits": full_hits,
+            "surname_hits": surname_hits,
+            "ms_per_row": 1000 * elapsed / len(rows),
+        }
+
+    task = LegalTask()
+    started = time.perf_counter()
+    examples = task.load(args.data)
+    load_s = time.perf_counter() - started
+    report = task.last_load_report
+    with_cutoff = sum(1 for e in examples if e.get("cutoff"))
+    forbidden = sum(1 for e in examples for key in ("disposition", "issue_area", "name") if key in e)
+
+    n = len(rows)
+    print(f"rows with a label: {n} (file rows {report.rows})")
+    print()
+    print("| facts | rows with full-name leak | rate | rows with surname leak | rate | surname hits | ms/row |")
+    print("|---|---|---|---|---|---|---|")
+    for method, r in results.items():
+        print(
+            f"| {method} | {r['full_rows']:.0f} | {r['full_rows'] / n:.4f} | {r['surname_rows']:.0f} | "
+            f"{r['surname_rows'] / n:.4f} | {r['surname_hits']:.0f} | {r['ms_per_row']:.2f} |"
+        )
+    print()
+    print(f"LegalTask.load over the whole file: {load_s:.1f} s; {report.summary()}")
+    print(f"skipped: {report.reasons}")
+    print(f"examples with a cutoff: {with_cutoff}/{len(examples)}")
+    print(f"examples carrying disposition/issue_area/name: {forbidden}")
+    print(f"leaks after loading: {report.leaks}")
+    for line in examples_left:
+        print("left:", line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
