@@ -71,6 +71,7 @@ __all__ = [
     "ProgramRunner",
     "OptimizerRunner",
     "MementoRunner",
+    "JitMemRunner",
     "compare",
     "parse_methods",
     "register_runner",
@@ -401,6 +402,54 @@ class MementoRunner:
         return program
 
 
+class JitMemRunner:
+    """JitMem: the training set as a seeded stream of batches (:func:`memento.optimize.jitmem_stream.stream`); the
+    judge gates which trajectories enter the bank after each batch. At test time the bank is read-only."""
+
+    def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
+        from memento.optimize.jitmem_stream import stream
+
+        agent = ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR)
+        limit = ctx.budget.memory_train_limit
+        trainset = ctx.trainset[:limit] if limit is not None else ctx.trainset
+        growth: list[dict[str, Any]] = []
+
+        def on_batch(index: int, items: list[Any]) -> None:
+            growth.append({"batch": index + 1, "size": len(agent.bank), "unit": "trajectories"})
+
+        result = stream(
+            agent,
+            trainset,
+            batch_size=ctx.budget.memory_batch_size,
+            seed=ctx.seed,
+            metric=ctx.metric,
+            threads=ctx.threads,
+            on_batch=on_batch,
+        )
+        curve = [{"batch": i + 1, "score": s} for i, s in enumerate(result.curve())]
+        searches = fetches = 0
+        for item in result.items:
+            usage = getattr(getattr(item.prediction, "trajectory", None), "usage", None) if item.prediction else None
+            if usage is not None:
+                searches += usage.searches
+                fetches += usage.fetches
+        stored = sum(1 for item in result.items if item.stored)
+        return TrainOutcome(
+            budget=ctx.budget.for_method("memory") | {"train_examples": len(trainset)},
+            info={"stored": stored, "bank_size": len(agent.bank), "train_mean": result.mean()},
+            curve=curve,
+            growth=growth,
+            searches=searches,
+            fetches=fetches,
+            artefacts={"memory": MEMORY_DIR},
+        )
+
+    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
+        agent = ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR)
+        agent.store = False  # frozen: test runs read the bank and never write to it
+        return agent
+
+
 _RUNNERS: dict[str, MethodRunner] = {}
 _KIND_RUNNERS: dict[str, MethodRunner] = {"program": ProgramRunner(), "optimizer": OptimizerRunner()}
 
@@ -412,6 +461,7 @@ def register_runner(method: str, runner: MethodRunner) -> None:
 
 register_runner("memento", MementoRunner())
 register_runner("react_memory", MementoRunner())
+register_runner("jitmem", JitMemRunner())
 
 
 def _runner_for(spec: MethodSpec) -> MethodRunner:
@@ -547,12 +597,25 @@ def _summarise(report: CompareReport, seed: int) -> None:
     report.totals = totals
 
 
+def _resolve_metric(task: Task, metric: str | Callable[..., Any] | None, roles: Any) -> Callable[..., Any]:
+    if metric is None:
+        return task.metric
+    if callable(metric):
+        return metric
+    make = getattr(task, "make_metric", None)
+    if make is None:
+        if metric == "default":
+            return task.metric
+        raise ConfigError(f"task {task.name!r} offers no metric {metric!r} (only its default metric)")
+    return make(metric, roles=roles)
+
+
 def _check_split(out_dir: Path, split: dict[str, Any]) -> None:
     """Refuse to resume a directory that holds a comparison with another split, task or LM roles."""
     path = out_dir / "split.json"
     if path.exists():
         previous = json.loads(path.read_text(encoding="utf-8"))
-        keys = ("task", "seed", "train_ids", "test_ids", "lm_roles")
+        keys = ("task", "seed", "train_ids", "test_ids", "lm_roles", "metric")
         changed = [k for k in keys if previous.get(k) != split.get(k)]
         if changed:
             raise ConfigError(
@@ -580,7 +643,7 @@ def compare(
     baseline: str = "closed_book",
     threads: int | None = None,
     seed: int | None = None,
-    metric: Callable[..., Any] | None = None,
+    metric: str | Callable[..., Any] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> CompareReport:
     """Train and test every method on one split with one metric and write ``results.json``/``results.md``/plots.
@@ -597,6 +660,10 @@ def compare(
         baseline: the method every other is compared with (paired bootstrap over the test examples).
         threads: evaluation threads (default ``settings.run.threads``).
         seed: split/optimiser/bootstrap seed (default ``settings.run.seed``).
+        metric: the metric every method is trained and tested with: ``None`` (the task's), a kind the task offers
+            through ``make_metric`` (``"judge"``: an LLM verdict judge under the ``judge_lm`` role; ``"em"``...),
+            or a callable ``(example, pred, trace=None, pred_name=None, pred_trace=None) -> Prediction(score,
+            feedback)``.
         progress: called with one line per step (the CLI prints them).
 
     Returns:
@@ -634,6 +701,9 @@ def compare(
 
     roles = roles if roles is not None else configure(settings, set_default=False)
     models = role_models(roles)
+    metric_name = "default" if metric is None else metric if isinstance(metric, str) else ""
+    metric_fn = _resolve_metric(task_obj, metric, roles)
+    metric_name = f"{task_obj.name}:{metric_name or getattr(metric_fn, '__name__', type(metric_fn).__name__)}"
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     split = {
@@ -644,13 +714,14 @@ def compare(
         "train_ids": [example_id(ex, task_obj) for ex in train],
         "test_ids": [example_id(ex, task_obj) for ex in test],
         "lm_roles": models,
+        "metric": metric_name,
     }
     _check_split(out, split)
     ctx = CompareContext(
         task=task_obj,
         settings=settings,
         roles=roles,
-        metric=metric or task_obj.metric,
+        metric=metric_fn,
         trainset=train,
         testset=test,
         budget=budget,
@@ -660,7 +731,7 @@ def compare(
     )
     report = CompareReport(
         task=task_obj.name,
-        metric=getattr(ctx.metric, "__qualname__", task_obj.name),
+        metric=metric_name,
         higher_is_better=task_obj.higher_is_better,
         baseline=baseline,
         seed=seed,

@@ -2,7 +2,8 @@
 
 LM numbers come from a :class:`memento.usage.UsageMeter` wrapped around the phase (every role, thread-safe);
 searches and fetches from the programs' trajectories; dollars from litellm's local model cost map when every role
-that spent tokens has a known price, else ``None`` (tokens only).
+that spent tokens has a known price, else ``None`` (tokens only). The prices are litellm's local model cost map,
+read from the JSON file litellm ships (importing litellm itself takes about ten seconds).
 
 Example:
     >>> from memento.optimize.costs import PhaseCost
@@ -14,15 +15,18 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import json
 import logging
-import os
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from memento.types import StageUsage, Usage
 
-__all__ = ["PhaseCost", "MethodCosts", "role_models", "price_usage"]
+__all__ = ["PhaseCost", "MethodCosts", "role_models", "price_usage", "model_price"]
 
 logger = logging.getLogger(__name__)
 
@@ -121,17 +125,38 @@ def role_models(roles: Any) -> dict[str, str]:
     return {name: str(getattr(lm, "model", "")) for name, lm in roles.items()}
 
 
-def _price(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # never fetch the price map from the network
+@functools.lru_cache(maxsize=1)
+def _cost_map() -> dict[str, Any]:
+    """litellm's local model cost map, read from the JSON litellm ships (without importing litellm: ~10 s)."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or spec.origin is None:
+        return {}
+    path = Path(spec.origin).parent / "model_prices_and_context_window_backup.json"
     try:
-        import litellm
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        logger.warning("cannot read litellm's model cost map %s: %s", path, exc)
+        return {}
 
-        prompt_cost, completion_cost = litellm.cost_per_token(
-            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
-        )
-    except Exception:  # noqa: BLE001 - litellm raises several types for unmapped models
+
+def model_price(model: str) -> tuple[float, float] | None:
+    """``(dollars per prompt token, dollars per completion token)`` of a model string, or ``None`` if unknown.
+
+    ``openai/gpt-4o-mini`` is looked up as given, then without its provider prefix, as litellm does.
+    """
+    prices = _cost_map()
+    for key in (model, model.split("/", 1)[-1]):
+        entry = prices.get(key)
+        if isinstance(entry, dict) and "input_cost_per_token" in entry and "output_cost_per_token" in entry:
+            return float(entry["input_cost_per_token"]), float(entry["output_cost_per_token"])
+    return None
+
+
+def _price(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    price = model_price(model)
+    if price is None:
         return None
-    return float(prompt_cost) + float(completion_cost)
+    return prompt_tokens * price[0] + completion_tokens * price[1]
 
 
 def price_usage(usage: Usage, models: dict[str, str]) -> float | None:

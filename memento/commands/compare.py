@@ -51,6 +51,10 @@ def compare(
     baseline: Annotated[str, typer.Option("--baseline", help="Method the paired bootstrap compares with.")] = (
         "closed_book"
     ),
+    metric: Annotated[
+        str,
+        typer.Option("--metric", help="The task's metric for every method: default, or a kind it offers (judge, em)."),
+    ] = "default",
     corpus: Annotated[Path | None, typer.Option("--corpus", help="Offline corpus directory (the local web).")] = None,
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="Parallel examples per evaluation.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Split, optimiser and bootstrap seed.")] = None,
@@ -123,6 +127,7 @@ def compare(
         budget=budget,
         budget_overrides=overrides,
         baseline=baseline,
+        metric=metric,
         progress=lambda line: err_console.print(f"[dim]compare[/dim] {line}", highlight=False),
         **kwargs,
     )

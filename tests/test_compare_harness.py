@@ -1,0 +1,243 @@
+"""`memento compare` end to end against the local OpenAI-compatible server (issue 9's "done means").
+
+20 multi-hop examples (the first 20 rows of ``shared/data/multihop`` when present, else synthesised ones) and a tiny
+local corpus made of their evidence paragraphs. The scripted LM answers a question correctly only when the
+instructions it is given carry the marker GEPA's reflection proposes, so a compiled program differs measurably from
+its base program, and a reloaded program must carry the compiled instructions to reproduce the test predictions.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dspy
+import pytest
+from typer.testing import CliRunner
+
+from memento.cli import app
+from memento.config import load_settings
+from memento.lm import configure
+from memento.metrics.evaluation import evaluate
+from memento.optimize.compare import compare
+from memento.optimize.report import CompareReport
+from memento.programs.registry import build_program
+from memento.tasks.task import get_task
+from memento.testing import OpenAICompatServer, ScriptedEngine
+
+MARKER = "IMPROVED"
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multihop" / "questions.jsonl"
+
+
+def _rows() -> list[dict]:
+    if SHARED.exists():
+        with SHARED.open(encoding="utf-8") as handle:
+            return [json.loads(line) for line, _ in zip(handle, range(20), strict=False)]
+    rows = []
+    for i in range(20):
+        person, town = f"Person{i}", f"Town{i}"
+        rows.append(
+            {
+                "id": f"syn-{i}",
+                "question": f"In which town was the founder of Company{i} born?",
+                "answers": [town],
+                "docs": [
+                    {"doc_id": f"c{i}", "title": f"Company{i}", "text": f"Company{i} was founded by {person}."},
+                    {"doc_id": f"p{i}", "title": person, "text": f"{person} was born in {town}."},
+                ],
+            }
+        )
+    return rows
+
+
+@pytest.fixture
+def multihop(tmp_path: Path) -> dict:
+    rows = _rows()
+    questions = tmp_path / "questions.jsonl"
+    corpus = tmp_path / "corpus.jsonl"
+    docs: dict[str, dict] = {}
+    with questions.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps({k: v for k, v in row.items() if k != "docs"}) + "\n")
+            for doc in row.get("docs") or []:
+                if isinstance(doc, dict):
+                    docs[doc.get("doc_id") or doc.get("title")] = doc
+    with corpus.open("w", encoding="utf-8") as handle:
+        for doc in docs.values():
+            handle.write(json.dumps(doc) + "\n")
+    gold = {row["question"].strip(): row["answers"][0] for row in rows}
+    return {"questions": questions, "corpus": corpus, "gold": gold}
+
+
+def _engine(gold: dict[str, str]) -> ScriptedEngine:
+    def answer(call) -> str:
+        question = call.inputs.get("question", "")
+        return gold.get(question, "no idea") if MARKER in call.instructions else "no idea"
+
+    def searched(call) -> bool:
+        return "observation_0" in call.inputs  # the ReAct trajectory renders its steps as fields
+
+    def verdict(call) -> str:
+        references = [r.strip().lower() for r in call.inputs.get("reference_answer", "").split("|")]
+        return "correct" if call.inputs.get("predicted_answer", "").strip().lower() in references else "incorrect"
+
+    engine = ScriptedEngine(
+        overrides={
+            "answer": answer,
+            # ReAct: one web search, then finish
+            "next_tool_name": lambda call: "finish" if searched(call) else "search_web",
+            "next_tool_args": lambda call: {} if searched(call) else {"query": call.inputs.get("question", "")[:80]},
+            "new_instruction": f"{MARKER}: name the final entity exactly.",
+            "verdict": verdict,
+        }
+    )
+    return engine
+
+
+def _settings(server: OpenAICompatServer, multihop: dict, tmp_path: Path):
+    return load_settings(
+        flags={
+            "lm": {"model": "openai/scripted", "api_base": server.api_base, "cache": False},
+            "web": {"corpus": str(multihop["corpus"]), "cache_dir": str(tmp_path / "webcache")},
+            "budgets": {"initial_questions": 2, "total_questions": 3, "steps_per_question": 3},
+            "run": {"threads": 2, "seed": 42},
+        }
+    )
+
+
+def test_compare_cli_end_to_end_counts_resume_and_reload(multihop: dict, tmp_path: Path) -> None:
+    engine = _engine(multihop["gold"])
+    out = tmp_path / "cmp"
+    runner = CliRunner()
+    with OpenAICompatServer(engine) as server:
+        args = [
+            "compare",
+            "--task", "multihop",
+            "--data", str(multihop["questions"]),
+            "--n-train", "12",
+            "--n-test", "8",
+            "--methods", "closed_book,aet,gepa:react,miprov2:react",
+            "--budget", "tiny",
+            "--metric", "judge",
+            "--out", str(out),
+            "--lm", "openai/scripted",
+            "--api-base", server.api_base,
+            "--corpus", str(multihop["corpus"]),
+            "--threads", "2",
+        ]  # fmt: skip
+        env = {
+            "MEMENTO_LM_CACHE": "false",
+            "MEMENTO_WEB_CACHE_DIR": str(tmp_path / "webcache"),
+            "MEMENTO_BUDGETS_TOTAL_QUESTIONS": "3",
+            "MEMENTO_BUDGETS_INITIAL_QUESTIONS": "2",
+            "MEMENTO_BUDGETS_STEPS_PER_QUESTION": "3",
+        }
+        result = runner.invoke(app, args, env=env)
+        assert result.exit_code == 0, result.output
+        requests_first = server.chat_requests
+
+        # the three kinds of output
+        report = CompareReport.model_validate_json((out / "results.json").read_text())
+        assert (out / "results.md").read_text().count("| `") == 4
+        assert (out / "score_vs_cost.png").read_bytes()[:4] == b"\x89PNG"
+        assert list(report.methods) == ["closed_book", "aet", "gepa:react", "miprov2:react"]
+        assert all(m.status == "done" for m in report.methods.values()), {n: m.error for n, m in report.methods.items()}
+
+        # every LM request the server received is in results.json; judge calls are reported apart and are real
+        counted = sum(m.costs.train.lm_calls + m.costs.test.lm_calls for m in report.methods.values())
+        assert counted == report.totals.lm_calls == requests_first
+        judge = sum(m.costs.train.judge_calls + m.costs.test.judge_calls for m in report.methods.values())
+        assert judge == len(engine.calls_matching("reference_answer")) > 0
+        # one verdict per test example; the judge is memoised per (example, prediction), so a later method whose
+        # prediction was already judged costs no new judge call
+        assert report.methods["closed_book"].costs.test.judge_calls == 8
+        for m in report.methods.values():
+            assert m.costs.test.judge_calls <= 8 < m.costs.test.lm_calls
+        assert report.methods["closed_book"].costs.train.lm_calls == 0
+        assert report.methods["gepa:react"].costs.train.by_role["reflection_lm"].lm_calls > 0
+        assert report.methods["gepa:react"].costs.test.searches == 8  # one search per test example
+        assert report.methods["gepa:react"].costs.train.searches == report.methods["gepa:react"].info["program_runs"]
+        assert report.methods["closed_book"].costs.test.searches == 0
+
+        # budgets reported; scores, CI and the paired difference against closed_book
+        assert report.methods["gepa:react"].budgets["max_metric_calls"] == 24
+        assert (
+            report.methods["miprov2:react"].budgets["minibatch_size"]
+            <= report.methods["miprov2:react"].budgets["val_size"]
+        )
+        gepa = report.methods["gepa:react"]
+        assert gepa.mean == 1.0 and report.methods["closed_book"].mean == 0.0
+        assert gepa.vs_baseline is not None and gepa.vs_baseline.diff == 1.0 and gepa.vs_baseline.n == 8
+        assert len(gepa.scores) == 8 and gepa.example_ids == report.split["test_ids"]
+
+        # resumable: a rerun does nothing (every method has its done marker) and changes no result
+        again = runner.invoke(app, args, env=env)
+        assert again.exit_code == 0, again.output
+        assert server.chat_requests == requests_first
+        assert "already done" in again.output
+        rerun = CompareReport.model_validate_json((out / "results.json").read_text())
+        assert rerun.methods["gepa:react"].scores == gepa.scores
+
+        # the saved GEPA program, reloaded into a fresh base program, reproduces the recorded test predictions
+        compiled = json.loads((out / "gepa-react" / "program.json").read_text())
+        assert any(MARKER in state["signature"]["instructions"] for state in compiled.values() if "signature" in state)
+        recorded = json.loads((out / "gepa-react" / "test" / "results.json").read_text())["examples"]
+        settings = _settings(server, multihop, tmp_path)
+        roles = configure(settings, set_default=False)
+        task = get_task("multihop")
+        fresh = build_program("react", task=task, settings=settings, roles=roles)
+        fresh.load(str(out / "gepa-react" / "program.json"))
+        by_question = {e.question: e for e in task.load(multihop["questions"])}
+        examples = [by_question[row["inputs"]["question"]] for row in recorded]
+        with dspy.context(lm=roles.lm):
+            replay = evaluate(fresh, examples, task.metric, threads=2, roles=roles)
+        assert [r.prediction["answer"] for r in replay.examples] == [r["prediction"]["answer"] for r in recorded]
+        assert all(r.score == 1.0 for r in replay.examples)
+        base = build_program("react", task=task, settings=settings, roles=roles)  # without the compiled state
+        with dspy.context(lm=roles.lm):
+            plain = evaluate(base, examples[:2], task.metric, threads=1, roles=roles)
+        assert [r.prediction["answer"] for r in plain.examples] != [r["prediction"]["answer"] for r in recorded[:2]]
+
+
+def test_a_crashing_method_is_recorded_and_the_others_finish(multihop: dict, tmp_path: Path) -> None:
+    engine = _engine(multihop["gold"])
+    task = get_task("multihop")
+    data = task.load(multihop["questions"])
+    with OpenAICompatServer(engine) as server:
+        settings = _settings(server, multihop, tmp_path)
+        out = tmp_path / "cmp"
+        report = compare(
+            task,
+            "gepa:no_such_program,few_shot",
+            out_dir=out,
+            settings=settings,
+            data=data,
+            n_train=6,
+            n_test=4,
+            budget="tiny",
+        )
+        assert list(report.methods) == ["closed_book", "gepa:no_such_program", "few_shot"]  # baseline added first
+        broken = report.methods["gepa:no_such_program"]
+        assert broken.status == "error" and "unknown method 'no_such_program'" in broken.error
+        assert broken.mean is None and not (out / "gepa-no_such_program" / "done").exists()
+        assert (out / "gepa-no_such_program" / "error.txt").exists()
+        assert report.methods["few_shot"].status == "done" and report.methods["few_shot"].vs_baseline is not None
+        assert "error: train: ConfigError" in (out / "results.md").read_text()
+        assert server.chat_requests == report.totals.lm_calls == 8
+
+        # a directory holding another split is refused rather than mixed
+        with pytest.raises(Exception, match="different task|different seed|different train_ids"):
+            compare(task, "closed_book", out_dir=out, settings=settings, data=data, n_train=6, n_test=4, seed=1)
+
+
+def test_compare_cli_refuses_bad_arguments(tmp_path: Path) -> None:
+    runner = CliRunner()
+    data = tmp_path / "q.jsonl"
+    data.write_text(json.dumps({"question": "q?", "answers": ["a"]}) + "\n")
+    base = ["compare", "--task", "multihop", "--methods", "closed_book", "--out", str(tmp_path / "o")]
+    result = runner.invoke(app, [*base, "--data", str(data), "--train", str(data), "--test", str(data)])
+    assert result.exit_code == 1 and "either --data" in result.output
+    result = runner.invoke(app, [*base, "--train", str(tmp_path / "missing.jsonl"), "--test", str(data)])
+    assert result.exit_code == 1 and "data file not found" in result.output
+    result = runner.invoke(app, [*base, "--data", str(data), "--budget", "huge", "--lm", "openai/x"])
+    assert result.exit_code == 1 and "unknown budget preset 'huge'" in result.output
