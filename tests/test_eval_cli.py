@@ -90,3 +90,28 @@ def test_eval_unknown_metric_is_one_line_error(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.exit_code == 1
     assert "no metric 'bleu'" in result.output
+
+
+def test_eval_loads_a_saved_program_state(tmp_path: Path) -> None:
+    from memento.config import load_settings
+    from memento.programs.registry import build_program
+
+    data, _ = _fixture(tmp_path, n=2)
+    program = build_program("closed_book", task="multihop", settings=load_settings())
+    state_path = tmp_path / "program.json"
+    program.save(str(state_path))
+    state = json.loads(state_path.read_text())
+    state["answer"]["signature"]["instructions"] = "OPTIMISED INSTRUCTIONS 7431: answer tersely."
+    state_path.write_text(json.dumps(state))
+    engine = ScriptedEngine()
+    with OpenAICompatServer(engine) as server:
+        args = ["eval", "--task", "multihop", "--data", str(data), "--lm", "openai/x", "--api-base", server.api_base]
+        result = CliRunner().invoke(app, [*args, "--program", str(state_path), "--out", str(tmp_path / "o")])
+        assert result.exit_code == 0, result.output
+        assert len(engine.calls) == 2
+        assert all("OPTIMISED INSTRUCTIONS 7431" in call.system for call in engine.calls)
+        broken = tmp_path / "broken.json"
+        broken.write_text("{not json")
+        result = CliRunner().invoke(app, [*args, "--program", str(broken), "--out", str(tmp_path / "o2")])
+    assert result.exit_code == 1
+    assert "cannot load program state" in result.output
