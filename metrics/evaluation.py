@@ -149,6 +149,7 @@ def evaluate(
     task: str = "",
     method: str = "",
     seed: int = 0,
+    metric_name: str | None = None,
     progress: Callable[[ExampleResult], None] | None = None,
 ) -> EvalResult:
     """Run ``program`` on every example and score it with ``metric``.
@@ -161,6 +162,7 @@ def evaluate(
         roles: the LM roles, so usage is attributed per role (``judge_calls`` = calls of ``judge_lm``).
         task, method: labels written into the result.
         seed: seed of the bootstrap interval.
+        metric_name: the metric's label in the result (default: its ``__name__``).
         progress: called with each finished example (from worker threads).
 
     Returns:
@@ -235,7 +237,7 @@ def evaluate(
     return EvalResult(
         task=task,
         method=method,
-        metric=getattr(metric, "__name__", type(metric).__name__),
+        metric=metric_name or getattr(metric, "__name__", type(metric).__name__),
         n=len(records),
         mean=mean,
         ci_low=lo,

@@ -137,6 +137,7 @@ def eval_(
         task=task_spec.name,
         method=method,
         seed=settings.run.seed,
+        metric_name=f"{task_spec.name} {metric} metric",
     )
     path = write_results(result, out_dir)
     print_summary(result, path)
