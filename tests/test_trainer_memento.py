@@ -10,6 +10,7 @@ from pathlib import Path
 import dspy
 import pytest
 
+import memento.tasks.multihop  # noqa: F401  (registers the task)
 from memento.config import Budgets, load_settings
 from memento.errors import DataError, MemoryFrozenError
 from memento.memory.canonicalizer import Canonicalizer
@@ -29,7 +30,7 @@ def _setup(tmp_path: Path, *, exploration: int = 0):
     settings = load_settings(flags={"web": {"corpus": str(corpus), "cache_dir": str(tmp_path / "cache")}})
     from memento.web.factory import web_tools_factory
 
-    task = get_task("qa")
+    task = get_task("multihop")
     memory = MementoMemory(tmp_path / "mem", embedder=HashingEmbedder())
     program = Memento(
         task,

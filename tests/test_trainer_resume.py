@@ -24,7 +24,7 @@ from memento_training_fixture import make_engine, write_data  # noqa: E402
 def _command(data: Path, corpus: Path, memory: Path, server: OpenAICompatServer) -> list[str]:
     return [
         sys.executable, "-m", "memento.cli", "train",
-        "--task", "qa", "--data", str(data), "--memory", str(memory), "--batch-size", "3",
+        "--task", "multihop", "--data", str(data), "--memory", str(memory), "--batch-size", "3",
         "--corpus", str(corpus), "--threads", "2", "--embedder", "hashing",
         "--lm", "openai/scripted", "--api-base", server.api_base,
     ]  # fmt: skip
