@@ -79,6 +79,7 @@ __all__ = [
     "example_id",
     "WebTally",
     "Tallied",
+    "CountingWeb",
 ]
 
 logger = logging.getLogger(__name__)
@@ -221,6 +222,31 @@ class Tallied(dspy.Module):
         return pred
 
 
+class CountingWeb:
+    """Wraps a web-tools factory ``f(cutoff, undated) -> WebTools`` and totals the searches and fetches of every
+    :class:`memento.web.web_tools.WebTools` it made (for programs a runner builds itself)."""
+
+    def __init__(self, factory: Callable[..., Any]) -> None:
+        self.factory = factory
+        self._lock = threading.Lock()
+        self._tools: list[Any] = []
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CountingWeb:
+        return self
+
+    def __call__(self, cutoff: Any = None, undated: Any = None) -> Any:
+        tools = self.factory(cutoff, undated)
+        with self._lock:
+            self._tools.append(tools)
+        return tools
+
+    def totals(self) -> tuple[int, int]:
+        """``(searches, fetches)`` so far."""
+        with self._lock:
+            counts = [tools.counts() for tools in self._tools]
+        return sum(int(c.get("searches", 0)) for c in counts), sum(int(c.get("fetches", 0)) for c in counts)
+
+
 # -- runners ------------------------------------------------------------------------------------------------------
 @dataclass
 class CompareContext:
@@ -236,6 +262,7 @@ class CompareContext:
     threads: int
     seed: int
     out_dir: Path
+    embedder: Any = None
 
     def build(self, method: str, *, memory_dir: Path | None = None) -> dspy.Module:
         """Build a registered program for this comparison's task, settings and roles."""
@@ -360,36 +387,55 @@ class MementoRunner:
                     info={"memory_from": "memento", "note": "reads the memory trained by `memento` (its cost)"},
                     artefacts={"memory": f"../memento/{MEMORY_DIR}"},
                 )
+        from memento.memory.memento_memory import MementoMemory
         from memento.optimize.memento_trainer import MementoTrainer
+        from memento.programs.memento_program import Memento
+        from memento.web.factory import web_tools_factory
 
-        memory_dir = method_dir / MEMORY_DIR
-        program = ctx.build("memento", memory_dir=memory_dir)
-        memory = getattr(program, "memory", None)
-        if memory is None:
-            raise ConfigError("the memento program has no memory attached; cannot train it")
+        store = MementoMemory(method_dir / MEMORY_DIR, embedder=ctx.embedder)
+        web = CountingWeb(web_tools_factory(ctx.settings))
+        program = Memento(
+            ctx.task,
+            memory=store,
+            web=web,
+            budgets=ctx.settings.budgets.model_copy(),
+            threads=ctx.settings.run.threads,
+            roles=ctx.roles,
+        )
         limit = ctx.budget.memory_train_limit
         trainset = ctx.trainset[:limit] if limit is not None else ctx.trainset
-        tally = WebTally()
-        trainer = MementoTrainer(program, ctx.metric, memory, batch_size=ctx.budget.memory_batch_size)
-        reports = trainer.fit(trainset)
+        trainer = MementoTrainer(
+            program,
+            ctx.metric,
+            store,
+            batch_size=ctx.budget.memory_batch_size,
+            threads=ctx.threads,
+            roles=ctx.roles,
+        )
+        reports = trainer.fit(trainset)  # resumes a half-finished batch after a crash; never applies one twice
+        searches, fetches = web.totals()
         curve, growth = [], []
-        searches = 0
-        for i, rep in enumerate(reports, 1):
-            data = rep.model_dump(mode="json") if hasattr(rep, "model_dump") else dict(vars(rep))
-            batch = int(data.get("batch", i) or i)
-            score = data.get("mean_score", data.get("score"))
-            curve.append({"batch": batch, "score": score, "n": data.get("n_samples", data.get("samples"))})
-            size = sum(int(data.get(k) or 0) for k in ("rules", "facts", "craft_entries"))
-            growth.append({"batch": batch, "size": size, "unit": "rules+facts+craft entries",
-                           "chars": data.get("chars_after")})  # fmt: skip
-            searches += int(data.get("searches") or 0)
-        tally.searches = searches
+        for rep in reports:
+            curve.append({"batch": rep.batch, "score": rep.mean_score, "n": rep.examples, "valid": rep.valid_runs})
+            rules = sum(counts.rules for counts in rep.rules.values())
+            growth.append(
+                {
+                    "batch": rep.batch,
+                    "size": rules + rep.facts + rep.craft_entries,
+                    "unit": "rules + facts + craft entries",
+                    "rules": rules,
+                    "facts": rep.facts,
+                    "craft_entries": rep.craft_entries,
+                    "chars": sum(c.after for c in rep.chars.values()),
+                }
+            )
         return TrainOutcome(
             budget=ctx.budget.for_method("memory") | {"train_examples": len(trainset)},
-            info={"batches": len(reports), "memory_version": getattr(memory, "version", None)},
+            info={"batches": len(reports), "memory_version": store.version},
             curve=curve,
             growth=growth,
-            searches=tally.searches,
+            searches=searches,
+            fetches=fetches,
             artefacts={"memory": MEMORY_DIR},
         )
 
@@ -645,6 +691,7 @@ def compare(
     seed: int | None = None,
     metric: str | Callable[..., Any] | None = None,
     progress: Callable[[str], None] | None = None,
+    embedder: Any = None,
 ) -> CompareReport:
     """Train and test every method on one split with one metric and write ``results.json``/``results.md``/plots.
 
@@ -665,6 +712,7 @@ def compare(
             or a callable ``(example, pred, trace=None, pred_name=None, pred_trace=None) -> Prediction(score,
             feedback)``.
         progress: called with one line per step (the CLI prints them).
+        embedder: the text embedder of the memory methods' stores (default: theirs, MiniLM when available).
 
     Returns:
         The :class:`CompareReport` that was written to ``out_dir``.
@@ -728,6 +776,7 @@ def compare(
         threads=threads,
         seed=seed,
         out_dir=out,
+        embedder=embedder,
     )
     report = CompareReport(
         task=task_obj.name,
@@ -743,7 +792,7 @@ def compare(
         for spec in specs:
             report.methods[spec.name] = _run_method(ctx, spec, models, log)
             _summarise(report, seed)
-            write_report(report, out)  # after every method: a crash later keeps what is done
+            write_report(report, out, plots=False)  # after every method: a crash later keeps what is done
     report.created_at = dt.datetime.now(dt.UTC)
     _summarise(report, seed)
     write_report(report, out)

@@ -241,6 +241,7 @@ def plot_learning_curves(report: CompareReport, path: Path) -> Path | None:
         points = [(p["batch"], p["score"]) for p in curve if p.get("score") is not None]
         if points:
             ax.plot([b for b, _ in points], [s for _, s in points], marker="o", label=name)
+    _integer_x(ax)
     ax.set_xlabel("training batch")
     ax.set_ylabel(f"{report.metric} on the batch")
     ax.set_title(f"{report.task}: learning curve per batch")
@@ -262,6 +263,7 @@ def plot_memory_growth(report: CompareReport, path: Path) -> Path | None:
     for name, growth in series.items():
         unit = growth[-1].get("unit", "entries")
         ax.plot([p["batch"] for p in growth], [p["size"] for p in growth], marker="s", label=f"{name} ({unit})")
+    _integer_x(ax)
     ax.set_xlabel("training batch")
     ax.set_ylabel("memory size")
     ax.set_title(f"{report.task}: memory growth per batch")
@@ -271,6 +273,12 @@ def plot_memory_growth(report: CompareReport, path: Path) -> Path | None:
     _save(fig, path)
     plt.close(fig)
     return path
+
+
+def _integer_x(ax: Any) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _save(fig: Any, path: Path) -> None:
@@ -285,8 +293,9 @@ def _save(fig: Any, path: Path) -> None:
         raise
 
 
-def write_report(report: CompareReport, out_dir: str | Path) -> dict[str, Path]:
-    """Write ``results.json``, ``results.md`` and the plots into ``out_dir``; returns what was written."""
+def write_report(report: CompareReport, out_dir: str | Path, *, plots: bool = True) -> dict[str, Path]:
+    """Write ``results.json``, ``results.md`` and (``plots=True``) the plots into ``out_dir``; returns what was
+    written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
@@ -294,6 +303,8 @@ def write_report(report: CompareReport, out_dir: str | Path) -> dict[str, Path]:
     written["json"] = out / "results.json"
     atomic_write_text(out / "results.md", render_markdown(report))
     written["markdown"] = out / "results.md"
+    if not plots:
+        return written
     for key, fn, name in (
         ("score_vs_cost", plot_score_vs_cost, "score_vs_cost.png"),
         ("learning_curve", plot_learning_curves, "learning_curve.png"),
