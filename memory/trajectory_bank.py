@@ -55,11 +55,14 @@ CREATE TABLE IF NOT EXISTS trajectories (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     task_id TEXT NOT NULL,
     task_text TEXT NOT NULL,
-    label INTEGER,
-    record TEXT NOT NULL,
+    label INTEGER NOT NULL,
     stored_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 );
 CREATE INDEX IF NOT EXISTS trajectories_task_id ON trajectories(task_id);
+CREATE TABLE IF NOT EXISTS records (
+    seq INTEGER PRIMARY KEY REFERENCES trajectories(seq),
+    record TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
@@ -308,10 +311,13 @@ class TrajectoryBank:
             stored, accepted = self._counts()
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                self._conn.executemany(
-                    "INSERT INTO trajectories(task_id, task_text, label, record) VALUES (?, ?, ?, ?)",
-                    [(tid, text, int(label), record) for tid, text, label, record in rows],
-                )
+                # task texts (what the index reads) and records (gigabytes at scale) live in separate tables, so
+                # re-indexing scans only the narrow one
+                for tid, text, label, record in rows:
+                    cursor = self._conn.execute(
+                        "INSERT INTO trajectories(task_id, task_text, label) VALUES (?, ?, ?)", (tid, text, int(label))
+                    )
+                    self._conn.execute("INSERT INTO records(seq, record) VALUES (?, ?)", (cursor.lastrowid, record))
                 self._set_meta("version", str(int(self._meta("version") or 0) + 1))
                 self._set_meta("count", str(stored + len(rows)))
                 self._set_meta("accepted", str(accepted + sum(1 for row in rows if row[2])))
@@ -372,7 +378,9 @@ class TrajectoryBank:
             rows = {
                 seq: (label, record)
                 for seq, label, record in self._conn.execute(
-                    f"SELECT seq, label, record FROM trajectories WHERE seq IN ({placeholders})", seqs
+                    "SELECT t.seq, t.label, r.record FROM trajectories t JOIN records r ON r.seq = t.seq "
+                    f"WHERE t.seq IN ({placeholders})",
+                    seqs,
                 )
             }
         out: list[RetrievedTrajectory] = []
@@ -390,14 +398,18 @@ class TrajectoryBank:
         """Every stored trajectory of one task id, oldest first."""
         with self._lock:
             rows = self._conn.execute(
-                "SELECT record FROM trajectories WHERE task_id = ? ORDER BY seq", (task_id,)
+                "SELECT r.record FROM trajectories t JOIN records r ON r.seq = t.seq "
+                "WHERE t.task_id = ? ORDER BY t.seq",
+                (task_id,),
             ).fetchall()
         return [Trajectory.model_validate_json(r[0]) for r in rows]
 
     def iter_all(self) -> Iterator[tuple[Trajectory, bool]]:
         """Every stored ``(trajectory, accepted)`` pair, in storage order."""
         with self._lock:
-            rows = self._conn.execute("SELECT label, record FROM trajectories ORDER BY seq").fetchall()
+            rows = self._conn.execute(
+                "SELECT t.label, r.record FROM trajectories t JOIN records r ON r.seq = t.seq ORDER BY t.seq"
+            ).fetchall()
         for label, record in rows:
             yield Trajectory.model_validate_json(record), bool(label)
 

@@ -113,10 +113,10 @@ def test_index_persists_and_is_rebuilt_when_stale(tmp_path):
     # another process appended a row behind the index's back: the watermark no longer matches, so it is rebuilt
     with sqlite3.connect(tmp_path / "trajectories.sqlite3") as conn:
         extra = _traj("Question about river Volga?")
-        conn.execute(
-            "INSERT INTO trajectories(task_id, task_text, label, record) VALUES (?, ?, 1, ?)",
-            (extra.task_id, extra.task_text, extra.model_dump_json()),
-        )
+        seq = conn.execute(
+            "INSERT INTO trajectories(task_id, task_text, label) VALUES (?, ?, 1)", (extra.task_id, extra.task_text)
+        ).lastrowid
+        conn.execute("INSERT INTO records(seq, record) VALUES (?, ?)", (seq, extra.model_dump_json()))
     third = TrajectoryBank(tmp_path)
     assert third.retrieve("river Volga", k=1)[0][0].task_id == extra.task_id
     assert len(third) == 4 and third.stats().accepted == 4
@@ -151,3 +151,12 @@ def test_policy_mismatch_and_corrupt_file(tmp_path):
     (broken / "trajectories.sqlite3").write_bytes(b"this is not a database" * 100)
     with pytest.raises(TrajectoryBankError, match="is not a trajectory bank"):
         TrajectoryBank(broken)
+
+
+def test_batch_applies_finished_work_when_the_block_raises(tmp_path):
+    bank = TrajectoryBank(tmp_path)
+    with pytest.raises(RuntimeError, match="task 2 crashed"):
+        with bank.batch():
+            bank.add(_traj("Finished task about glaciers?", task_id="done"), accepted=True)
+            raise RuntimeError("task 2 crashed")
+    assert [t.task_id for t, _ in bank.iter_all()] == ["done"] and bank.pending == 0
