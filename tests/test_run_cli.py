@@ -103,9 +103,9 @@ def test_closed_book_needs_no_corpus_and_writes_under_output_dir(engine, openai_
 def test_no_lm_is_one_line_naming_the_flag(tmp_path):
     result = invoke("--question", "Who wrote Dune?", "--out", str(tmp_path / "t.json"))
     assert result.exit_code == 1
-    text = " ".join(result.output.split())  # rich wraps the one message at the terminal width
-    assert text.startswith("memento: error: no language model configured") and text.count("memento:") == 1
-    assert "--lm" in text and "MEMENTO_LM" in text
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("memento: error: no language model configured")
+    assert "--lm" in lines[0] and "MEMENTO_LM" in lines[0]
     assert not (tmp_path / "t.json").exists()
 
 

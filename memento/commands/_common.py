@@ -30,7 +30,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # an error stays one line at any terminal width
 logger = logging.getLogger(__name__)
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="TOML settings file (default: ./memento.toml).")]
