@@ -530,6 +530,19 @@ def _metered(roles: Any) -> Iterator[tuple[UsageMeter, list[float]]]:
             clock[1] = time.perf_counter() - clock[0]
 
 
+def _eval_command(ctx: CompareContext, spec: MethodSpec, method_dir: Path, artefacts: dict[str, str]) -> str:
+    """The ``memento eval`` command line that reloads this method's frozen artefact."""
+    method = spec.base if spec.kind == "optimizer" else spec.name
+    parts = ["memento eval", "--task", ctx.task.name, "--data", "TEST_DATA", "--method", method]
+    if "program" in artefacts:
+        parts += ["--program", str((method_dir / artefacts["program"]).resolve())]
+    if "memory" in artefacts:
+        parts += ["--memory", str((method_dir / artefacts["memory"]).resolve())]
+    if ctx.settings.web.corpus is not None:
+        parts += ["--corpus", str(ctx.settings.web.corpus)]
+    return " ".join(parts)
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
@@ -591,6 +604,7 @@ def _run_method(
                 record.budgets = {**record.budgets, **outcome.budget}
             record.info, record.curve, record.growth = outcome.info, outcome.curve, outcome.growth
             record.artefacts = dict(outcome.artefacts)
+            record.artefacts["eval"] = _eval_command(ctx, spec, method_dir, outcome.artefacts)
             atomic_write_text(train_file, record.model_dump_json(indent=2))  # lets a rerun skip training
         phase = "test"
         log(f"{spec.name}: testing on {len(ctx.testset)} examples")

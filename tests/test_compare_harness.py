@@ -94,6 +94,39 @@ def _engine(gold: dict[str, str]) -> ScriptedEngine:
     return engine
 
 
+def _eval_artefact(
+    runner: CliRunner, command: str, report: CompareReport, multihop: dict, server, env: dict, out: Path
+) -> dict[str, str]:
+    """Run the recorded ``memento eval`` command on the test split; returns question -> predicted answer."""
+    rows = {}
+    with multihop["questions"].open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            rows[str(row["id"])] = line
+    test_file = out.parent / "test_split.jsonl"
+    test_file.write_text("".join(rows[i] for i in report.split["test_ids"]), encoding="utf-8")
+    args = [a if a != "TEST_DATA" else str(test_file) for a in command.split()[1:]]
+    args += ["--lm", "openai/scripted", "--api-base", server.api_base, "--out", str(out), "--threads", "2"]
+    result = runner.invoke(app, args, env=env)
+    assert result.exit_code == 0, result.output
+    examples = json.loads((out / "results.json").read_text())["examples"]
+    assert len(examples) == len(report.split["test_ids"])
+    return {e["inputs"]["question"]: e["prediction"]["answer"] for e in examples}
+
+
+def _recorded(out: Path, slug: str) -> dict[str, str]:
+    examples = json.loads((out / slug / "test" / "results.json").read_text())["examples"]
+    return {e["inputs"]["question"]: e["prediction"]["answer"] for e in examples}
+
+
+_ENV = {
+    "MEMENTO_LM_CACHE": "false",
+    "MEMENTO_BUDGETS_TOTAL_QUESTIONS": "3",
+    "MEMENTO_BUDGETS_INITIAL_QUESTIONS": "2",
+    "MEMENTO_BUDGETS_STEPS_PER_QUESTION": "3",
+}
+
+
 def _settings(server: OpenAICompatServer, multihop: dict, tmp_path: Path):
     return load_settings(
         flags={
@@ -125,13 +158,7 @@ def test_compare_cli_end_to_end_counts_resume_and_reload(multihop: dict, tmp_pat
             "--corpus", str(multihop["corpus"]),
             "--threads", "2",
         ]  # fmt: skip
-        env = {
-            "MEMENTO_LM_CACHE": "false",
-            "MEMENTO_WEB_CACHE_DIR": str(tmp_path / "webcache"),
-            "MEMENTO_BUDGETS_TOTAL_QUESTIONS": "3",
-            "MEMENTO_BUDGETS_INITIAL_QUESTIONS": "2",
-            "MEMENTO_BUDGETS_STEPS_PER_QUESTION": "3",
-        }
+        env = {**_ENV, "MEMENTO_WEB_CACHE_DIR": str(tmp_path / "webcache")}
         result = runner.invoke(app, args, env=env)
         assert result.exit_code == 0, result.output
         requests_first = server.chat_requests
@@ -197,6 +224,12 @@ def test_compare_cli_end_to_end_counts_resume_and_reload(multihop: dict, tmp_pat
         with dspy.context(lm=roles.lm):
             plain = evaluate(base, examples[:2], task.metric, threads=1, roles=roles)
         assert [r.prediction["answer"] for r in plain.examples] != [r["prediction"]["answer"] for r in recorded[:2]]
+
+        # ... and so does `memento eval` given the command recorded with the artefact
+        command = report.methods["gepa:react"].artefacts["eval"]
+        assert "--method react --program" in command
+        replayed = _eval_artefact(runner, command, report, multihop, server, env, tmp_path / "eval-gepa")
+        assert replayed == _recorded(out, "gepa-react")
 
 
 def test_a_crashing_method_is_recorded_and_the_others_finish(multihop: dict, tmp_path: Path) -> None:
@@ -276,6 +309,16 @@ def test_memory_methods_train_in_batches_and_test_frozen(multihop: dict, tmp_pat
         version = MementoMemory(out / "memento" / "memory", read_only=True).version
         assert version == memento.info["memory_version"] == 3
         assert len(TrajectoryBank(out / "jitmem" / "memory" / "jitmem")) == jitmem.info["bank_size"]
+
+        # the frozen memories reload into `memento eval` and reproduce the recorded predictions, read-only
+        runner, env = CliRunner(), {**_ENV, "MEMENTO_WEB_CACHE_DIR": str(tmp_path / "webcache")}
+        env["MEMENTO_WEB_CORPUS"] = str(multihop["corpus"])
+        for name in ("memento", "react_memory"):
+            command = report.methods[name].artefacts["eval"]
+            assert f"--method {name} --memory" in command
+            replayed = _eval_artefact(runner, command, report, multihop, server, env, tmp_path / f"eval-{name}")
+            assert replayed == _recorded(out, name)
+        assert MementoMemory(out / "memento" / "memory", read_only=True).version == version
 
         # a method whose training finished but whose test did not is only tested again
         (out / "jitmem" / "done").unlink()
