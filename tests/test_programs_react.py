@@ -210,3 +210,15 @@ def test_aet_over_a_real_offline_corpus_with_cutoff(engine, lm, corpus_dir):
     assert q1.evidence[0].url == "https://ex.org/dune" and "1965" in q1.evidence[0].snippet
     assert traj.usage.searches == 1 and traj.usage.fetches == 2
     assert traj.usage.unique_urls == 1 and traj.usage.repeated_urls == 1
+
+
+def test_react_memory_builder_opens_the_memory_read_only(engine, lm, tmp_path, corpus_dir):
+    from memento.memory.memento_memory import MementoMemory
+
+    MementoMemory(tmp_path / "mem")  # creates an empty memory directory
+    settings = load_settings(flags={"web": {"corpus": str(corpus_dir)}})
+    program = build_program("react_memory", task="qa", settings=settings, memory_dir=tmp_path / "mem")
+    assert isinstance(program, ReActAgent) and program.method == "react_memory"
+    assert program.memory.frozen
+    pred = program(question="Who wrote Dune?")
+    assert pred.trajectory.method == "react_memory" and pred.trajectory.error is None
