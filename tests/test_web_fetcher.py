@@ -34,7 +34,7 @@ def _html(title: str, date: str | None = None) -> bytes:
 
 
 class Site:
-    """A local site; records every request path and the peak number of concurrent requests."""
+    """A local site; records every request path and the peak number of concurrent ``/work`` requests."""
 
     def __init__(self) -> None:
         self.paths: list[str] = []
@@ -51,13 +51,7 @@ class Site:
             def do_GET(self) -> None:  # noqa: N802
                 with site.lock:
                     site.paths.append(self.path)
-                    site.active += 1
-                    site.peak = max(site.peak, site.active)
-                try:
-                    site.route(self)
-                finally:
-                    with site.lock:
-                        site.active -= 1
+                site.route(self)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -109,7 +103,14 @@ class Site:
             time.sleep(1.5)
             send(200, _html("Slow"))
         elif path == "/work":
+            # Counted in flight only while the server holds the request and before it answers, so the count
+            # can never include a request whose client has already received its response.
+            with self.lock:
+                self.active += 1
+                self.peak = max(self.peak, self.active)
             time.sleep(0.05)
+            with self.lock:
+                self.active -= 1
             send(200, _html("Work item", "2014-01-01"))
         elif path == "/big":  # no Content-Length: the cap must be enforced while streaming
             h.send_response(200)
@@ -364,3 +365,91 @@ def test_host_spacing_orders_requests(site, tmp_path):
     finally:
         limits.time.sleep = real
     assert len(slept) == 1 and 0.1 < slept[0] <= 0.2
+
+
+def _robots_route(site: Site, status: int, body: bytes = b"") -> None:
+    original = site.route
+
+    def route(h: BaseHTTPRequestHandler) -> None:
+        if h.path == "/robots.txt":
+            h.send_response(status)
+            h.send_header("Content-Type", "text/plain")
+            h.send_header("Content-Length", str(len(body)))
+            h.end_headers()
+            h.wfile.write(body)
+        else:
+            original(h)
+
+    site.route = route
+
+
+def test_unreachable_robots_disallows_everything(site, tmp_path):
+    _robots_route(site, 503)
+    fetcher = make_fetcher(tmp_path)
+    fetcher._sleep = lambda s: None
+    with pytest.raises(RobotsDisallowed):
+        fetcher.fetch(site.base + "/old")
+    assert site.hits("/old") == 0
+
+
+def test_missing_robots_allows_everything(site, tmp_path):
+    _robots_route(site, 404)
+    fetcher = make_fetcher(tmp_path)
+    assert fetcher.fetch(site.base + "/private/x").title == "secret"
+    assert make_fetcher(tmp_path).fetch(site.base + "/undated").title == "No date here"
+    assert site.hits("/robots.txt") == 1  # the answer is cached on disk for later fetchers too
+
+
+def test_crawl_delay_widens_host_spacing(site, tmp_path, monkeypatch):
+    import memento.web.limits as limits
+
+    _robots_route(site, 200, b"User-agent: *\nCrawl-delay: 2\n")
+    slept: list[float] = []
+    monkeypatch.setattr(limits.time, "sleep", slept.append)
+    fetcher = make_fetcher(tmp_path)
+    fetcher.fetch(site.base + "/old")
+    fetcher.fetch(site.base + "/new")
+    assert slept and max(slept) > 1.0  # the second page waited for the robots.txt crawl delay
+
+
+def test_web_tools_scrape_through_fetcher_and_url_cache(site, tmp_path):
+    from memento.web.web_tools import WebTools
+
+    class NoSearch:
+        def search(self, query, k=10, before=None, *, undated="keep"):
+            return []
+
+    fetcher = make_fetcher(tmp_path)
+    first = WebTools(NoSearch(), fetcher, cutoff="2020-01-01")
+    text = first.scrape(site.base + "/old")
+    assert text.startswith("Title: Old news\n") and "Published: 2015-06-01" in text and "quick brown fox" in text
+    refused = first.scrape(site.base + "/new")
+    assert refused.startswith("error:") and "cutoff" in refused
+    blocked = first.scrape("http://169.254.169.254/latest/meta-data/")
+    assert blocked.startswith("error:") and first.tool_calls[-1].error.startswith("Blocked")
+    second = WebTools(NoSearch(), fetcher, cutoff="2020-01-01")  # another task sharing the fetcher
+    second.scrape(site.base + "/old")
+    assert second.tool_calls[0].cached and second.counts()["fetch_cache_hits"] == 1
+    assert site.hits("/old") == 1
+
+
+def test_make_fetcher_follows_settings(tmp_path):
+    from memento.config import load_settings
+    from memento.web.factory import make_fetcher as factory_fetcher
+
+    settings = load_settings(
+        flags={
+            "web": {
+                "cache_dir": str(tmp_path / "c"),
+                "user_agent": "ua-x",
+                "max_bytes": 1234,
+                "max_concurrent_fetches": 3,
+                "timeout": 7,
+                "undated": "drop",
+            }
+        }
+    )
+    fetcher = factory_fetcher(settings, offline=True)
+    assert (fetcher.user_agent, fetcher.max_bytes, fetcher.max_concurrent, fetcher.timeout) == ("ua-x", 1234, 3, 7)
+    assert fetcher.undated == "drop" and fetcher.offline and not fetcher.allow_private
+    assert (tmp_path / "c" / "urls.sqlite3").is_file()
