@@ -25,7 +25,15 @@ import numpy as np
 
 from memento.errors import ConfigError
 
-__all__ = ["Embedder", "HashingEmbedder", "SentenceTransformerEmbedder", "default_embedder", "EmbedderError"]
+__all__ = [
+    "Embedder",
+    "HashingEmbedder",
+    "SentenceTransformerEmbedder",
+    "default_embedder",
+    "EmbedderError",
+    "compute_threads",
+    "apply_compute_threads",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +118,43 @@ class HashingEmbedder:
         return f"HashingEmbedder(dim={self.dim})"
 
 
+_threads_lock = threading.Lock()
+_threads_applied: set[str] = set()
+
+
+def compute_threads() -> int:
+    """Intra-op threads for torch and FAISS (``MEMENTO_COMPUTE_THREADS``, default 1).
+
+    One thread is the default on purpose: torch and FAISS each bring their own OpenMP runtime whose worker threads
+    spin-wait, and on a small or shared machine (2 cores here, with DSPy worker threads alongside) they starve each
+    other: measured on this 2-core box, one MiniLM query embedding took 951 ms with 2 threads vs 52 ms with 1,
+    a FAISS top-4 search 27 ms vs 0.03 ms (see docs/benchmarks.md). Raise it on a large idle machine.
+    """
+    try:
+        return max(1, int(os.environ.get("MEMENTO_COMPUTE_THREADS", "1")))
+    except ValueError as exc:
+        raise ConfigError("MEMENTO_COMPUTE_THREADS must be a positive integer") from exc
+
+
+def apply_compute_threads(library: str) -> None:
+    """Set ``library``'s (``"torch"`` or ``"faiss"``) thread count to :func:`compute_threads`, once per process
+    (so a later explicit ``torch.set_num_threads`` by the user wins)."""
+    with _threads_lock:
+        if library in _threads_applied:
+            return
+        _threads_applied.add(library)
+        n = compute_threads()
+        if library == "torch":
+            import torch
+
+            torch.set_num_threads(n)
+        elif library == "faiss":
+            import faiss
+
+            faiss.omp_set_num_threads(n)
+        logger.debug("%s compute threads set to %d", library, n)
+
+
 def _resolve_model_path(model_name: str) -> str:
     """The local path of the bundled MiniLM for its well-known names, else ``model_name`` unchanged."""
     if model_name.lower() in _BUNDLED_NAMES:
@@ -179,6 +224,8 @@ class SentenceTransformerEmbedder:
                 path = _resolve_model_path(self.model_name)
                 try:
                     from sentence_transformers import SentenceTransformer
+
+                    apply_compute_threads("torch")
                 except ImportError as exc:
                     raise EmbedderError(
                         "sentence-transformers is not installed; pip install sentence-transformers or use "

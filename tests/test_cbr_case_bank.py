@@ -1,0 +1,273 @@
+"""CaseBank: storage, namespaces, persistence (identical retrievals after reload), index catch-up, HNSW, eviction,
+softmax sampling frequencies, hooks and thread safety."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from memento.errors import ConfigError, MemoryFrozenError
+from memento.memory.case_bank import CaseBank, CaseBankError, sample_softmax
+from memento.memory.embedder import HashingEmbedder
+from memento.threads import run_parallel
+
+TOPICS = [
+    "founder of the Acme corporation",
+    "rainfall in Lima during 2019",
+    "population of Reykjavik in 2020",
+    "author of the novel Dune",
+    "ceo of Initech software",
+    "height of the Eiffel tower",
+]
+
+
+def _fill(bank: CaseBank, n: int = 30) -> list:
+    out = []
+    for i in range(n):
+        topic = TOPICS[i % len(TOPICS)]
+        out.append(bank.add(f"{topic} question {i}", f"plan {i}: search {topic}", reward=float(i % 3 == 0)))
+    return out
+
+
+def _ids(hits):
+    return [c.id for c, _ in hits]
+
+
+def test_add_get_and_cosine_retrieval_include_failures(tmp_path):
+    bank = CaseBank(tmp_path, HashingEmbedder(dim=128))
+    ok = bank.add("Who founded the Acme corporation?", "1. search 'Acme founder'", reward=1.0)
+    bad = bank.add("Acme corporation founder and year", "1. guess", reward=0.0)
+    bank.add("Rainfall in Lima during 2019", "1. search weather archive", reward=1.0)
+    assert len(bank) == 3 and bank.get(bad.id).reward == 0.0
+    hits = bank.retrieve("founder of Acme corporation", k=2)
+    assert set(_ids(hits)) == {ok.id, bad.id}  # failures are retrieved too
+    assert hits[0][1] >= hits[1][1]
+    assert _ids(bank.retrieve("founder of Acme corporation", k=2, exclude_ids=[ok.id]))[0] == bad.id
+    with pytest.raises(CaseBankError, match="no case"):
+        bank.get("case-missing")
+    with pytest.raises(CaseBankError, match="unknown retrieval policy"):
+        bank.retrieve("x", policy="random")  # type: ignore[arg-type]
+    with pytest.raises(CaseBankError, match="invalid case"):
+        bank.add("x", "y", reward=1.5)
+
+
+def test_namespaces_with_shared_base(tmp_path):
+    emb = HashingEmbedder(dim=128)
+    base = CaseBank(tmp_path, emb, namespace="shared")
+    shared = base.add("Eiffel tower height in metres", "search official site", reward=1.0)
+    a = CaseBank(tmp_path, emb, namespace="client-a", base_namespace="shared")
+    b = CaseBank(tmp_path, emb, namespace="client-b")
+    own = a.add("Eiffel tower height with antenna", "search encyclopedia", reward=0.0)
+    b.add("Eiffel tower height today", "search news", reward=1.0)
+    assert set(_ids(a.retrieve("Eiffel tower height", k=5))) == {shared.id, own.id}
+    assert shared.id not in _ids(b.retrieve("Eiffel tower height", k=5))
+    assert a.count() == 1 and a.count("shared") == 1
+    # a later write to the base namespace by another bank object is seen without reopening
+    later = base.add("Eiffel tower height in feet", "convert units", reward=1.0)
+    assert later.id in _ids(a.retrieve("Eiffel tower height feet", k=5))
+
+
+def test_reload_gives_identical_retrievals_for_every_policy(tmp_path):
+    emb = HashingEmbedder(dim=128)
+    bank = CaseBank(tmp_path, emb, seed=3)
+    _fill(bank, 40)
+    for i, topic in enumerate(TOPICS):
+        hits = bank.retrieve(topic, k=4)
+        bank.record(topic, [c for c, _ in hits], rewards=[float((i + j) % 2) for j in range(len(hits))])
+    queries = TOPICS + ["who wrote Dune", "Lima weather"]
+    before = {
+        p: [[(c.id, round(s, 6)) for c, s in bank.retrieve(q, k=4, policy=p, seed=7)] for q in queries]
+        for p in ("cosine", "q", "softmax")
+    }
+    bank.close()
+    again = CaseBank(tmp_path, emb, seed=3)
+    after = {
+        p: [[(c.id, round(s, 6)) for c, s in again.retrieve(q, k=4, policy=p, seed=7)] for q in queries]
+        for p in ("cosine", "q", "softmax")
+    }
+    assert after == before
+    assert again.gate.updates == len(TOPICS)
+    assert len(again.gate.replay) == sum(len(r) for r in before["cosine"][: len(TOPICS)])  # refilled from the log
+
+
+def test_missing_corrupt_or_stale_index_is_rebuilt_or_caught_up(tmp_path):
+    emb = HashingEmbedder(dim=64)
+    bank = CaseBank(tmp_path, emb)
+    _fill(bank, 20)
+    bank.save()
+    # a crash after more inserts: the DB has them, the saved index does not
+    extra = bank.add("brand new topic about volcanoes", "search volcano", reward=1.0)
+    expected = _ids(bank.retrieve("volcanoes topic", k=3))
+    bank._conn.close()  # no save: simulate the process dying
+    reopened = CaseBank(tmp_path, emb)
+    assert _ids(reopened.retrieve("volcanoes topic", k=3)) == expected and expected[0] == extra.id
+    reopened.close()
+    index_files = list((tmp_path / "index").glob("*.faiss"))
+    assert len(index_files) == 1
+    index_files[0].write_bytes(b"not a faiss index")
+    assert _ids(CaseBank(tmp_path, emb).retrieve("volcanoes topic", k=3)) == expected
+    for f in (tmp_path / "index").iterdir():
+        f.unlink()
+    assert _ids(CaseBank(tmp_path, emb).retrieve("volcanoes topic", k=3)) == expected
+
+
+def test_hnsw_past_threshold_and_reload(tmp_path):
+    emb = HashingEmbedder(dim=64)
+    bank = CaseBank(tmp_path, emb, hnsw_threshold=50)
+    cases = _fill(bank, 80)
+    assert bank._index("default").hnsw
+    # an exact stored text is its own nearest neighbour
+    for case in cases[::9]:
+        assert bank.retrieve(case.task_text, k=1)[0][0].id == case.id
+    before = [_ids(bank.retrieve(t, k=4)) for t in TOPICS]
+    bank.close()
+    info = json.loads(next((tmp_path / "index").glob("*.json")).read_text())
+    assert info["hnsw"] is True and info["count"] == 80
+    again = CaseBank(tmp_path, emb, hnsw_threshold=50)
+    assert [_ids(again.retrieve(t, k=4)) for t in TOPICS] == before
+
+
+def test_embedder_mismatch_and_frozen_are_typed_errors(tmp_path):
+    CaseBank(tmp_path, HashingEmbedder(dim=64)).add("a task", "a plan", reward=1.0)
+    with pytest.raises(CaseBankError, match="same embedder"):
+        CaseBank(tmp_path, HashingEmbedder(dim=32))
+    frozen = CaseBank(tmp_path, HashingEmbedder(dim=64), frozen=True)
+    assert len(frozen.retrieve("a task", k=1)) == 1
+    with pytest.raises(MemoryFrozenError):
+        frozen.add("b", "c", reward=0.0)
+    with pytest.raises(ConfigError, match="needs a capacity"):
+        CaseBank(tmp_path, HashingEmbedder(dim=64), eviction=True)
+
+
+def test_eviction_least_useful_first_and_evicted_stay_in_db(tmp_path):
+    emb = HashingEmbedder(dim=64)
+    bank = CaseBank(tmp_path, emb, capacity=10, eviction=True, eviction_slack=0.0)
+    cases = [bank.add(f"{TOPICS[i % 6]} item {i}", f"plan {i}", reward=(i % 4) / 3) for i in range(16)]
+    assert len(bank) == 10
+    survivors = {c.id for c in bank.cases()}
+    # before the gate has learned, usefulness is the reward: every evicted case has a reward <= every survivor's
+    evicted = [c for c in cases if c.id not in survivors]
+    assert len(evicted) == 6
+    assert max(c.reward for c in evicted) <= min(c.reward for c in cases if c.id in survivors)
+    assert bank.get(evicted[0].id).id == evicted[0].id  # kept, marked
+    assert len(bank.cases(include_evicted=True)) == 16
+    for topic in TOPICS:
+        assert not set(_ids(bank.retrieve(topic, k=10))) - survivors
+    bank.close()
+    assert {c.id for c, _ in CaseBank(tmp_path, emb).retrieve(TOPICS[0], k=20)} <= survivors
+
+
+def test_eviction_by_q_score_once_the_gate_has_learned(tmp_path):
+    emb = HashingEmbedder(dim=64)
+    bank = CaseBank(tmp_path, emb, capacity=12, eviction=True, eviction_slack=0.0, gate_options={"lr": 5e-3})
+    good = [bank.add(f"good strategy official registry {i}", "search registry", reward=0.0) for i in range(6)]
+    bad = [bank.add(f"bad strategy random blog {i}", "search blogs", reward=1.0) for i in range(6)]
+    # experience says the registry cases help and the blog cases do not (opposite to their stored rewards)
+    for step in range(30):
+        query = f"company registration lookup {step % 5}"
+        bank.record(query, good[:3] + bad[:3], rewards=[1, 1, 1, 0, 0, 0])
+    scores = bank.usefulness()
+    assert min(scores[c.id] for c in good) > max(scores[c.id] for c in bad)
+    bank.add("another blog case", "search blogs", reward=1.0)
+    bank.add("yet another blog case", "search blogs", reward=1.0)
+    live = {c.id for c in bank.cases()}
+    assert {c.id for c in good} <= live and len(live) == 12
+
+
+def test_sample_softmax_frequencies_match_softmax():
+    q = np.array([0.9, 0.7, 0.5, 0.3, 0.1])
+    alpha = 0.25
+    p = np.exp(q / alpha) / np.exp(q / alpha).sum()
+    rng = np.random.default_rng(0)
+    n = 40_000
+    firsts = np.array([sample_softmax(q, 1, alpha=alpha, rng=rng)[0] for _ in range(n)])
+    freq = np.bincount(firsts, minlength=len(q)) / n
+    # tolerance: 4 standard errors of the largest cell (sqrt(p(1-p)/n) ~ 0.0025) -> 0.01 absolute
+    assert np.max(np.abs(freq - p)) < 0.01
+    chi2 = float((((freq - p) * n) ** 2 / (p * n)).sum())
+    assert chi2 < 18.47  # chi-square 0.999 quantile, 4 degrees of freedom
+    # without replacement: k distinct items, and the second pick follows softmax over the remaining ones
+    picks = [tuple(sample_softmax(q, 2, alpha=alpha, rng=rng)) for _ in range(20_000)]
+    assert all(a != b for a, b in picks)
+    second_given_first0 = np.bincount([b for a, b in picks if a == 0], minlength=len(q))[1:]
+    cond = p[1:] / p[1:].sum()
+    assert np.max(np.abs(second_given_first0 / second_given_first0.sum() - cond)) < 0.02
+
+
+def test_retrieve_softmax_follows_gate_q(tmp_path):
+    bank = CaseBank(tmp_path, HashingEmbedder(dim=64), seed=0, gate_options={"lr": 1e-2})
+    cases = [bank.add(f"{TOPICS[0]} variant {i}", f"plan {i}", reward=1.0) for i in range(4)]
+    for _ in range(15):
+        bank.record(TOPICS[0], cases, rewards=[1.0, 0.7, 0.3, 0.0])
+    q = bank.q_scores(TOPICS[0], [c.id for c in cases])
+    alpha = 0.2
+    p = np.exp(q / alpha) / np.exp(q / alpha).sum()
+    rng = np.random.default_rng(1)
+    n = 3000
+    counts = {c.id: 0 for c in cases}
+    for _ in range(n):
+        ((case, score),) = bank.retrieve(TOPICS[0], k=1, policy="softmax", alpha=alpha, rng=rng)
+        counts[case.id] += 1
+    freq = np.array([counts[c.id] for c in cases]) / n
+    assert np.max(np.abs(freq - p)) < 0.035  # ~4 standard errors at n=3000
+    top = bank.retrieve(TOPICS[0], k=4, policy="q")
+    assert [s for _, s in top] == sorted((s for _, s in top), reverse=True)
+    assert top[0][0].id == cases[0].id
+
+
+def test_forward_hook_sees_every_gate_score(tmp_path):
+    bank = CaseBank(tmp_path, HashingEmbedder(dim=64))
+    cases = _fill(bank, 12)
+    bank.record(TOPICS[1], cases[:4], rewards=1.0)
+    seen: list[np.ndarray] = []
+    handle = bank.gate.gate.register_forward_hook(lambda mod, inputs, out: seen.append(out.detach().numpy().copy()))
+    hits = bank.retrieve(TOPICS[1], k=3, policy="q", prefilter=8)
+    handle.remove()
+    assert len(seen) == 1 and seen[0].shape == (8,)
+    assert [round(s, 5) for _, s in hits] == [round(float(x), 5) for x in np.sort(seen[0])[::-1][:3]]
+
+
+def test_custom_gate_module_without_logits(tmp_path):
+    import torch
+
+    class CosineOnly(torch.nn.Module):
+        dim = 64
+
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.tensor(1.0))
+
+        def forward(self, q, c):
+            return torch.sigmoid(self.scale * (q * c).sum(-1))
+
+    bank = CaseBank(tmp_path, HashingEmbedder(dim=64), gate=CosineOnly())
+    cases = _fill(bank, 6)
+    loss = bank.record(TOPICS[0], cases[:2], rewards=[1.0, 0.0])
+    assert loss is not None and np.isfinite(loss)
+    assert isinstance(bank.gate.gate, CosineOnly)
+    assert len(bank.retrieve(TOPICS[0], k=2, policy="q")) == 2
+
+
+def test_deepcopy_shares_the_bank_and_threads_are_safe(tmp_path):
+    bank = CaseBank(tmp_path, HashingEmbedder(dim=64))
+    assert copy.deepcopy(bank) is bank
+
+    def work(i: int) -> int:
+        bank.add(f"{TOPICS[i % 6]} parallel {i}", f"plan {i}", reward=1.0)
+        return len(bank.retrieve(TOPICS[i % 6], k=2))
+
+    assert run_parallel(work, range(40), threads=4)[-1] == 2
+    assert len(bank) == 40
+    ids = bank._index("default").ids()
+    assert len(ids) == len(set(ids.tolist())) == 40
+
+
+def test_importing_case_bank_does_not_import_torch():
+    code = "import memento.memory.case_bank, sys; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"
