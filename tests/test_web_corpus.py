@@ -146,3 +146,18 @@ def test_deepcopy_shares_the_corpus(tmp_path):
 
     corpus = OfflineCorpus.build([write_jsonl(tmp_path / "c.jsonl", DOCS)], tmp_path / "idx")
     assert copy.deepcopy({"c": corpus})["c"] is corpus
+
+
+def test_shipped_sample_is_consistent(tmp_path):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "examples" / "multihop"
+    corpus = OfflineCorpus.build([root / "corpus.jsonl"], tmp_path / "idx", strict=True)
+    questions = [json.loads(line) for line in (root / "questions.jsonl").read_text().splitlines() if line.strip()]
+    assert len(questions) == 12 and 200 <= len(corpus) <= 400
+    titles = {corpus.get(f"corpus://{json.loads(x)['doc_id']}").title for x in (root / "corpus.jsonl").open()}
+    for q in questions:
+        assert q["answers"] and set(q["gold_titles"]) <= titles
+    found = sum(bool(set(q["gold_titles"]) & {h.title for h in corpus.search(q["question"], k=10)}) for q in questions)
+    assert found == len(questions)
+    assert (root / "ATTRIBUTION.md").read_text().count("CC BY") >= 2

@@ -74,6 +74,15 @@ def test_search_web_and_scrape_render_compact_text_and_record_calls(corpus):
     }
 
 
+def test_bad_cutoff_or_policy_is_a_typed_error(corpus):
+    from memento.errors import DataError
+
+    with pytest.raises(DataError, match="cutoff must be a date"):
+        WebTools(corpus, cutoff="last spring")
+    with pytest.raises(DataError, match="undated"):
+        WebTools(corpus, undated="sometimes")
+
+
 def test_tools_never_raise(corpus):
     class Exploding:
         def search(self, query, k=10, before=None, *, undated="keep"):

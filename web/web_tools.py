@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Any
 
+from memento.errors import DataError
 from memento.types import ToolCall
 from memento.web.errors import FetchError
 from memento.web.search_result import SearchBackend, UndatedPolicy, coerce_date
@@ -56,10 +57,13 @@ class WebTools:
         snippet_chars: int = 240,
     ) -> None:
         if undated not in ("keep", "drop"):
-            raise ValueError(f"undated must be 'keep' or 'drop', not {undated!r}")
+            raise DataError(f"undated must be 'keep' or 'drop', not {undated!r}")
         self.backend = backend
         self.fetcher = fetcher
-        self.cutoff: dt.date | None = coerce_date(cutoff)
+        try:
+            self.cutoff: dt.date | None = coerce_date(cutoff)
+        except ValueError:
+            raise DataError(f"the cutoff must be a date (YYYY-MM-DD), not {cutoff!r}") from None
         self.undated: UndatedPolicy = undated
         self.k = k
         self.page_chars = page_chars
