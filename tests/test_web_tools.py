@@ -74,6 +74,20 @@ def test_search_web_and_scrape_render_compact_text_and_record_calls(corpus):
     }
 
 
+def test_minimal_backend_without_undated_parameter():
+    from memento.web.search_result import SearchResult
+
+    class Minimal:
+        def search(self, query, k=10, before=None):
+            return [
+                SearchResult(url="https://u.example/"),
+                SearchResult(url="https://d.example/", published="2001-01-01"),
+            ]
+
+    out = WebTools(Minimal(), cutoff="2010-01-01", undated="drop").search_web("anything")
+    assert "d.example" in out and "u.example" not in out
+
+
 def test_bad_cutoff_or_policy_is_a_typed_error(corpus):
     from memento.errors import DataError
 

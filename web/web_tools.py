@@ -16,7 +16,7 @@ from typing import Any
 from memento.errors import DataError
 from memento.types import ToolCall
 from memento.web.errors import FetchError
-from memento.web.search_result import SearchBackend, UndatedPolicy, coerce_date
+from memento.web.search_result import SearchBackend, UndatedPolicy, coerce_date, filter_by_cutoff
 from memento.web.url_cache import normalize_url
 
 __all__ = ["WebTools"]
@@ -68,6 +68,7 @@ class WebTools:
         self.k = k
         self.page_chars = page_chars
         self.snippet_chars = snippet_chars
+        self._takes_undated = _accepts_undated(backend)
         self.tool_calls: list[ToolCall] = []
         self._lock = threading.Lock()
         self._searches = 0
@@ -90,7 +91,12 @@ class WebTools:
         if not query:
             return self._record("search_web", {"query": query}, "error: empty query", start, error="empty query")
         try:
-            results = self.backend.search(query, k=self.k, before=self.cutoff, undated=self.undated)
+            if self._takes_undated:
+                results = self.backend.search(query, k=self.k, before=self.cutoff, undated=self.undated)
+            else:  # a minimal backend (the bare protocol): apply the undated policy here
+                results = filter_by_cutoff(
+                    self.backend.search(query, k=self.k, before=self.cutoff), self.cutoff, self.undated
+                )
         except Exception as exc:  # a tool never raises into the agent
             logger.warning("search failed for %r: %s", query, exc)
             msg = _one_line(exc)
@@ -202,6 +208,16 @@ class WebTools:
         with self._lock:
             self.tool_calls.append(call)
         return text
+
+
+def _accepts_undated(backend: Any) -> bool:
+    import inspect
+
+    try:
+        params = inspect.signature(backend.search).parameters.values()
+    except (TypeError, ValueError, AttributeError):
+        return True
+    return any(p.name == "undated" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
 def _clip(text: str, n: int) -> str:
