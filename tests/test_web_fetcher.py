@@ -267,6 +267,9 @@ def test_5xx_is_retried_then_fails_and_4xx_is_not_retried(site, tmp_path):
     with pytest.raises(FetchFailed) as info:
         fetcher.fetch(site.base + "/missing")
     assert info.value.status == 404 and site.hits("/missing") == 1
+    with pytest.raises(FetchFailed):  # a permanent failure is remembered: no second request
+        fetcher.fetch(site.base + "/missing#again")
+    assert site.hits("/missing") == 1
 
 
 def test_slow_url_times_out(site, tmp_path):
@@ -289,6 +292,9 @@ def test_binary_content_is_refused(site, tmp_path):
         fetcher.fetch(site.base + "/binary")
     with pytest.raises(UnsupportedContent, match="binary"):
         fetcher.fetch(site.base + "/sneaky-binary")
+    with pytest.raises(UnsupportedContent):
+        fetcher.fetch(site.base + "/binary")
+    assert site.hits("/binary") == 1
 
 
 def test_ssrf_guard_refuses_private_targets_without_connecting(site, tmp_path):

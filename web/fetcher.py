@@ -18,6 +18,8 @@ Every outcome of :meth:`Fetcher.fetch` is a :class:`Page` or a typed :class:`~me
   ``Retry-After`` (capped by ``max_retry_wait``).
 * **Extraction** with trafilatura: main text, title, publication date. A page dated on or after the cutoff is
   :class:`AfterCutoff`; an undated one follows the undated policy.
+* Permanent failures (4xx, wrong content type, too large) are remembered for the fetcher's lifetime and not
+  requested again.
 * A persistent **URL cache** (:class:`~memento.web.url_cache.URLCache`): a page fetched once is served from disk
   afterwards, in this run or a later one, without a request; ``offline=True`` serves only cached pages.
 
@@ -181,6 +183,7 @@ class Fetcher:
         self._robots: dict[str, Any] = {}  # origin -> Protego parser | True (allow all) | False (deny all)
         self._crawl_delay: dict[str, float] = {}
         self._robots_locks: dict[str, threading.Lock] = {}
+        self._failures: dict[str, FetchError] = {}  # normalised URL -> permanent failure (4xx, type, size)
         self._lock = threading.Lock()
         self._sleep = time.sleep  # tenacity's sleep between attempts (tests swap it to record the waits)
         self.requests_sent = 0  # HTTP requests actually sent (pages, robots, redirect hops, retries)
@@ -201,9 +204,17 @@ class Fetcher:
             RobotsDisallowed, Blocked, TooLarge, UnsupportedContent, FetchFailed, AfterCutoff, NotCached: every
             failure is one of these (all :class:`~memento.web.errors.FetchError`).
         """
+        key = normalize_url(url)
+        with self._lock:
+            known = self._failures.get(key)
+        if known is not None:
+            raise known  # a permanent failure seen before in this process: no second request
         try:
             page = self._fetch(url)
-        except FetchError:
+        except FetchError as exc:
+            if _permanent(exc):
+                with self._lock:
+                    self._failures[key] = exc
             raise
         except Exception as exc:  # anything unexpected still becomes a typed error
             logger.warning("unexpected error fetching %s: %r", url, exc)
@@ -475,6 +486,14 @@ class Fetcher:
 
 
 # -------------------------------------------------------------------------------------------------- helpers
+def _permanent(exc: FetchError) -> bool:
+    """Failures that another request would only repeat: 4xx other than 408/429, wrong type, too large."""
+    if isinstance(exc, TooLarge | UnsupportedContent):
+        return True
+    status = getattr(exc, "status", None)
+    return isinstance(exc, FetchFailed) and status is not None and 400 <= status < 500 and status not in (408, 429)
+
+
 def _origin(url: str) -> str:
     parts = urlsplit(normalize_url(url))
     return f"{parts.scheme}://{parts.netloc}"
