@@ -600,8 +600,8 @@ def _run_method(
             finally:  # a crashed training phase still reports what it spent
                 record.costs.train = PhaseCost.from_usage(meter.usage(), wall_seconds=clock[1], models=models)
             record.costs.train.searches, record.costs.train.fetches = outcome.searches, outcome.fetches
-            if outcome.budget:
-                record.budgets = {**record.budgets, **outcome.budget}
+            if outcome.budget:  # the budget as applied (after clamping) replaces the nominal one
+                record.budgets = dict(outcome.budget)
             record.info, record.curve, record.growth = outcome.info, outcome.curve, outcome.growth
             record.artefacts = dict(outcome.artefacts)
             record.artefacts["eval"] = _eval_command(ctx, spec, method_dir, outcome.artefacts)

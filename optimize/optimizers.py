@@ -122,6 +122,7 @@ def _compile_gepa(
     applied = {
         "max_metric_calls": budget.gepa_max_metric_calls,
         "reflection_minibatch_size": min(budget.gepa_reflection_minibatch_size, len(trainset)),
+        "val_fraction": budget.val_fraction,
         "train_size": len(trainset),
         "val_size": len(valset),
         "reflection_lm": str(getattr(reflection_lm, "model", "")),
@@ -174,6 +175,7 @@ def _compile_miprov2(
         "minibatch": minibatch,
         "max_bootstrapped_demos": budget.mipro_max_bootstrapped_demos,
         "max_labeled_demos": budget.mipro_max_labeled_demos,
+        "val_fraction": budget.val_fraction,
         "train_size": len(trainset),
         "val_size": len(valset),
         "prompt_lm": str(getattr(prompt_lm, "model", "")) if prompt_lm is not None else None,

@@ -327,3 +327,14 @@ def test_memory_methods_train_in_batches_and_test_frozen(multihop: dict, tmp_pat
         assert again.methods["jitmem"].costs.train == jitmem.costs.train
         assert server.chat_requests - before == again.methods["jitmem"].costs.test.lm_calls > 0
         assert again.methods["jitmem"].scores == jitmem.scores
+
+
+def test_an_unreachable_lm_stops_the_comparison_with_one_line(multihop: dict, tmp_path: Path) -> None:
+    runner = CliRunner()
+    args = ["compare", "--task", "multihop", "--data", str(multihop["questions"]), "--n-train", "2", "--n-test", "2"]
+    args += ["--methods", "closed_book", "--out", str(tmp_path / "o"), "--lm", "openai/x"]
+    args += ["--api-base", "http://127.0.0.1:9/v1"]  # nothing listens on the discard port
+    result = runner.invoke(app, args, env={"MEMENTO_LM_NUM_RETRIES": "0"})
+    assert result.exit_code == 1
+    assert "unreachable" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "o" / "closed_book" / "done").exists()
