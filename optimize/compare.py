@@ -671,11 +671,12 @@ def _resolve_metric(task: Task, metric: str | Callable[..., Any] | None, roles: 
 
 
 def _check_split(out_dir: Path, split: dict[str, Any]) -> None:
-    """Refuse to resume a directory that holds a comparison with another split, task or LM roles."""
+    """Refuse to resume a directory that holds a comparison with another split, task, metric, LM roles or budget
+    (finished methods would be reported next to ones run under different conditions)."""
     path = out_dir / "split.json"
     if path.exists():
         previous = json.loads(path.read_text(encoding="utf-8"))
-        keys = ("task", "seed", "train_ids", "test_ids", "lm_roles", "metric")
+        keys = ("task", "seed", "train_ids", "test_ids", "lm_roles", "metric", "budget")
         changed = [k for k in keys if previous.get(k) != split.get(k)]
         if changed:
             raise ConfigError(
@@ -777,6 +778,7 @@ def compare(
         "test_ids": [example_id(ex, task_obj) for ex in test],
         "lm_roles": models,
         "metric": metric_name,
+        "budget": budget.model_dump(),
     }
     _check_split(out, split)
     ctx = CompareContext(

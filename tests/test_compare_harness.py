@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from memento.cli import app
 from memento.config import load_settings
+from memento.errors import ConfigError
 from memento.lm import configure
 from memento.metrics.evaluation import evaluate
 from memento.optimize.compare import compare
@@ -259,8 +260,10 @@ def test_a_crashing_method_is_recorded_and_the_others_finish(multihop: dict, tmp
         assert server.chat_requests == report.totals.lm_calls == 8
 
         # a directory holding another split is refused rather than mixed
-        with pytest.raises(Exception, match="different task|different seed|different train_ids"):
+        with pytest.raises(ConfigError, match="different seed, train_ids, test_ids"):
             compare(task, "closed_book", out_dir=out, settings=settings, data=data, n_train=6, n_test=4, seed=1)
+        with pytest.raises(ConfigError, match="different budget"):
+            compare(task, "closed_book", out_dir=out, settings=settings, data=data, n_train=6, n_test=4, budget="light")
 
 
 def test_compare_cli_refuses_bad_arguments(tmp_path: Path) -> None:
