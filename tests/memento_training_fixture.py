@@ -80,9 +80,14 @@ def _react_args(call: Any) -> dict[str, Any]:
     return {}
 
 
-def make_engine(delay: float = 0.0) -> ScriptedEngine:
-    """A deterministic scripted LM for the whole Memento + trainer pipeline."""
+def make_engine(delay: float = 0.0, *, first: list[dict[str, Any]] | None = None) -> ScriptedEngine:
+    """A deterministic scripted LM for the whole Memento + trainer pipeline.
+
+    ``first``: extra :meth:`ScriptedEngine.when` keyword sets that take precedence over the defaults.
+    """
     engine = ScriptedEngine(delay=delay)
+    for rule in first or []:
+        engine.when(**rule)
     engine.when(  # the cold-start exploration agent searches until its budget is spent
         predicate=lambda c: "task_kind" in c.inputs and "next_tool_name" in c.output_fields,
         next_tool_name="search_web",

@@ -182,3 +182,41 @@ def test_memento_method_opens_memory_frozen(tmp_path):
     pred = program(question="Which state is Albany County in?", task_id="x")
     solver = [c for c in engine.calls if "next_tool_name" in c.output_fields][0]
     assert "Quote exact names." in solver.prompt and pred.trajectory.memory_version == 1
+
+
+def test_phase_c_credits_injected_rules_by_outcome_and_skips_failed_runs(tmp_path):
+    engine = make_engine(
+        first=[
+            # no LLM rule operations: only the outcome credit of Phase C changes M2
+            {"predicate": lambda c: "judged_runs" in c.inputs, "operations": []},
+            # q3's final answer is unparseable: its run fails and is excluded from Phase C
+            {
+                "predicate": lambda c: (
+                    "research_findings" in c.inputs and "Arthur Penn" in c.inputs.get("question", "")
+                ),
+                "raw": "garbage without any field markers",
+            },
+        ]
+    )
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, trainset = _setup(tmp_path)
+    rule = memory.decomposition.add("When a place is named, add a sub-question for its state.", provenance=["old"])
+    trainset = [trainset[0], trainset[1], trainset[2]]  # q1, q2 answered right; q3 fails
+    [report] = _trainer(program, task, memory).fit(trainset)
+    assert report.failed_runs == 1 and report.valid_runs == 2 and report.mean_score == 1.0
+    after = memory.decomposition.get(rule.id)
+    assert (after.support, after.contradiction) == (2, 0)
+    assert after.provenance == ["old", "q1", "q2"] and after.updated_batch == 1
+    coverage_calls = [c for c in engine.calls if "coverage" in c.output_fields]
+    assert len(coverage_calls) == 2 and all("Arthur Penn" not in c.prompt for c in coverage_calls)
+
+
+def test_phase_c_contradicts_rules_of_wrong_answers(tmp_path):
+    engine = make_engine(first=[{"predicate": lambda c: "judged_runs" in c.inputs, "operations": []}])
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, trainset = _setup(tmp_path)
+    rule = memory.decomposition.add("When a person is named, add a sub-question for their birthplace.")
+    [report] = _trainer(program, task, memory).fit([trainset[2], trainset[4], trainset[1]])  # q3, q5 wrong; q2 right
+    assert report.mean_score == pytest.approx(1 / 3, abs=1e-3)
+    after = memory.decomposition.get(rule.id)
+    assert (after.support, after.contradiction, after.status) == (1, 2, "downweighted")
