@@ -136,6 +136,9 @@ class MementoTrainer:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
         if memory.frozen:
             raise ConfigError("the trainer needs a writable memory; this one is frozen")
+        attached = getattr(program, "memory", None)
+        if attached is not None and attached is not memory:
+            raise ConfigError("the program reads another memory than the one being trained; pass the same object")
         self.program = program
         self.metric = metric
         self.memory = memory

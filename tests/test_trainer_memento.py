@@ -12,7 +12,7 @@ import pytest
 
 import memento.tasks.multihop  # noqa: F401  (registers the task)
 from memento.config import Budgets, load_settings
-from memento.errors import DataError, MemoryFrozenError
+from memento.errors import ConfigError, DataError, MemoryFrozenError
 from memento.memory.canonicalizer import Canonicalizer
 from memento.memory.embedder import HashingEmbedder
 from memento.memory.memento_memory import MementoMemory
@@ -106,7 +106,7 @@ def test_two_batches_fill_every_store_and_version_rollback_freeze_copy(tmp_path)
     memory.freeze()
     with pytest.raises(MemoryFrozenError):
         memory.web_action.add("A new rule after freezing.")
-    with pytest.raises(Exception, match="frozen"):
+    with pytest.raises(ConfigError, match="frozen"):
         _trainer(program, task, memory)
 
 
@@ -220,3 +220,17 @@ def test_phase_c_contradicts_rules_of_wrong_answers(tmp_path):
     assert report.mean_score == pytest.approx(1 / 3, abs=1e-3)
     after = memory.decomposition.get(rule.id)
     assert (after.support, after.contradiction, after.status) == (1, 2, "downweighted")
+
+
+def test_trainer_refuses_mismatched_memory_and_bad_data(tmp_path):
+    task, memory, program, trainset = _setup(tmp_path)
+    other = MementoMemory(tmp_path / "other")
+    with pytest.raises(ConfigError, match="another memory"):
+        MementoTrainer(program, task.metric, other)
+    trainer = _trainer(program, task, memory)
+    with pytest.raises(DataError, match="empty"):
+        trainer.fit([])
+    with pytest.raises(DataError, match="distinct ids"):
+        trainer.fit([trainset[0], trainset[0]])
+    with pytest.raises(ConfigError, match="batch_size"):
+        MementoTrainer(program, task.metric, memory, batch_size=0)
