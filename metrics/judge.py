@@ -56,7 +56,7 @@ class LLMJudge:
 
     Attributes:
         errors: messages of the judge errors met so far (``judge_errors`` is their count).
-        lm_calls: judge calls actually sent (cache misses).
+        lm_calls: judge predictor calls made (memo misses; DSPy's own LM cache may still answer some).
     """
 
     signature: ClassVar[type[dspy.Signature]]

@@ -118,3 +118,35 @@ def test_months_before() -> None:
     assert months_before(dt.date(2024, 8, 31), 6) == dt.date(2024, 2, 29)
     assert months_before(dt.date(2024, 3, 15), 6) == dt.date(2023, 9, 15)
     assert months_before(dt.date(2023, 1, 31), 1) == dt.date(2022, 12, 31)
+
+
+def test_every_task_runs_through_a_program_and_its_metric(tmp_path: Path, lm, engine) -> None:
+    """Each task's signature is usable by a real program (ClosedBook) and its metric scores the output."""
+    from memento.programs.baselines import ClosedBook
+
+    engine.overrides.update(
+        distribution={"Yes": 0.25, "No": 0.75},
+        value_propositions=[{"pain_point": "late data", "mechanism": "Stream", "evidence": "press"}],
+        winning_party="respondent",
+        score=4,
+    )
+    cases = {
+        "opinion": dspy.Example(
+            question="Q?", options=["Yes", "No"], subgroup="All", distribution={"Yes": 0.5, "No": 0.5}
+        ).with_inputs("question", "options", "subgroup"),
+        "sales": dspy.Example(
+            seller="S", products="P", customer="C", value_propositions=[{"pain_point": "late data"}]
+        ).with_inputs("seller", "products", "customer"),
+        "legal": dspy.Example(
+            facts="The petitioner sued.", winning_party="respondent", cutoff="1990-01-01"
+        ).with_inputs("facts", "cutoff"),
+    }
+    scores = {}
+    for name, example in cases.items():
+        task = get_task(name)
+        pred = ClosedBook(task)(**example.inputs())
+        assert pred.trajectory.error is None, (name, pred.trajectory.error)
+        scores[name] = task.metric(example, pred).score
+    assert scores["opinion"] == pytest.approx(0.75)  # TVD 0.25
+    assert scores["sales"] == pytest.approx(4 / 5)
+    assert scores["legal"] == 1.0
