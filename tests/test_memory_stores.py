@@ -245,3 +245,29 @@ def test_exclusion_matches_task_ids_literally(tmp_path):
     text = memory.view(exclude_task_id="q_1").web_action_rules("rule")
     assert "similar-looking" in text and "underscore" not in text
     assert "underscore" in memory.view(exclude_task_id="q%").web_action_rules("rule")
+
+
+def test_craft_relevance_check_keeps_what_the_llm_selects(tmp_path):
+    from memento.memory.embedder import HashingEmbedder
+    from memento.testing import ScriptedEngine, scripted_lm
+
+    memory = MementoMemory(tmp_path, embedder=HashingEmbedder())
+    memory.craft.add("For court cases, read the docket first.")
+    memory.craft.add("For court cases about patents, check the patent office.")
+    memory.craft.add("For films, check the studio's release notes.")
+    engine = ScriptedEngine().when(predicate=lambda c: "relevant" in c.output_fields, relevant=[2, 99])
+    lm = scripted_lm(engine)
+    text = memory.view(lm=lm).craft_knowledge("Who won the patent court case?")
+    [call] = engine.calls
+    shown = call.inputs["entries"].splitlines()
+    assert len(shown) == 3 and "patent" in shown[0]  # embedding re-rank puts the closest entry first
+    assert text == "- " + shown[1].split(". ", 1)[1]  # only the selected entry; out-of-range numbers ignored
+    broken = ScriptedEngine().when(predicate=lambda c: "relevant" in c.output_fields, raw="no fields here")
+    kept = memory.view(lm=scripted_lm(broken)).craft_knowledge("Who won the patent court case?")
+    assert kept.count("\n") == 2  # an unusable judgement keeps the prefilter's choice
+    plain = MementoMemory(tmp_path, relevance_check=False)
+    import dspy
+
+    with dspy.context(lm=lm):
+        assert plain.craft_knowledge("court cases").count("\n") == 2  # prefilter only: matches + most supported
+    assert len(engine.calls) == 1  # no relevance call when the check is off
