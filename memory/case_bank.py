@@ -80,6 +80,7 @@ CREATE TABLE IF NOT EXISTS cases (
     emb BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS cases_ns ON cases (namespace, evicted_at, rid);
+CREATE INDEX IF NOT EXISTS cases_ref ON cases (trajectory_ref);
 CREATE TABLE IF NOT EXISTS gate_pairs (
     pid INTEGER PRIMARY KEY AUTOINCREMENT,
     namespace TEXT NOT NULL,
@@ -460,6 +461,11 @@ class CaseBank:
             sql += " AND evicted_at IS NULL"
         rows = self._conn.execute(sql + " ORDER BY rid", (namespace or self.namespace,)).fetchall()
         return [self._row_to_case(r) for r in rows]
+
+    def case_ids_for_ref(self, trajectory_ref: str) -> list[str]:
+        """Ids of the cases (any namespace) written by the run ``trajectory_ref`` (a task never retrieves them)."""
+        rows = self._conn.execute("SELECT id FROM cases WHERE trajectory_ref=?", (trajectory_ref,)).fetchall()
+        return [r[0] for r in rows]
 
     def embeddings(self, case_ids: Sequence[str]) -> np.ndarray:
         """Stored embeddings of cases (rows in the order of ``case_ids``)."""

@@ -1,0 +1,472 @@
+"""CaseBasedAgent: Memento's planner-executor over a case bank (case-based reasoning, no weight updates).
+
+One call:
+
+1. **Read**: retrieve ``k`` past cases (task, plan, reward; failures included) for this task from a
+   :class:`memento.memory.case_bank.CaseBank` by ``policy`` (``cosine``, the learned Q-gate ``q``, or ``softmax``
+   sampling from ``softmax(Q/alpha)``). A task never retrieves a case written by a run with its own ``task_id``.
+2. **Plan**: the planner (:class:`memento.signatures.plan_from_cases.PlanFromCases`) reads the cases, successes and
+   failures labelled with their rewards, and writes sub-tasks.
+3. **Execute**: the executor (:class:`memento.programs.sub_question_agent.SubQuestionAgent` by default) solves the
+   sub-tasks in parallel (``threads``); each becomes a node of the trajectory.
+4. **Replan** with the results, up to ``max_cycles`` planning cycles, until the planner says it is done (question
+   budget: ``budgets.initial_questions`` per cycle, ``budgets.total_questions`` in all).
+5. **Answer** with the task's own signature (``<TaskSignature>FromCasePlan``) over the findings.
+6. **Retain** (``retain=True``): store (task, plan, reward) as a new case. The reward comes from ``reward_fn`` (a
+   metric, when training: it is given the call's keyword arguments, labels included, as a ``dspy.Example``) or,
+   when deployed without labels, from the :class:`memento.signatures.judge_task_reward.JudgeTaskReward` judge
+   (run on the ``judge_lm`` role when ``roles`` are given). The same reward updates the Q-gate online with the
+   (task, retrieved case) pairs. With ``retain=False`` call :meth:`CaseBasedAgent.retain` yourself.
+
+Beyond the paper, ``executor_bank`` adds an executor-level case bank: before each sub-task the executor is shown the
+tool-call sequences of the most similar past sub-tasks (with their outcome), and each finished sub-task is stored.
+
+Registered as method ``cbr`` (bank under ``<memory_dir>/cbr``).
+
+Example:
+    >>> from memento.memory.case_bank import CaseBank
+    >>> from memento.programs.case_based_agent import CaseBasedAgent
+    >>> agent = CaseBasedAgent("multihop", bank=CaseBank("runs/cbr"), web=web_factory, k=4)  # doctest: +SKIP
+    >>> pred = agent(question="Who directed the film that won Best Picture in 1998?")  # doctest: +SKIP
+    >>> pred.answer, pred.cbr["reward"], pred.cbr["retrieved"]  # doctest: +SKIP
+    ('James Cameron', 1.0, ['case-3f2a...', ...])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import dspy
+
+from memento.errors import ConfigError, MementoError
+from memento.lm import raise_if_fatal
+from memento.memory.case_bank import CaseBank, RetrievalPolicy
+from memento.programs.registry import register_method
+from memento.programs.research_program import ResearchCall, ResearchProgram
+from memento.programs.sub_question_agent import SubQuestionAgent
+from memento.signatures.final_answer import answer_signature
+from memento.signatures.judge_task_reward import JudgeTaskReward
+from memento.signatures.plan_from_cases import PlanFromCases
+from memento.tasks.task import Task
+from memento.threads import run_parallel
+from memento.types import Case, Node, ToolCall, Trajectory, new_id
+
+if TYPE_CHECKING:
+    from memento.config import Settings
+    from memento.lm import Roles
+
+__all__ = ["CaseBasedAgent", "RewardFn", "render_cases", "render_tool_plan"]
+
+logger = logging.getLogger(__name__)
+
+#: A training-time reward: ``fn(example, prediction) -> float | Prediction(score=...)`` (a task metric).
+RewardFn = Callable[[dspy.Example, dspy.Prediction], Any]
+
+ROOT_ID = "root"
+_CALL_INFO: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("cbr_call_info", default=None)
+_RESULT_CHARS = 600
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
+
+
+def _clip(text: str | None, n: int = _RESULT_CHARS) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def render_cases(cases: list[tuple[Case, float]]) -> str:
+    """Prompt text for retrieved cases; each is labelled SUCCESS (reward >= 0.5) or FAILURE with its reward."""
+    if not cases:
+        return ""
+    blocks = []
+    for i, (case, _score) in enumerate(cases, 1):
+        label = "SUCCESS" if case.reward >= 0.5 else "FAILURE"
+        blocks.append(f"Case {i} [{label}, reward {case.reward:.2f}]\nTask: {case.task_text}\nPlan:\n{case.plan}")
+    return "\n\n".join(blocks)
+
+
+def render_tool_plan(tool_calls: list[ToolCall], *, limit: int = 8) -> str:
+    """A compact tool-call sequence (``search_web(query='...') -> 3 results``) for the executor-level bank."""
+    lines = []
+    for call in tool_calls[:limit]:
+        args = ", ".join(f"{k}={_clip(str(v), 80)!r}" for k, v in call.args.items())
+        outcome = f"error: {_clip(call.error, 80)}" if call.error else f"{len(call.result_urls)} urls"
+        lines.append(f"{call.kind}({args}) -> {outcome}")
+    if len(tool_calls) > limit:
+        lines.append(f"... {len(tool_calls) - limit} more calls")
+    return "\n".join(lines)
+
+
+def _plan_text(nodes: list[Node]) -> str:
+    """The plan stored in a case: every executed sub-task by cycle, with its outcome."""
+    lines = []
+    for i, node in enumerate(nodes, 1):
+        outcome = "answered" if node.status == "answered" else "failed"
+        lines.append(f"{i}. [cycle {node.wave + 1}] {node.question} ({outcome})")
+    return "\n".join(lines)
+
+
+def _findings(nodes: list[Node]) -> str:
+    blocks = []
+    for i, node in enumerate(nodes, 1):
+        if node.status == "answered":
+            sources = ", ".join(e.url for e in node.evidence[:4]) or "no sources"
+            blocks.append(f"{i}. {node.question}\n   Result: {_clip(node.answer)}\n   Sources: {sources}")
+        else:
+            blocks.append(f"{i}. {node.question}\n   Failed: {_clip(node.error, 200) or 'no answer'}")
+    return "\n".join(blocks)
+
+
+class CaseBasedAgent(ResearchProgram):
+    """Memento's case-based planner-executor: plan from K past cases, execute sub-tasks, replan, answer, retain.
+
+    Args:
+        task: The task spec or its registered name.
+        bank: The case bank read (and, with ``retain``, written).
+        executor: Sub-task solver; default ``SubQuestionAgent(max_steps=budgets.steps_per_question)``. It is called
+            like the SubQuestionAgent (``question``, ``task``, ``context``, ``web``, ``node_id``, ``record``).
+        web: Web-tools factory ``f(cutoff, undated) -> WebTools``.
+        budgets: Question and step budgets (sub-tasks per cycle / in all, executor steps).
+        threads: Sub-tasks executed in parallel.
+        k: Cases retrieved (4, the paper's best).
+        policy: ``cosine``, ``q`` or ``softmax`` retrieval.
+        alpha: Softmax temperature for ``policy="softmax"``.
+        max_cycles: Planning cycles (plan, execute, replan...).
+        retain: Store (task, plan, reward) after each call and update the Q-gate.
+        reward_fn: Training reward (a metric ``fn(example, pred)``); without it a judge gives the reward.
+        learn: Update the Q-gate online when retaining.
+        executor_bank: Optional executor-level case bank (sub-task, tool-call sequence, outcome).
+        executor_k: Tool cases shown per sub-task.
+        roles: LM roles (planner/executor on ``lm``, the reward judge on ``judge_lm``).
+        memory: Optional MEMENTO memory provider (its text joins the planner's context).
+
+    Example:
+        >>> agent = CaseBasedAgent("multihop", bank=bank, web=web, retain=True)  # doctest: +SKIP
+        >>> agent(question="...").cbr["stored_case"]  # doctest: +SKIP
+        'case-1c9e...'
+    """
+
+    method = "cbr"
+    needs_web = True
+    _shared_attrs: ClassVar[tuple[str, ...]] = (
+        *ResearchProgram._shared_attrs,
+        "bank",
+        "executor_bank",
+        "reward_fn",
+        "_seq_lock",
+    )
+
+    def __init__(
+        self,
+        task: Task | str,
+        *,
+        bank: CaseBank,
+        executor: dspy.Module | None = None,
+        k: int = 4,
+        policy: RetrievalPolicy = "cosine",
+        alpha: float = 1.0,
+        max_cycles: int = 3,
+        retain: bool = True,
+        reward_fn: RewardFn | None = None,
+        learn: bool = True,
+        executor_bank: CaseBank | None = None,
+        executor_k: int = 2,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(task, **kwargs)
+        if k < 0:
+            raise ConfigError(f"k must be >= 0, got {k}")
+        if max_cycles < 1:
+            raise ConfigError(f"max_cycles must be >= 1, got {max_cycles}")
+        if policy not in ("cosine", "q", "softmax"):
+            raise ConfigError(f"unknown retrieval policy {policy!r}: use cosine, q or softmax")
+        self.bank = bank
+        self.k = k
+        self.policy = policy
+        self.alpha = alpha
+        self.max_cycles = max_cycles
+        self.retain_cases = retain
+        self.reward_fn = reward_fn
+        self.learn = learn
+        self.executor_bank = executor_bank
+        self.executor_k = executor_k
+        self.planner = dspy.Predict(PlanFromCases)
+        self.planner.usage_stage = "plan"
+        self.executor = (
+            executor if executor is not None else SubQuestionAgent(max_steps=self.budgets.steps_per_question)
+        )
+        self.answer = dspy.Predict(answer_signature(self.task, findings=True, suffix="FromCasePlan"))
+        self.answer.usage_stage = "answer"
+        self.judge = dspy.Predict(JudgeTaskReward)
+        self.judge.usage_stage = "judge_reward"
+        self._seq_lock = threading.Lock()
+
+    # -- the call ------------------------------------------------------------------------------------------------
+    def forward(self, **kwargs: Any) -> dspy.Prediction:
+        """Run one task; the prediction carries ``cbr`` (retrieved ids, plan, reward and its source, stored case)."""
+        info: dict[str, Any] = {"kwargs": kwargs}
+        token = _CALL_INFO.set(info)
+        try:
+            pred = super().forward(**kwargs)
+        finally:
+            _CALL_INFO.reset(token)
+        info.pop("kwargs", None)
+        pred.cbr = info
+        return pred
+
+    def research(self, call: ResearchCall) -> dict[str, Any]:
+        info = _CALL_INFO.get()
+        if info is None:  # research() called directly (not through forward)
+            info = {}
+        traj = call.trajectory
+        started = time.perf_counter()
+        hits = self._retrieve(call)
+        traj.timings["retrieve_s"] = round(time.perf_counter() - started, 6)
+        info.update(
+            retrieved=[c.id for c, _ in hits],
+            retrieved_rewards=[c.reward for c, _ in hits],
+            policy=self.policy,
+        )
+        call.note(
+            f"cbr: retrieved {len(hits)} cases by {self.policy} "
+            f"{[(c.id, round(c.reward, 2), round(s, 3)) for c, s in hits]}"
+        )
+        memory = self.memory_text(call)
+        context = "\n\n".join(
+            part
+            for part in (
+                call.context.strip(),
+                memory["craft_knowledge"].strip(),
+                memory["decomposition_rules"].strip(),
+            )
+            if part
+        )
+        root = Node(id=ROOT_ID, parent_id=None, wave=-1, question=call.task_text, status="decomposed")
+        traj.nodes.append(root)
+        executed: list[Node] = []
+        cases_text = render_cases(hits)
+        for cycle in range(self.max_cycles):
+            remaining = self.budgets.total_questions - len(executed)
+            if remaining <= 0:
+                call.note(f"cbr: question budget ({self.budgets.total_questions}) spent before cycle {cycle + 1}")
+                break
+            limit = min(self.budgets.initial_questions, remaining)
+            started = time.perf_counter()
+            try:
+                plan = self.planner(
+                    task=call.task_text,
+                    context=context,
+                    past_cases=cases_text,
+                    progress=_findings(executed),
+                    max_sub_tasks=limit,
+                )
+                sub_tasks = [" ".join(str(s).split()) for s in (plan.sub_tasks or []) if str(s).strip()]
+                done = bool(plan.done)
+            except MementoError:
+                raise
+            except Exception as exc:
+                raise_if_fatal(exc)
+                call.note(f"cbr: planner failed in cycle {cycle + 1} ({_first_line(exc)})")
+                sub_tasks, done = ([call.task_text] if not executed else []), True
+            traj.timings[f"plan_{cycle}_s"] = round(time.perf_counter() - started, 6)
+            seen = {n.question.lower() for n in executed if n.status == "answered"}
+            fresh = [s for s in dict.fromkeys(sub_tasks) if s.lower() not in seen]
+            if len(fresh) > limit:
+                call.note(f"cbr: cycle {cycle + 1} planned {len(fresh)} sub-tasks; kept the first {limit}")
+                fresh = fresh[:limit]
+            nodes = [
+                Node(id=f"s{len(executed) + i + 1}", parent_id=ROOT_ID, wave=cycle, question=q)
+                for i, q in enumerate(fresh)
+            ]
+            traj.nodes.extend(nodes)
+            call.note(f"cbr: cycle {cycle + 1}: {len(nodes)} sub-tasks, done={done}")
+            if nodes:
+                started = time.perf_counter()
+                run_parallel(lambda node: self._execute(call, node), nodes, threads=self.threads)
+                traj.timings[f"execute_{cycle}_s"] = round(time.perf_counter() - started, 6)
+                executed.extend(nodes)
+            if done or not nodes:
+                break
+        info["plan"] = _plan_text(executed)
+        started = time.perf_counter()
+        findings = _findings(executed) or "(no sub-task was executed)"
+        pred = self.answer(context=context, research_findings=findings, **call.inputs)
+        traj.timings["answer_s"] = round(time.perf_counter() - started, 6)
+        outputs = {name: pred.get(name) for name in self.task.output_fields}
+        root.answer = _clip(str(outputs), 2000)
+        if self.retain_cases:
+            self._retain(call, info, hits, executed, outputs, findings)
+        return outputs
+
+    # -- steps ---------------------------------------------------------------------------------------------------
+    def _retrieve(self, call: ResearchCall) -> list[tuple[Case, float]]:
+        if self.k == 0 or len(self.bank) == 0 and self.bank.base_namespace is None:
+            return []
+        own = self.bank.case_ids_for_ref(call.task_id)
+        return self.bank.retrieve(call.task_text, self.k, policy=self.policy, alpha=self.alpha, exclude_ids=own)
+
+    def _execute(self, call: ResearchCall, node: Node) -> None:
+        context = call.context.strip()
+        if self.executor_bank is not None and self.executor_k > 0 and len(self.executor_bank):
+            tool_cases = self.executor_bank.retrieve(node.question, self.executor_k)
+            if tool_cases:
+                lines = [
+                    f"Sub-task: {c.task_text}\nOutcome: {'answered' if c.reward >= 0.5 else 'failed'}\n"
+                    f"Tool calls:\n{c.plan}"
+                    for c, _ in tool_cases
+                ]
+                context = "\n\n".join(
+                    p for p in (context, "Tool use on similar past sub-tasks:\n" + "\n\n".join(lines)) if p
+                )
+        started = time.perf_counter()
+        try:
+            out = self.executor(
+                question=node.question,
+                task=call.task_text,
+                context=context,
+                web=call.web,
+                node_id=node.id,
+                record=call.add_tool_call,
+            )
+        except MementoError:
+            raise
+        except Exception as exc:  # a custom executor's crash fails this sub-task, not the run
+            raise_if_fatal(exc)
+            node.status, node.error = "failed", _first_line(exc)
+            return
+        node.steps = int(out.get("steps", 0) or 0)
+        node.answer = out.get("answer")
+        node.evidence = list(out.get("evidence", None) or [])
+        node.error = out.get("error", None)
+        node.status = "answered" if out.get("status", None) == "answered" and node.answer else "failed"
+        if node.status == "answered":
+            with self._seq_lock:
+                node.answered_seq = 1 + max((n.answered_seq or 0) for n in call.trajectory.nodes)
+        if self.executor_bank is not None and self.retain_cases:
+            tool_calls = list(out.get("tool_calls", None) or [])
+            try:
+                self.executor_bank.add(
+                    node.question,
+                    render_tool_plan(tool_calls) or "(no tool call)",
+                    reward=1.0 if node.status == "answered" else 0.0,
+                    trajectory_ref=call.task_id,
+                    meta={"seconds": round(time.perf_counter() - started, 3)},
+                )
+            except MementoError as exc:  # a frozen executor bank is read-only by design
+                call.note(f"cbr: executor case not stored ({exc})")
+
+    def _reward(self, call: ResearchCall, info: dict[str, Any], outputs: dict[str, Any], findings: str) -> float:
+        kwargs = info.get("kwargs") or {}
+        if self.reward_fn is not None:
+            from memento.metrics.as_float import score_of
+
+            example = dspy.Example(**{k: v for k, v in kwargs.items() if k not in ("cutoff", "context")})
+            info["reward_source"] = "metric"
+            return float(score_of(self.reward_fn(example, dspy.Prediction(**outputs))))
+        info["reward_source"] = "judge"
+        lm = getattr(self.roles, "judge_lm", None) if self.roles is not None else None
+        answer = "\n".join(f"{name}: {outputs.get(name)}" for name in self.task.output_fields)
+        with dspy.context(lm=lm) if lm is not None else contextlib.nullcontext():
+            verdict = self.judge(task=call.task_text, plan=info.get("plan", ""), findings=findings, final_answer=answer)
+        return float(verdict.reward)
+
+    def _retain(
+        self,
+        call: ResearchCall,
+        info: dict[str, Any],
+        hits: list[tuple[Case, float]],
+        executed: list[Node],
+        outputs: dict[str, Any],
+        findings: str,
+    ) -> None:
+        started = time.perf_counter()
+        try:
+            reward = self._reward(call, info, outputs, findings)
+        except MementoError:
+            raise
+        except Exception as exc:  # an unparseable grade: keep the run, store nothing rather than a made-up reward
+            raise_if_fatal(exc)
+            call.note(f"cbr: reward failed ({_first_line(exc)}); case not stored")
+            info.update(reward=None, stored_case=None)
+            return
+        reward = min(1.0, max(0.0, reward)) if reward == reward else 0.0  # NaN -> 0
+        info["reward"] = reward
+        case, loss = self._write(call.task_text, info.get("plan", ""), reward, hits, call.task_id, executed)
+        info.update(stored_case=case.id if case else None, gate_loss=loss)
+        call.trajectory.timings["retain_s"] = round(time.perf_counter() - started, 6)
+        call.trajectory.score = reward
+        call.note(f"cbr: reward {reward:.2f} ({info['reward_source']}); stored case {info['stored_case']}")
+
+    def _write(
+        self,
+        task_text: str,
+        plan: str,
+        reward: float,
+        hits: list[tuple[Case, float]],
+        task_id: str,
+        executed: list[Node] | None = None,
+    ) -> tuple[Case | None, float | None]:
+        plan = plan or "(no sub-task was executed)"
+        case = self.bank.add(task_text, plan, reward, trajectory_ref=task_id)
+        loss = None
+        if hits:
+            loss = self.bank.record(task_text, [c for c, _ in hits], reward, task_id=task_id, learn=self.learn)
+        return case, loss
+
+    def retain(self, example: dspy.Example | dict[str, Any], pred: dspy.Prediction, reward: float) -> Case:
+        """Store the case of a finished call with an externally computed reward (e.g. a metric after evaluation).
+
+        Use with ``retain=False``; ``pred`` must come from this agent (it carries ``pred.cbr``). Also updates the
+        Q-gate with the pairs of the cases that call retrieved.
+        """
+        info = pred.get("cbr", None) if isinstance(pred, dspy.Prediction) else None
+        if not info:
+            raise ConfigError("retain() needs a prediction returned by CaseBasedAgent (it carries pred.cbr)")
+        if not 0.0 <= float(reward) <= 1.0:
+            raise ConfigError(f"reward must be in [0, 1], got {reward}")
+        data = dict(example) if not isinstance(example, dspy.Example) else dict(example.items())
+        inputs = {name: data.get(name) for name in self.task.input_fields}
+        task_text = self.task.task_text(inputs)
+        hits = [(self.bank.get(cid), 0.0) for cid in info.get("retrieved", [])]
+        trajectory = pred.get("trajectory", None)
+        task_id = trajectory.task_id if isinstance(trajectory, Trajectory) else new_id("t-")
+        case, loss = self._write(task_text, info.get("plan", ""), float(reward), hits, task_id)
+        info.update(reward=float(reward), reward_source="retain()", stored_case=case.id, gate_loss=loss)
+        return case
+
+
+@register_method("cbr")
+def build_cbr(
+    *,
+    task: Task,
+    settings: Settings,
+    roles: Roles | None = None,
+    trainset: list[Any] | None = None,
+    memory_dir: Path | None = None,
+    policy: RetrievalPolicy = "cosine",
+) -> CaseBasedAgent:
+    """The ``cbr`` method: a case bank in ``<memory_dir>/cbr``, K=4 cosine retrieval, judge rewards, 3 cycles."""
+    from memento.memory.embedder import default_embedder
+    from memento.web.factory import web_tools_factory
+
+    bank = CaseBank(Path(memory_dir or settings.memory.dir) / "cbr", default_embedder(), seed=settings.run.seed)
+    return CaseBasedAgent(
+        task,
+        bank=bank,
+        web=web_tools_factory(settings),
+        budgets=settings.budgets.model_copy(),
+        threads=settings.run.threads,
+        roles=roles,
+        k=4,
+        policy=policy,
+    )
