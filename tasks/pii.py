@@ -260,11 +260,38 @@ def _compile(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
+# Capitalised words before a surname that are not given names.
+_NOT_GIVEN = frozenset(
+    """When After Before While Since Although Though Because If As In On At By For From During Then But And Or Once
+    Until Unlike Like Following Later Meanwhile Thereafter However Both Neither Either Also Only Even Here There This
+    That These Those His Her Their Its Our So Yet Upon Under Over Against Between Among Without With Within Despite
+    Through Eventually Finally Subsequently Initially Accordingly Thus Therefore Instead Whether Where Which Who Whom
+    Whose What How Why Was Were Is Are Has Have Had Did Does Do Not No Nor Each Every Any Some All Most Many Such
+    January February March April May June July August September October November December Monday Tuesday Wednesday
+    Thursday Friday Saturday Sunday Inspector Agent Officer Trooper Deputy Detective Sergeant Corporal Private
+    Lieutenant Captain Major Colonel Warden Sheriff Judge Justice Chief Governor Senator Mayor President Attorney
+    Counsel Doctor Nurse Professor Reverend Father Sister Brother Uncle Aunt Mother Grandmother Grandfather""".split()
+)
+_GIVEN_BEFORE = re.compile(r"(?<![\w'’.])((?:[A-Z][a-z]+\s+)(?:(?:[A-Z]\.|[A-Z][a-z]+)\s+)?)$")
+
+
 @dataclass
 class _Pattern:
     regex: re.Pattern[str]
     party: int
     person: bool
+    surname: Literal["", "alone", "named"] = ""  # a surname pattern: the party string has no / a given name
+
+
+def _given_name_before(window: str) -> str:
+    """The given name(s) written right before a surname ("Joan " in "Joan Stanley"), or ""."""
+    match = _GIVEN_BEFORE.search(window)
+    if match is None:
+        return ""
+    words = [w.rstrip(".") for w in match.group(1).split()]
+    if words[0] in _NOT_GIVEN or any(w in GENERIC_TOKENS or w in _NOT_GIVEN for w in words):
+        return ""
+    return match.group(1)
 
 
 class PartyAnonymizer:
@@ -297,11 +324,18 @@ class PartyAnonymizer:
     def _build(self) -> list[_Pattern]:
         patterns: list[_Pattern] = []
 
-        def add(body: str, party: int, person: bool, *, insensitive: bool = False) -> None:
+        def add(
+            body: str,
+            party: int,
+            person: bool,
+            *,
+            insensitive: bool = False,
+            surname: Literal["", "alone", "named"] = "",
+        ) -> None:
             core = f"(?i:{body})" if insensitive else body
             if not person:  # "Halo Electronics, Inc." when the party is "Halo Electronics"
                 core = f"(?:{core}){_CORP}"
-            patterns.append(_Pattern(_compile(rf"(?<![\w])(?:{core})"), party, person))
+            patterns.append(_Pattern(_compile(rf"(?<![\w])(?:{core})"), party, person, surname))
 
         for index, party in enumerate(self.parties):
             if party.full:
@@ -320,7 +354,7 @@ class PartyAnonymizer:
                         add(rf"{_word(given[0])}{middle}(?:\s+[A-Z]\.)?\s+{_word(surname)}{suffix}", index, True)
                         for name in given:  # a given name alone, unless another name follows it
                             add(rf"{_word(name)}(?!\s+[A-Z][a-z])", index, True)
-                    add(_word(surname), index, True)
+                    add(_word(surname), index, True, surname="named" if given else "alone")
                     for part in surname.split("-") if "-" in surname else []:
                         if len(part) > 1:
                             add(_word(part), index, True)
@@ -338,6 +372,7 @@ class PartyAnonymizer:
         return patterns
 
     def _placeholder(self, parties: set[int]) -> str:
+        """The label of a name that belongs to these parties."""
         return self.both if len(parties) > 1 else self.labels[next(iter(parties))]
 
     def anonymize(self, text: str) -> str:
@@ -345,7 +380,7 @@ class PartyAnonymizer:
         if not text:
             return text
         courts = court_spans(text)
-        found: dict[tuple[int, int], tuple[set[int], str, bool]] = {}
+        found: dict[tuple[int, int], tuple[set[int], str, bool]] = {}  # span -> parties, tail, namesake
         for pattern in self._patterns:
             for match in pattern.regex.finditer(text):
                 tail = _TAIL.match(text, match.end())
@@ -356,25 +391,34 @@ class PartyAnonymizer:
                 window = text[max(0, match.start() - _WINDOW) : match.start()]
                 lead = (_BEFORE_TITLE.search(window) if pattern.person else None) or _BEFORE_THE.search(window)
                 start = match.start() - (len(lead.group(0)) if lead else 0)
+                namesake = False
+                if pattern.surname and lead is None:
+                    given = _given_name_before(window)
+                    if given and pattern.surname == "alone":
+                        start -= len(given)  # "John Stewart" when the party is "Stewart": the party itself
+                    elif given:
+                        namesake = True  # "Joan Stanley" when the party is "Peter Stanley": another person
                 span = (start, tail.end())
-                entry = found.setdefault(span, (set(), tail.group("tail") or "", lead is not None))
+                entry = found.setdefault(span, (set(), tail.group("tail") or "", namesake))
                 entry[0].add(pattern.party)
-        chosen: list[tuple[int, int, set[int], str]] = []
         taken: list[tuple[int, int]] = []
-        for span, (parties, tail, _) in sorted(found.items(), key=lambda kv: (kv[0][0] - kv[0][1], kv[0][0])):
+        chosen: list[tuple[int, int, set[int], str, bool]] = []
+        for span, (parties, tail, namesake) in sorted(found.items(), key=lambda kv: (kv[0][0] - kv[0][1], kv[0][0])):
             if any(span[0] < end and start < span[1] for start, end in taken):
                 continue
             taken.append(span)
-            chosen.append((span[0], span[1], parties, tail))
+            chosen.append((span[0], span[1], parties, tail, namesake))
         chosen.sort()
         out: list[str] = []
         last = 0
-        for start, end, parties, tail in chosen:
+        for start, end, parties, tail, namesake in chosen:
             out.append(text[last:start])
             label = self._placeholder(parties)
+            if namesake:
+                label = f"[{label}'s surname]"
             if "'" in tail or "’" in tail:
                 label += "'s"
-            if _SENTENCE_END.search(text[:start]):
+            if not namesake and _SENTENCE_END.search(text[:start]):
                 label = label[0].upper() + label[1:]
             out.append(label)
             last = end

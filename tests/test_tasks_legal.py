@@ -79,7 +79,8 @@ def test_load_anonymises_and_reports_skipped_rows(justice_fixture: Path) -> None
     assert "skipped" in report.summary()
     stanley, giglio, hudson = examples
     assert stanley.facts == (
-        "Joan the petitioner had three children with the petitioner. The petitioner never married. When Joan died, "
+        "Joan [the petitioner's surname] had three children with the petitioner. The petitioner never married. "
+        "When Joan died, "
         "the State of the respondent took the children. Under the respondent law, unwed fathers were presumed unfit."
         "\n\nThe petitioner's appeal failed; the Supreme Court of Illinois rejected the petitioner's claim."
     )
@@ -137,10 +138,10 @@ def test_anonymizer_cases() -> None:
     person_with_title = PartyAnonymizer("Joan Wagnon, Secretary, Kansas Department of Revenue", "Prairie Band")
     text = person_with_title.anonymize("Secretary Wagnon of the Kansas Department of Revenue taxed fuel.")
     assert text == "The petitioner of the petitioner taxed fuel."
-    # "In re" cases name one party only; the person is still found
+    # "In re" cases name one party only; a party given by surname only absorbs the given name written before it
     winship = PartyAnonymizer("", "In Re Winship")
-    assert winship.anonymize("Samuel Winship was arrested. Winship's case") == (
-        "Samuel the respondent was arrested. The respondent's case"
+    assert winship.anonymize("Samuel Winship was arrested. When Winship's case") == (
+        "The respondent was arrested. When the respondent's case"
     )
     # a word that merely starts like a name is kept
     assert PartyAnonymizer("Reed", "Ohio").anonymize("Reedy Creek, Ohio.") == "Reedy Creek, the respondent."
@@ -182,20 +183,24 @@ def test_legal_metric_normalises_the_party() -> None:
 
 def test_llm_scrub_is_accepted_only_when_safe(justice_fixture: Path) -> None:
     engine = ScriptedEngine(
-        overrides={"scrubbed_facts": lambda call: call.inputs["facts"].replace("Joan", "a relative")}
+        overrides={
+            "scrubbed_facts": lambda call: call.inputs["facts"].replace(
+                "Joan [the petitioner's surname]", "his partner"
+            )
+        }
     )
     dspy.configure(lm=scripted_lm(engine))
     task = LegalTask(llm_scrub=True, threads=2)
     examples = task.load(justice_fixture)
     assert task.last_load_report.scrubbed == 3
-    assert examples[0].facts.startswith("a relative the petitioner had three children")
+    assert examples[0].facts.startswith("his partner had three children")
     assert any("Peter Stanley" in c.inputs["party_names"] for c in engine.calls)
     short = ScriptedEngine(overrides={"scrubbed_facts": "facts"})
     dspy.configure(lm=scripted_lm(short))
     task = LegalTask(llm_scrub=True)
     kept = task.load(justice_fixture)
     assert task.last_load_report.scrubbed == 0
-    assert kept[0].facts.startswith("Joan the petitioner")
+    assert kept[0].facts.startswith("Joan [the petitioner's surname]")
 
 
 def test_whole_justice_file_has_no_leaks_on_a_sample() -> None:
