@@ -11,7 +11,10 @@ a model recall the case and its outcome. :class:`PartyAnonymizer` replaces, in o
   stoplist ("United", "States", "Inc", "City", "of", "Department", state names...).
 
 A leading "the" and a possessive are kept grammatical ("the Stanleys'" -> "the petitioner's"); a placeholder that
-starts a sentence is capitalised. A name both parties share ("the Reeds") becomes "the parties". Organisation and
+starts a sentence is capitalised. A name both parties share ("the Reeds") becomes "the parties". A given name
+written before a person-party's surname is the party itself when the party string gives no given name ("John
+Stewart" for the party "Stewart"), and another person otherwise ("Joan Stanley" for "Peter Stanley" becomes
+"Joan [the petitioner's surname]"). Organisation and
 place names are left inside court names ("United States Court of Appeals for the Ninth Circuit", "Supreme Court of
 California") because a party is often the United States or a state; a person's surname is replaced everywhere.
 
