@@ -56,7 +56,15 @@ from memento.types import Case, new_id, utcnow
 if TYPE_CHECKING:  # torch stays unimported until a gate is needed
     from memento.memory.q_gate import QGateLearner
 
-__all__ = ["CaseBank", "CaseBankError", "RetrievalPolicy", "sample_softmax", "DB_NAME", "GATE_FILE"]
+__all__ = [
+    "CaseBank",
+    "CaseBankError",
+    "RetrievalPolicy",
+    "StoredEmbedder",
+    "sample_softmax",
+    "DB_NAME",
+    "GATE_FILE",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -125,6 +133,36 @@ def sample_softmax(scores: np.ndarray, k: int, *, alpha: float = 1.0, rng: np.ra
     over the items not yet drawn (Gumbel top-k: exact, one vectorised pass)."""
     logits = np.asarray(scores, dtype=np.float64).reshape(-1) / alpha
     return np.argsort(-(logits + rng.gumbel(size=len(logits))), kind="stable")[: max(0, k)]
+
+
+class StoredEmbedder:
+    """Stands in for the embedder a bank was built with, to open it without loading a model (statistics, export).
+
+    ``embed`` raises: a bank opened this way can list cases, read logged pairs and score stored embeddings with the
+    gate, but cannot embed new text.
+    """
+
+    def __init__(self, name: str, dim: int) -> None:
+        self.name = name
+        self.dim = int(dim)
+
+    @classmethod
+    def of(cls, dir: str | os.PathLike) -> StoredEmbedder:
+        """The embedder identity recorded in the bank at ``dir``."""
+        path = Path(dir) / DB_NAME
+        if not path.exists():
+            raise CaseBankError(f"no case bank at {dir} (missing {DB_NAME})")
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key='embedder'").fetchone()
+        if row is None:
+            raise CaseBankError(f"case bank {dir} records no embedder")
+        info = json.loads(row[0])
+        return cls(str(info["name"]), int(info["dim"]))
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        raise CaseBankError(
+            f"this case bank was opened without its embedder ({self.name}); open it with that embedder to embed text"
+        )
 
 
 class _NamespaceIndex:
@@ -447,6 +485,11 @@ class CaseBank:
             raise CaseBankError(f"no case {case_id!r} in {self.dir}")
         return self._row_to_case(row)
 
+    def namespaces(self) -> list[str]:
+        """Every namespace holding live cases in this directory."""
+        rows = self._conn.execute("SELECT DISTINCT namespace FROM cases WHERE evicted_at IS NULL ORDER BY 1")
+        return [r[0] for r in rows.fetchall()]
+
     def count(self, namespace: str | None = None) -> int:
         """Live (non-evicted) cases in a namespace (default: this bank's)."""
         row = self._conn.execute(
@@ -607,11 +650,12 @@ class CaseBank:
                 _atomic_write_bytes(jpath, json.dumps(info).encode())
 
     def close(self) -> None:
-        """Save the indexes and close the database."""
+        """Save the indexes (unless frozen) and close the database."""
         with self._lock:
             if self._conn is None:
                 return
-            self.save()
+            if not self.frozen:
+                self.save()
             self._conn.close()
             self._conn = None  # type: ignore[assignment]
 

@@ -36,7 +36,7 @@ from torch import nn
 from memento.memory.embedder import apply_compute_threads
 from memento.memory.replay_buffer import ReplayBuffer
 
-__all__ = ["QGate", "QGateLearner", "roc_auc"]
+__all__ = ["QGate", "QGateLearner", "roc_auc", "gate_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -319,3 +319,52 @@ class QGateLearner:
             self.updates = int(state["updates"])
             self.pairs_trained = int(state["pairs_trained"])
             self.gate.eval()
+
+
+def gate_report(
+    pairs: dict[str, np.ndarray],
+    *,
+    holdout: float = 0.2,
+    epochs: int = 30,
+    seed: int = 0,
+    hidden: int = 256,
+    min_steps: int = 500,
+) -> dict:
+    """How well Q-gates predict the logged rewards, against the cosine baseline (what ``qgate-stats`` prints).
+
+    ``pairs`` is :meth:`memento.memory.case_bank.CaseBank.logged_pairs` output (logging order). Reported:
+
+    * ``prequential_auc`` — AUC of the scores the online gate gave each pair *before* learning from it (every pair
+      is held out from the model that scored it), with ``prequential_pairs`` such pairs;
+    * ``holdout_auc`` — a fresh :class:`QGate` fitted offline (``epochs``, at least ``min_steps`` minibatches of 64)
+      on the first ``1 - holdout`` of the pairs (in time order), scored on the last ``holdout``;
+      ``holdout_cosine_auc`` — cosine on the same held-out pairs;
+    * ``cosine_auc`` — cosine similarity as the score over every pair.
+
+    AUCs are ``nan`` when a split holds one class only. Rewards ``>= 0.5`` count as useful.
+    """
+    rewards = np.asarray(pairs["reward"], dtype=np.float64)
+    n = len(rewards)
+    out: dict = {
+        "pairs": n,
+        "positive_rate": float((rewards >= 0.5).mean()) if n else float("nan"),
+        "cosine_auc": roc_auc(pairs["cosine"], rewards) if n else float("nan"),
+    }
+    scored = ~np.isnan(np.asarray(pairs["q_score"], dtype=np.float64))
+    out["prequential_pairs"] = int(scored.sum())
+    out["prequential_auc"] = roc_auc(pairs["q_score"][scored], rewards[scored]) if scored.any() else float("nan")
+    n_test = int(round(n * holdout))
+    out["holdout_pairs"] = n_test
+    if n_test < 2 or n - n_test < 2:
+        out["holdout_auc"] = out["holdout_cosine_auc"] = float("nan")
+        return out
+    dim = int(pairs["q"].shape[1])
+    learner = QGateLearner(QGate(dim, hidden=hidden), dim=dim, seed=seed, replay_capacity=0)
+    n_train = n - n_test
+    batches = -(-n_train // 64)
+    epochs = max(epochs, -(-min_steps // batches))  # small logs: enough gradient steps to fit at all
+    learner.fit(pairs["q"][:n_train], pairs["c"][:n_train], rewards[:n_train], epochs=epochs, batch_size=64)
+    test = slice(n - n_test, n)
+    out["holdout_auc"] = roc_auc(learner.score(pairs["q"][test], pairs["c"][test]), rewards[test])
+    out["holdout_cosine_auc"] = roc_auc(pairs["cosine"][test], rewards[test])
+    return out

@@ -1,0 +1,102 @@
+"""``memento memory qgate-stats``: how well the CBR case bank's learned Q-gate predicts rewards, versus cosine.
+
+Registered by :mod:`memento.commands.memory` as ``memento memory qgate-stats --memory DIR``. ``DIR`` is a case bank
+directory (holding ``cases.db``) or a memory directory whose ``cbr/`` sub-directory holds the bank (where the ``cbr``
+method keeps it). Nothing is written; the model the bank was built with is not loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from memento.commands._common import (
+    APIBaseOpt,
+    ConfigOpt,
+    JudgeLMOpt,
+    LMOpt,
+    cli_errors,
+    console,
+    settings_from_flags,
+)
+
+__all__ = ["qgate_stats", "resolve_bank_dir"]
+
+
+def resolve_bank_dir(path: Path) -> Path:
+    """The case bank directory for ``--memory``: ``path`` itself or ``path/cbr``."""
+    from memento.memory.case_bank import DB_NAME, CaseBankError
+
+    for candidate in (path, path / "cbr"):
+        if (candidate / DB_NAME).is_file():
+            return candidate
+    raise CaseBankError(f"no case bank under {path} (looked for {DB_NAME} in it and in {path / 'cbr'})")
+
+
+def _fmt(value: float) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+
+@cli_errors
+def qgate_stats(
+    memory: Annotated[Path, typer.Option("--memory", help="Case bank directory, or a memory dir holding cbr/.")],
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", help="Only pairs logged in this namespace (default: all).")
+    ] = None,
+    holdout: Annotated[
+        float, typer.Option("--holdout", min=0.05, max=0.9, help="Latest fraction of pairs held out for the refit.")
+    ] = 0.2,
+    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Epochs of the offline refit.")] = 30,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    config: ConfigOpt = None,
+    lm: LMOpt = None,
+    api_base: APIBaseOpt = None,
+    judge_lm: JudgeLMOpt = None,
+) -> None:
+    """Q-gate AUC on logged (query, case, reward) pairs: prequential, held-out refit, and the cosine baseline."""
+    settings = settings_from_flags(config, lm, api_base, judge_lm)
+    from memento.memory.case_bank import CaseBank, StoredEmbedder
+    from memento.memory.q_gate import gate_report
+
+    bank_dir = resolve_bank_dir(memory)
+    bank = CaseBank(bank_dir, StoredEmbedder.of(bank_dir), frozen=True, seed=settings.run.seed)
+    try:
+        pairs = bank.logged_pairs(namespace)
+        report = gate_report(pairs, holdout=holdout, epochs=epochs, seed=settings.run.seed)
+        report.update(
+            bank=str(bank_dir),
+            namespace=namespace,
+            cases=bank.count(namespace) if namespace else sum(bank.count(ns) for ns in bank.namespaces()),
+            gate_updates=bank.gate.updates if bank.gate_trained else 0,
+        )
+    finally:
+        bank.close()  # frozen: nothing is written
+    if as_json:
+        console.print_json(
+            json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in report.items()})
+        )
+        return
+    table = Table(title=f"Q-gate on {bank_dir}" + (f" (namespace {namespace})" if namespace else ""))
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("cases", str(report["cases"])),
+        ("logged pairs", str(report["pairs"])),
+        ("useful share (reward >= 0.5)", _fmt(report["positive_rate"])),
+        ("online gate updates", str(report["gate_updates"])),
+        (
+            f"prequential AUC ({report['prequential_pairs']} pairs scored before learning)",
+            _fmt(report["prequential_auc"]),
+        ),
+        (f"held-out AUC, refit gate (latest {report['holdout_pairs']} pairs)", _fmt(report["holdout_auc"])),
+        ("held-out AUC, cosine", _fmt(report["holdout_cosine_auc"])),
+        ("cosine AUC, all pairs", _fmt(report["cosine_auc"])),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
