@@ -249,6 +249,8 @@ class CaseBank:
         gate_options: Keyword options of :class:`~memento.memory.q_gate.QGateLearner` (lr, steps_per_update, ...).
         prefilter: Default number of FAISS candidates re-scored by the gate for ``q``/``softmax``.
         hnsw_threshold: Live-case count from which a namespace index switches from exact to HNSW.
+        hnsw_m / ef_search / ef_construction: HNSW graph degree and search / build breadth.
+        eviction_slack: Fraction below ``capacity`` an eviction goes down to (amortises the Q-scoring of the bank).
         frozen: Read-only: writes raise :class:`~memento.errors.MemoryFrozenError` (retrieval still works).
         seed: Seed for softmax sampling (when ``retrieve`` gets no ``rng``/``seed``) and the gate.
 
@@ -730,7 +732,8 @@ class CaseBank:
             query: Task text (embedded with the bank's embedder) or a precomputed embedding row.
             k: Number of cases.
             policy: ``cosine`` (FAISS top-k), ``q`` (prefilter, then top-k by the gate), ``softmax`` (prefilter,
-                then k draws without replacement from ``softmax(Q / alpha)``).
+                then k draws without replacement from ``softmax(Q / alpha)``). Until the gate has learned from a
+                first pair, an untrained network would only add noise: ``Q`` is then the cosine similarity.
             alpha: Softmax temperature (> 0).
             prefilter: FAISS candidates re-scored by the gate (default: the bank's ``prefilter``, at least ``k``).
             rng / seed: Randomness of ``softmax`` (default: the bank's own seeded generator).

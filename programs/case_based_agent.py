@@ -190,6 +190,8 @@ class CaseBasedAgent(ResearchProgram):
             raise ConfigError(f"max_cycles must be >= 1, got {max_cycles}")
         if policy not in ("cosine", "q", "softmax"):
             raise ConfigError(f"unknown retrieval policy {policy!r}: use cosine, q or softmax")
+        if retain and (bank.frozen or (executor_bank is not None and executor_bank.frozen)):
+            raise ConfigError("the case bank is frozen (read-only): pass retain=False to run without writing cases")
         self.bank = bank
         self.k = k
         self.policy = policy

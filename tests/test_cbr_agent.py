@@ -202,3 +202,13 @@ def test_registry_builds_cbr_with_a_bank_under_memory_dir(tmp_path):
     agent = build_program("cbr", task="multihop", settings=settings)
     assert isinstance(agent, CaseBasedAgent)
     assert agent.bank.dir == tmp_path / "cbr" and agent.k == 4 and agent.policy == "cosine"
+
+
+def test_frozen_bank_needs_retain_false(tmp_path, engine, lm):
+    script(engine)
+    CaseBank(tmp_path / "cbr", HashingEmbedder(dim=128)).add("Capital of France?", "1. search", reward=1.0)
+    frozen = CaseBank(tmp_path / "cbr", HashingEmbedder(dim=128), frozen=True)
+    with pytest.raises(ConfigError, match="retain=False"):
+        make_agent(tmp_path, bank=frozen)
+    pred = make_agent(tmp_path, bank=frozen, retain=False)(question="What is the capital of France?")
+    assert len(pred.cbr["retrieved"]) == 1 and len(frozen) == 1
