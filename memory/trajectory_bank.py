@@ -284,21 +284,26 @@ class TrajectoryBank:
     def batch(self) -> Iterator[TrajectoryBank]:
         """Buffer every :meth:`add` until the block exits, then apply them atomically (one transaction).
 
-        Retrievals inside the block see the state from before it. Nested blocks join the outer one. If the block
-        raises, the buffered writes are still applied (finished tasks keep their experience) and the error goes on.
+        Retrievals inside the block see the state from before it. Nested blocks join the outer one. The batch is
+        all or nothing: if the block raises (a stream aborted by an unreachable LM, an interrupt), the buffered
+        writes are discarded so that rerunning the batch does not store its trajectories twice.
         """
         with self._lock:
             outer = self._pending is None
             if outer:
                 self._pending = []
+        ok = False
         try:
             yield self
+            ok = True
         finally:
             if outer:
                 with self._lock:
                     rows, self._pending = self._pending or [], None
-                    if rows:
+                    if ok and rows:
                         self._apply(rows)
+                    elif rows:
+                        logger.warning("batch aborted: %d buffered trajectories discarded (rerun the batch)", len(rows))
 
     @property
     def pending(self) -> int:

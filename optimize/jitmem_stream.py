@@ -18,10 +18,13 @@ Example:
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dspy
@@ -29,6 +32,7 @@ import dspy
 from memento.errors import ConfigError, LMUnavailableError, MementoError
 from memento.lm import raise_if_fatal
 from memento.threads import run_parallel
+from memento.types import Trajectory
 
 if TYPE_CHECKING:
     from memento.programs.jitmem_agent import JitMemAgent
@@ -113,6 +117,7 @@ def stream(
     metric: Callable[..., Any] | None = None,
     threads: int = 1,
     on_batch: Callable[[int, list[StreamItem]], None] | None = None,
+    checkpoint: str | Path | None = None,
 ) -> StreamResult:
     """Run ``agent`` over ``tasks`` as a shuffled stream of batches; the bank is updated after each batch.
 
@@ -125,12 +130,16 @@ def stream(
             scores results, it never decides what is stored.
         threads: tasks of a batch run in parallel with up to this many workers.
         on_batch: called as ``on_batch(batch_index, items)`` after each batch is applied (progress, checkpoints).
+        checkpoint: a JSONL file where every finished batch is appended (its items: outputs, trajectory, score)
+            right after the bank applied it; a rerun with the same file, tasks, seed and batch size restores the
+            finished batches and continues with the next one.
 
     Returns:
         A :class:`StreamResult` whose items are in the tasks' original order.
 
     Raises:
         LMUnavailableError: the LM cannot be reached (other per-task failures are recorded on the item).
+        ConfigError: the checkpoint was written by a different stream (tasks count, seed or batch size).
     """
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
@@ -139,7 +148,11 @@ def stream(
     rank = {position: i for i, position in enumerate(order)}
     items: list[StreamItem | None] = [None] * len(tasks)
     bank = agent.bank
+    header = {"tasks": len(tasks), "seed": seed, "batch_size": batch_size}
+    done_batches = _restore(Path(checkpoint), header, items) if checkpoint is not None else set()
     for batch_index, start in enumerate(range(0, len(order), batch_size)):
+        if batch_index in done_batches:
+            continue
         positions = order[start : start + batch_size]
         version, size = bank.version, len(bank)
 
@@ -182,9 +195,83 @@ def stream(
         for item in done:
             items[item.position] = item
         logger.info("stream batch %d: %d tasks, bank %d -> %d trajectories", batch_index, len(done), size, len(bank))
+        if checkpoint is not None:
+            _append(Path(checkpoint), {**header, "batch": batch_index, "bank_version": bank.version}, done)
         if on_batch is not None:
             on_batch(batch_index, done)
     return StreamResult(items=[item for item in items if item is not None])
+
+
+def _item_record(item: StreamItem) -> dict[str, Any]:
+    pred = item.prediction
+    outputs: dict[str, Any] = {}
+    trajectory = None
+    if pred is not None:
+        trajectory = pred.get("trajectory", None)
+        outputs = {k: v for k, v in pred.items() if k not in ("trajectory", "jitmem")}
+    return {
+        "position": item.position,
+        "order": item.order,
+        "batch": item.batch,
+        "task_id": item.task_id,
+        "bank_version": item.bank_version,
+        "bank_size": item.bank_size,
+        "score": item.score,
+        "feedback": item.feedback,
+        "accepted": item.accepted,
+        "stored": item.stored,
+        "error": item.error,
+        "outputs": json.loads(json.dumps(outputs, default=str)),
+        "jitmem": pred.get("jitmem", None) if pred is not None else None,
+        "trajectory": trajectory.model_dump(mode="json") if isinstance(trajectory, Trajectory) else None,
+    }
+
+
+def _append(path: Path, meta: dict[str, Any], items: list[StreamItem]) -> None:
+    """Append one finished batch as a single JSON line, flushed to disk (a torn last line is ignored on restore)."""
+    line = json.dumps({**meta, "items": [_item_record(item) for item in items]}, ensure_ascii=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _restore(path: Path, header: dict[str, Any], items: list[StreamItem | None]) -> set[int]:
+    """Fill ``items`` from a checkpoint's finished batches; returns their indices."""
+    if not path.exists():
+        return set()
+    done: set[int] = set()
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            logger.warning("%s:%d: torn checkpoint line ignored (that batch runs again)", path, lineno)
+            continue
+        if any(record.get(key) != value for key, value in header.items()):
+            got = {key: record.get(key) for key in header}
+            raise ConfigError(f"checkpoint {path} was written by another stream ({got}), not {header}")
+        for data in record["items"]:
+            trajectory = Trajectory.model_validate(data["trajectory"]) if data.get("trajectory") else None
+            pred = None
+            if data.get("outputs") or trajectory is not None:
+                pred = dspy.Prediction(**data["outputs"], trajectory=trajectory, jitmem=data.get("jitmem"))
+            fields = {k: data[k] for k in ("position", "order", "batch", "task_id", "bank_version", "bank_size")}
+            items[data["position"]] = StreamItem(
+                **fields,
+                prediction=pred,
+                score=data.get("score"),
+                feedback=data.get("feedback", ""),
+                accepted=data.get("accepted"),
+                stored=bool(data.get("stored")),
+                error=data.get("error"),
+            )
+        done.add(int(record["batch"]))
+    if done:
+        logger.info("stream resumed from %s: %d finished batches restored", path, len(done))
+    return done
 
 
 def build_training_bank(

@@ -153,10 +153,12 @@ def test_policy_mismatch_and_corrupt_file(tmp_path):
         TrajectoryBank(broken)
 
 
-def test_batch_applies_finished_work_when_the_block_raises(tmp_path):
+def test_batch_is_all_or_nothing(tmp_path):
     bank = TrajectoryBank(tmp_path)
-    with pytest.raises(RuntimeError, match="task 2 crashed"):
+    bank.add(_traj("Earlier task about glaciers?", task_id="earlier"), accepted=True)
+    with pytest.raises(RuntimeError, match="LM went away"):
         with bank.batch():
             bank.add(_traj("Finished task about glaciers?", task_id="done"), accepted=True)
-            raise RuntimeError("task 2 crashed")
-    assert [t.task_id for t, _ in bank.iter_all()] == ["done"] and bank.pending == 0
+            raise RuntimeError("LM went away")
+    assert [t.task_id for t, _ in bank.iter_all()] == ["earlier"]
+    assert bank.pending == 0 and bank.version == 1 and len(bank) == 1

@@ -84,3 +84,39 @@ def test_build_training_bank_gates_on_the_metric(tmp_path, scripted):
     assert [i.accepted for i in result.items] == [True, False]
     assert [t.task_id for t, _ in agent.bank.iter_all()] == ["good"]
     assert not scripted.calls_matching(JUDGE)  # ground truth gates here, not the judge
+
+
+def test_stream_resumes_from_its_checkpoint(tmp_path, scripted):
+    from memento.errors import ConfigError, LMUnavailableError
+
+    examples = [dspy.Example(question=f"Who founded the Roman town number {i}?", id=f"q{i}") for i in range(7)]
+    checkpoint = tmp_path / "stream.jsonl"
+    agent = _agent(tmp_path)
+    probe = stream(_agent(tmp_path / "probe"), examples, batch_size=3, seed=0)
+    order = [item.task_id for item in probe.in_stream_order()]
+    crash_on = {"armed": True}
+
+    def metric(ex, pred, trace=None):
+        if ex.id == order[4] and crash_on["armed"]:  # the second task of the second batch
+            raise LMUnavailableError("the LM server went away")
+        return 1.0
+
+    calls_before = len(scripted.calls)
+    with pytest.raises(LMUnavailableError):
+        stream(agent, examples, batch_size=3, seed=0, metric=metric, checkpoint=checkpoint)
+    assert len(checkpoint.read_text().splitlines()) == 1  # only the first batch finished
+    assert len(agent.bank) == 3  # the aborted batch stored nothing
+
+    crash_on["armed"] = False
+    checkpoint.write_text(checkpoint.read_text() + '{"torn": ')  # a crash mid-write leaves a torn line
+    first_batch = set(order[:3])
+    start = len(scripted.calls)
+    result = stream(agent, examples, batch_size=3, seed=0, metric=metric, checkpoint=checkpoint)
+    rerun_questions = {c.inputs.get("question") for c in scripted.calls[start:] if "question" in c.inputs}
+    assert not rerun_questions & {examples[int(i[1:])].question for i in first_batch}  # restored, not re-run
+    assert [item.task_id for item in result.items] == [f"q{i}" for i in range(7)]
+    assert all(item.prediction is not None and item.prediction.trajectory.task_text for item in result.items)
+    assert result.scores == [1.0] * 7 and len(agent.bank) == 7
+    assert calls_before < start
+    with pytest.raises(ConfigError, match="written by another stream"):
+        stream(agent, examples, batch_size=4, seed=0, checkpoint=checkpoint)
