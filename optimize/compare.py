@@ -72,6 +72,7 @@ __all__ = [
     "OptimizerRunner",
     "MementoRunner",
     "JitMemRunner",
+    "CaseBankRunner",
     "compare",
     "parse_methods",
     "register_runner",
@@ -458,11 +459,6 @@ class JitMemRunner:
         agent = ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR)
         limit = ctx.budget.memory_train_limit
         trainset = ctx.trainset[:limit] if limit is not None else ctx.trainset
-        growth: list[dict[str, Any]] = []
-
-        def on_batch(index: int, items: list[Any]) -> None:
-            growth.append({"batch": index + 1, "size": len(agent.bank), "unit": "trajectories"})
-
         result = stream(
             agent,
             trainset,
@@ -470,8 +466,12 @@ class JitMemRunner:
             seed=ctx.seed,
             metric=ctx.metric,
             threads=ctx.threads,
-            on_batch=on_batch,
+            checkpoint=method_dir / "stream.jsonl",  # a crashed stream resumes after its last applied batch
         )
+        # bank size after each batch: what the next batch saw, and the final size after the last one
+        before = {item.batch: item.bank_size for item in result.items}
+        batches = sorted(before)
+        growth = [{"batch": b + 1, "size": before.get(b + 1, len(agent.bank)), "unit": "trajectories"} for b in batches]
         curve = [{"batch": i + 1, "score": s} for i, s in enumerate(result.curve())]
         searches = fetches = 0
         for item in result.items:
@@ -496,6 +496,77 @@ class JitMemRunner:
         return agent
 
 
+class CaseBankRunner:
+    """Memento CBR: the case-based agent runs over the training set in batches, retaining (task, plan, reward) with
+    the metric's score as reward and updating its Q-gate online; at test time the bank is frozen and nothing is
+    retained. A crashed training phase starts over from an empty bank (cases are not batch-versioned)."""
+
+    def _agent(self, ctx: CompareContext, bank_dir: Path, *, train: bool) -> tuple[Any, Any]:
+        from memento.memory.case_bank import CaseBank
+        from memento.memory.embedder import default_embedder
+        from memento.programs.case_based_agent import CaseBasedAgent
+        from memento.web.factory import web_tools_factory
+
+        embedder = ctx.embedder if ctx.embedder is not None else default_embedder()
+        bank = CaseBank(bank_dir, embedder, seed=ctx.seed, frozen=not train)
+        web = CountingWeb(web_tools_factory(ctx.settings))
+        agent = CaseBasedAgent(
+            ctx.task,
+            bank=bank,
+            web=web,
+            budgets=ctx.settings.budgets.model_copy(),
+            threads=ctx.settings.run.threads,
+            roles=ctx.roles,
+            k=4,
+            retain=train,
+            reward_fn=ctx.metric if train else None,
+        )
+        return agent, web
+
+    def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
+        import shutil
+
+        from memento.threads import run_parallel
+
+        bank_dir = method_dir / MEMORY_DIR / "cbr"
+        if bank_dir.exists():
+            shutil.rmtree(bank_dir)
+        agent, web = self._agent(ctx, bank_dir, train=True)
+        limit = ctx.budget.memory_train_limit
+        trainset = ctx.trainset[:limit] if limit is not None else ctx.trainset
+        size = ctx.budget.memory_batch_size
+        curve: list[dict[str, Any]] = []
+        growth: list[dict[str, Any]] = []
+
+        def run_one(example: dspy.Example) -> float | None:
+            # labels ride along (the agent's reward_fn scores with them); the task never retrieves its own case
+            pred = agent(**dict(example.items()), task_id=example_id(example, ctx.task))
+            return pred.cbr.get("reward")
+
+        for batch, start in enumerate(range(0, len(trainset), size), 1):
+            rewards = run_parallel(run_one, trainset[start : start + size], threads=ctx.threads)
+            scored = [r for r in rewards if r is not None]
+            curve.append({"batch": batch, "score": sum(scored) / len(scored) if scored else None, "n": len(rewards)})
+            growth.append({"batch": batch, "size": agent.bank.count(), "unit": "cases"})
+        info = {"cases": agent.bank.count(), "gate_trained": bool(agent.bank.gate_trained)}
+        agent.bank.save()
+        agent.bank.close()
+        searches, fetches = web.totals()
+        return TrainOutcome(
+            budget=ctx.budget.for_method("memory") | {"train_examples": len(trainset), "k": agent.k},
+            info=info,
+            curve=curve,
+            growth=growth,
+            searches=searches,
+            fetches=fetches,
+            artefacts={"memory": MEMORY_DIR},
+        )
+
+    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
+        agent, _ = self._agent(ctx, method_dir / MEMORY_DIR / "cbr", train=False)
+        return agent
+
+
 _RUNNERS: dict[str, MethodRunner] = {}
 _KIND_RUNNERS: dict[str, MethodRunner] = {"program": ProgramRunner(), "optimizer": OptimizerRunner()}
 
@@ -508,6 +579,7 @@ def register_runner(method: str, runner: MethodRunner) -> None:
 register_runner("memento", MementoRunner())
 register_runner("react_memory", MementoRunner())
 register_runner("jitmem", JitMemRunner())
+register_runner("cbr", CaseBankRunner())
 
 
 def _runner_for(spec: MethodSpec) -> MethodRunner:

@@ -280,6 +280,7 @@ def test_compare_cli_refuses_bad_arguments(tmp_path: Path) -> None:
 
 
 def test_memory_methods_train_in_batches_and_test_frozen(multihop: dict, tmp_path: Path) -> None:
+    from memento.memory.case_bank import CaseBank
     from memento.memory.embedder import HashingEmbedder
     from memento.memory.memento_memory import MementoMemory
     from memento.memory.trajectory_bank import TrajectoryBank
@@ -291,18 +292,20 @@ def test_memory_methods_train_in_batches_and_test_frozen(multihop: dict, tmp_pat
     with OpenAICompatServer(engine) as server:
         settings = _settings(server, multihop, tmp_path)
         kwargs = {"out_dir": out, "settings": settings, "data": data, "n_train": 12, "n_test": 8, "budget": "tiny"}
-        report = compare(task, "react_memory,memento,jitmem", embedder=HashingEmbedder(), **kwargs)
-        assert list(report.methods) == ["closed_book", "memento", "jitmem", "react_memory"]  # memento first
+        report = compare(task, "react_memory,memento,jitmem,cbr", embedder=HashingEmbedder(), **kwargs)
+        assert list(report.methods) == ["closed_book", "memento", "jitmem", "cbr", "react_memory"]  # memento first
         assert all(m.status == "done" for m in report.methods.values()), {n: m.error for n, m in report.methods.items()}
         assert server.chat_requests == report.totals.lm_calls
 
-        memento, jitmem, react_memory = (report.methods[n] for n in ("memento", "jitmem", "react_memory"))
-        for m in (memento, jitmem):  # tiny budget: 12 training examples in batches of 4
+        memento, jitmem, cbr, react_memory = (report.methods[n] for n in ("memento", "jitmem", "cbr", "react_memory"))
+        for m in (memento, jitmem, cbr):  # tiny budget: 12 training examples in batches of 4
             assert [p["batch"] for p in m.curve] == [1, 2, 3] and [p["batch"] for p in m.growth] == [1, 2, 3]
             assert m.budgets["memory_batch_size"] == 4 and m.budgets["train_examples"] == 12
             assert m.costs.train.lm_calls > 0
         assert [p["size"] for p in jitmem.growth] == sorted(p["size"] for p in jitmem.growth)
         assert jitmem.costs.train.searches == 12  # the scripted ReAct executor searches once per task
+        assert [p["size"] for p in cbr.growth] == [4, 8, 12]  # every training task retained one case
+        assert cbr.costs.train.judge_calls == 0  # training rewards come from the metric, not the judge
         assert (out / "learning_curve.png").exists() and (out / "memory_growth.png").exists()
 
         # react_memory reads the memory memento trained: no training of its own
@@ -312,6 +315,8 @@ def test_memory_methods_train_in_batches_and_test_frozen(multihop: dict, tmp_pat
         version = MementoMemory(out / "memento" / "memory", read_only=True).version
         assert version == memento.info["memory_version"] == 3
         assert len(TrajectoryBank(out / "jitmem" / "memory" / "jitmem")) == jitmem.info["bank_size"]
+        bank = CaseBank(out / "cbr" / "memory" / "cbr", HashingEmbedder(), frozen=True)
+        assert bank.count() == cbr.info["cases"] == 12
 
         # the frozen memories reload into `memento eval` and reproduce the recorded predictions, read-only
         runner, env = CliRunner(), {**_ENV, "MEMENTO_WEB_CACHE_DIR": str(tmp_path / "webcache")}
@@ -326,7 +331,7 @@ def test_memory_methods_train_in_batches_and_test_frozen(multihop: dict, tmp_pat
         # a method whose training finished but whose test did not is only tested again
         (out / "jitmem" / "done").unlink()
         before = server.chat_requests
-        again = compare(task, "react_memory,memento,jitmem", embedder=HashingEmbedder(), **kwargs)
+        again = compare(task, "react_memory,memento,jitmem,cbr", embedder=HashingEmbedder(), **kwargs)
         assert again.methods["jitmem"].costs.train == jitmem.costs.train
         assert server.chat_requests - before == again.methods["jitmem"].costs.test.lm_calls > 0
         assert again.methods["jitmem"].scores == jitmem.scores
