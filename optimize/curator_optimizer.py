@@ -55,8 +55,8 @@ class CuratorUnderTraining(dspy.Module):
     *this* module's curator and runs the agent's executor with the payload; it never judges or stores.
 
     Example:
-        >>> student = CuratorUnderTraining(agent)
-        >>> [name for name, _ in student.named_predictors()]
+        >>> student = CuratorUnderTraining(agent)  # doctest: +SKIP
+        >>> [name for name, _ in student.named_predictors()]  # doctest: +SKIP
         ['curator.curate']
     """
 
