@@ -55,6 +55,9 @@ def compare(
         str,
         typer.Option("--metric", help="The task's metric for every method: default, or a kind it offers (judge, em)."),
     ] = "default",
+    embedder: Annotated[
+        str, typer.Option("--embedder", help="Text embedder of the memory methods' stores: minilm or hashing.")
+    ] = "minilm",
     corpus: Annotated[Path | None, typer.Option("--corpus", help="Offline corpus directory (the local web).")] = None,
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="Parallel examples per evaluation.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Split, optimiser and bootstrap seed.")] = None,
@@ -103,6 +106,11 @@ def compare(
     for path in (p for p in (data, train, test) if p is not None):
         if not path.exists():
             raise ConfigError(f"data file not found: {path}")
+    if embedder not in ("minilm", "hashing"):
+        raise ConfigError(f"unknown embedder {embedder!r}: use minilm or hashing")
+    from memento.memory.embedder import HashingEmbedder, default_embedder
+
+    vectors = HashingEmbedder() if embedder == "hashing" else default_embedder()
     overrides = {
         "gepa_max_metric_calls": gepa_max_metric_calls,
         "mipro_num_candidates": mipro_num_candidates,
@@ -128,6 +136,7 @@ def compare(
         budget_overrides=overrides,
         baseline=baseline,
         metric=metric,
+        embedder=vectors,
         progress=lambda line: err_console.print(f"[dim]compare[/dim] {line}", highlight=False),
         **kwargs,
     )
