@@ -622,7 +622,7 @@ def _one_line(exc: BaseException) -> str:
 
 def _test_phase(
     ctx: CompareContext, spec: MethodSpec, program: dspy.Module, method_dir: Path, models: dict[str, str]
-) -> tuple[list[float], int, PhaseCost]:
+) -> tuple[list[float], int, dict[str, float], PhaseCost]:
     """Evaluate the reloaded program on the test set; per-example records go to ``method_dir/test/``."""
     from memento.metrics.evaluation import evaluate, write_results
 
@@ -641,7 +641,8 @@ def _test_phase(
     searches = sum(row.usage.searches for row in result.examples)
     fetches = sum(row.usage.fetches for row in result.examples)
     cost = PhaseCost.from_usage(meter.usage(), wall_seconds=clock[1], searches=searches, fetches=fetches, models=models)
-    return [float(row.score) for row in result.examples], result.errors, cost
+    measures = {k: float(v) for k, v in result.measures.items()}
+    return [float(row.score) for row in result.examples], result.errors, measures, cost
 
 
 def _run_method(
@@ -681,7 +682,8 @@ def _run_method(
         phase = "test"
         log(f"{spec.name}: testing on {len(ctx.testset)} examples")
         program = runner.load(ctx, spec, method_dir)
-        record.scores, record.failed_examples, record.costs.test = _test_phase(ctx, spec, program, method_dir, models)
+        tested = _test_phase(ctx, spec, program, method_dir, models)
+        record.scores, record.failed_examples, record.measures, record.costs.test = tested
         record.artefacts["predictions"] = "test/"
         record.status = "done"
     except (LMUnavailableError, KeyboardInterrupt):

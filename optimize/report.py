@@ -79,6 +79,7 @@ class MethodResult(BaseModel):
     scores: list[float] = Field(default_factory=list)
     failed_examples: int = 0
     mean: float | None = None
+    measures: dict[str, float] = Field(default_factory=dict)  # means of the metric's extra measures (f1, tvd...)
     ci_low: float | None = None
     ci_high: float | None = None
     vs_baseline: BaselineDiff | None = None
@@ -143,7 +144,9 @@ def render_markdown(report: CompareReport) -> str:
     lines = [
         f"# memento compare: {report.task}",
         "",
-        f"Metric: `{report.metric}` ({'higher' if report.higher_is_better else 'lower'} is better). "
+        f"Metric: `{report.metric}` (its score: higher is better"
+        + ("" if report.higher_is_better else "; the task's own measure is lower-is-better, the score its complement")
+        + "). "
         f"Split seed {report.seed}: {report.split.get('n_train', 0)} train / {report.split.get('n_test', 0)} test. "
         f"Baseline for the paired bootstrap: `{report.baseline}`. Budget preset: `{report.budget.get('preset', '?')}`.",
         "",
@@ -190,6 +193,11 @@ def render_markdown(report: CompareReport) -> str:
         if res.budgets:
             shown = ", ".join(f"{k}={v}" for k, v in res.budgets.items())
             lines.append(f"- `{name}`: {shown}")
+    measured = {name: res.measures for name, res in report.methods.items() if res.measures}
+    if measured:
+        lines += ["", "## Measures (test means)", ""]
+        for name, measures in measured.items():
+            lines.append(f"- `{name}`: " + ", ".join(f"{k}={v:.3f}" for k, v in sorted(measures.items())))
     lines += ["", "## Artefacts", ""]
     for name, res in report.methods.items():
         for label, value in res.artefacts.items():

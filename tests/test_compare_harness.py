@@ -197,6 +197,7 @@ def test_compare_cli_end_to_end_counts_resume_and_reload(multihop: dict, tmp_pat
         assert gepa.mean == 1.0 and report.methods["closed_book"].mean == 0.0
         assert gepa.vs_baseline is not None and gepa.vs_baseline.diff == 1.0 and gepa.vs_baseline.n == 8
         assert len(gepa.scores) == 8 and gepa.example_ids == report.split["test_ids"]
+        assert "## Measures" not in (out / "results.md").read_text()  # the judge has no extra measures
 
         # resumable: a rerun does nothing (every method has its done marker) and changes no result
         again = runner.invoke(app, args, env=env)
@@ -256,6 +257,8 @@ def test_a_crashing_method_is_recorded_and_the_others_finish(multihop: dict, tmp
         assert broken.mean is None and not (out / "gepa-no_such_program" / "done").exists()
         assert (out / "gepa-no_such_program" / "error.txt").exists()
         assert report.methods["few_shot"].status == "done" and report.methods["few_shot"].vs_baseline is not None
+        assert set(report.methods["few_shot"].measures) >= {"f1", "em"}  # the F1 metric's extra measures
+        assert "- `few_shot`: em=0.000, f1=0.000" in (out / "results.md").read_text()
         assert "error: train: ConfigError" in (out / "results.md").read_text()
         assert server.chat_requests == report.totals.lm_calls == 8
 
