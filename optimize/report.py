@@ -225,13 +225,14 @@ def plot_score_vs_cost(report: CompareReport, path: Path) -> Path | None:
         x = res.costs.train.tokens
         lo = res.mean - (res.ci_low if res.ci_low is not None else res.mean)
         hi = (res.ci_high if res.ci_high is not None else res.mean) - res.mean
-        ax.errorbar([x], [res.mean], yerr=[[max(lo, 0.0)], [max(hi, 0.0)]], fmt="o", capsize=4)
-        ax.annotate(name, (x, res.mean), textcoords="offset points", xytext=(6, 4), fontsize=8)
+        marker = "s" if res.kind == "memory" else "^" if res.kind == "optimizer" else "o"
+        ax.errorbar([x], [res.mean], yerr=[[max(lo, 0.0)], [max(hi, 0.0)]], fmt=marker, capsize=4, label=name)
     ax.set_xscale("symlog", linthresh=1000)
     ax.set_xlabel("training cost (prompt + completion tokens, symlog)")
     ax.set_ylabel(f"test {report.metric} (mean, 95% CI)")
     ax.set_title(f"{report.task}: score vs training cost")
     ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     _save(fig, path)
     plt.close(fig)
