@@ -349,3 +349,24 @@ def test_an_unreachable_lm_stops_the_comparison_with_one_line(multihop: dict, tm
     assert result.exit_code == 1
     assert "unreachable" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "o" / "closed_book" / "done").exists()
+
+
+def test_compare_cli_with_train_and_test_files_and_budget_flags(multihop: dict, tmp_path: Path) -> None:
+    lines = multihop["questions"].read_text(encoding="utf-8").splitlines(keepends=True)
+    train, test = tmp_path / "train.jsonl", tmp_path / "test.jsonl"
+    train.write_text("".join(lines[:5]), encoding="utf-8")
+    test.write_text("".join(lines[5:8]), encoding="utf-8")
+    engine = _engine(multihop["gold"])
+    with OpenAICompatServer(engine) as server:
+        args = ["compare", "--task", "multihop", "--train", str(train), "--test", str(test)]
+        args += ["--methods", "bootstrap:closed_book", "--budget", "tiny", "--bootstrap-max-demos", "3"]
+        args += ["--out", str(tmp_path / "o"), "--lm", "openai/scripted", "--api-base", server.api_base]
+        result = CliRunner().invoke(app, args, env={"MEMENTO_LM_CACHE": "false"})
+        assert result.exit_code == 0, result.output
+        report = CompareReport.model_validate_json((tmp_path / "o" / "results.json").read_text())
+        assert report.split["n_train"] == 5 and report.split["n_test"] == 3
+        boot = report.methods["bootstrap:closed_book"]
+        assert boot.budgets["max_bootstrapped_demos"] == 3 and report.budget["bootstrap_max_bootstrapped_demos"] == 3
+        assert boot.costs.train.lm_calls == 5  # one teacher run per training example
+        assert server.chat_requests == report.totals.lm_calls == 5 + 3 + 3
+        assert "memento compare: multihop (5 train / 3 test)" in result.output
