@@ -711,7 +711,7 @@ def _summarise(report: CompareReport, seed: int) -> None:
 
     base = report.methods.get(report.baseline)
     base_scores = dict(zip(base.example_ids, base.scores, strict=False)) if base and base.status == "done" else {}
-    totals = PhaseCost()
+    totals = report.preprocess.model_copy()
     for name, res in report.methods.items():
         totals = totals.plus(res.costs.total)
         if res.status != "done" or not res.scores:
@@ -831,13 +831,17 @@ def compare(
         if data is None:
             raise ConfigError("give either data (to split) or both trainset and testset")
         trainset, testset = split_examples(data, n_train=n_train, n_test=n_test, seed=seed)
-    train = [task_obj.preprocess(ex) for ex in trainset]
-    test = [task_obj.preprocess(ex) for ex in testset]
-    if not train or not test:
+    if not trainset or not testset:
         raise ConfigError("the train and test sets must both be non-empty")
-
     roles = roles if roles is not None else configure(settings, set_default=False)
     models = role_models(roles)
+    if hasattr(task_obj, "roles") and getattr(task_obj, "roles", None) is None:
+        task_obj.roles = roles  # the task's own judges and scrubbers run under the comparison's roles
+    # preprocessing (e.g. an LLM PII scrub) happens once, before any method sees an example; its cost is reported
+    with dspy.context(lm=getattr(roles, "lm", None) or dspy.settings.lm), _metered(roles) as (meter, clock):
+        train = [task_obj.preprocess(ex) for ex in trainset]
+        test = [task_obj.preprocess(ex) for ex in testset]
+    preprocess_cost = PhaseCost.from_usage(meter.usage(), wall_seconds=clock[1], models=models)
     metric_name = "default" if metric is None else metric if isinstance(metric, str) else ""
     metric_fn = _resolve_metric(task_obj, metric, roles)
     metric_name = f"{task_obj.name}:{metric_name or getattr(metric_fn, '__name__', type(metric_fn).__name__)}"
@@ -877,6 +881,7 @@ def compare(
         split={k: split[k] for k in ("n_train", "n_test", "train_ids", "test_ids")},
         lm_roles=models,
         budget=budget.model_dump(),
+        preprocess=preprocess_cost,
     )
     with dspy.context(lm=getattr(roles, "lm", None) or dspy.settings.lm):
         for spec in specs:

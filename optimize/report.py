@@ -107,6 +107,7 @@ class CompareReport(BaseModel):
     lm_roles: dict[str, str] = Field(default_factory=dict)
     budget: dict[str, Any] = Field(default_factory=dict)
     methods: dict[str, MethodResult] = Field(default_factory=dict)
+    preprocess: PhaseCost = Field(default_factory=PhaseCost)  # the task's preprocessing of the split (LLM scrubs)
     totals: PhaseCost = Field(default_factory=PhaseCost)
     created_at: dt.datetime = Field(default_factory=utcnow)
 
@@ -184,7 +185,12 @@ def render_markdown(report: CompareReport) -> str:
         f"{t.searches} searches, {t.fetches} fetches, {t.wall_seconds:.1f} s, {_money(t.dollars)}.",
         "",
         "`*`: the paired-bootstrap 95% interval excludes zero. LM calls count every role; judge calls are the part "
-        "made by the judge role.",
+        "made by the judge role."
+        + (
+            f" The total includes {report.preprocess.lm_calls} LM calls of the task's preprocessing."
+            if report.preprocess.lm_calls
+            else ""
+        ),
         "",
         "## Budgets",
         "",

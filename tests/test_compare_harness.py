@@ -370,3 +370,26 @@ def test_compare_cli_with_train_and_test_files_and_budget_flags(multihop: dict, 
         assert boot.costs.train.lm_calls == 5  # one teacher run per training example
         assert server.chat_requests == report.totals.lm_calls == 5 + 3 + 3
         assert "memento compare: multihop (5 train / 3 test)" in result.output
+
+
+def test_llm_preprocessing_is_counted_once_before_any_method(tmp_path: Path) -> None:
+    from memento.tasks.qa import QATask
+
+    class ScrubbedQA(QATask):
+        name = "scrubbed_qa_for_compare_test"
+
+        def preprocess(self, example: dspy.Example) -> dspy.Example:
+            clean = dspy.Predict("text -> scrubbed")(text=example.question).scrubbed
+            return example.copy(question=clean)
+
+    data = [dspy.Example(question=f"q{i}?", answers=["a"], id=f"s{i}").with_inputs("question") for i in range(5)]
+    engine = ScriptedEngine(overrides={"scrubbed": lambda call: call.inputs["text"].upper()})
+    with OpenAICompatServer(engine) as server:
+        settings = load_settings(flags={"lm": {"model": "openai/x", "api_base": server.api_base, "cache": False}})
+        task = ScrubbedQA()
+        report = compare(task, "closed_book", out_dir=tmp_path, settings=settings, data=data, n_train=2, n_test=3)
+        assert report.preprocess.lm_calls == 5 and report.methods["closed_book"].costs.test.lm_calls == 3
+        assert server.chat_requests == report.totals.lm_calls == 8
+        assert "includes 5 LM calls of the task's preprocessing" in (tmp_path / "results.md").read_text()
+        answered = {c.inputs.get("question") for c in engine.calls if "answer" in c.output_fields}
+        assert answered and all(q.isupper() for q in answered)  # the methods only ever saw scrubbed inputs
