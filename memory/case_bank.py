@@ -670,11 +670,11 @@ class CaseBank:
         """The Q-gate learner (created on first use; torch is imported then). Its module is ``bank.gate.gate``."""
         with self._lock:
             if self._learner is None:
-                from memento.memory.q_gate import QGate, QGateLearner
+                from memento.memory.q_gate import QGateLearner
 
                 opts = {"seed": self.seed, **self._gate_options}
-                module = self._custom_gate if self._custom_gate is not None else QGate(self.dim)
-                learner = QGateLearner(module, dim=self.dim, **opts)
+                # the default gate is built by the learner after seeding torch: identical weights in every process
+                learner = QGateLearner(self._custom_gate, dim=self.dim, **opts)
                 path = self.dir / GATE_FILE
                 if path.exists():
                     try:
