@@ -184,6 +184,7 @@ class _NamespaceIndex:
         self.index = faiss.IndexIDMap2(base)
         self.tombstones: set[int] = set()
         self.generation = -1
+        self.saved_generation: int | None = None  # generation of the copy on disk (None: none written/loaded)
 
     @property
     def live(self) -> int:
@@ -574,6 +575,7 @@ class CaseBank:
                     faiss.downcast_index(index.index.index).hnsw.efSearch = self.ef_search
                 index.tombstones = {int(t) for t in info.get("tombstones", [])}
                 index.generation = int(info["generation"])
+                index.saved_generation = index.generation
                 return index
             except Exception as exc:  # noqa: BLE001 - a bad index file is a cache miss, not an error
                 logger.warning("case bank index %s unreadable (%s); rebuilding from stored embeddings", fpath, exc)
@@ -642,6 +644,8 @@ class CaseBank:
         with self._lock:
             for namespace, index in list(self._indexes.items()):
                 fpath, jpath = self._index_paths(namespace)
+                if index.saved_generation == index.generation and fpath.exists() and jpath.exists():
+                    continue  # unchanged since it was loaded or saved
                 data = faiss.serialize_index(index.index).tobytes()
                 _atomic_write_bytes(fpath, data)
                 info = {
@@ -652,6 +656,7 @@ class CaseBank:
                     "count": index.live,
                 }
                 _atomic_write_bytes(jpath, json.dumps(info).encode())
+                index.saved_generation = index.generation
 
     def close(self) -> None:
         """Save the indexes (unless frozen) and close the database."""

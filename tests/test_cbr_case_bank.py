@@ -271,3 +271,20 @@ def test_importing_case_bank_does_not_import_torch():
     code = "import memento.memory.case_bank, sys; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"
+
+
+def test_unchanged_index_is_not_rewritten_on_close(tmp_path):
+    emb = HashingEmbedder(dim=32)
+    bank = CaseBank(tmp_path, emb)
+    _fill(bank, 10)
+    bank.close()
+    index_file = next((tmp_path / "index").glob("*.faiss"))
+    stamp = index_file.stat().st_mtime_ns
+    reader = CaseBank(tmp_path, emb)
+    assert len(reader.retrieve(TOPICS[0], k=3)) == 3
+    reader.close()
+    assert index_file.stat().st_mtime_ns == stamp
+    writer = CaseBank(tmp_path, emb)
+    writer.add("one more case", "plan", reward=1.0)
+    writer.close()
+    assert index_file.stat().st_mtime_ns != stamp
