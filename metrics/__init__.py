@@ -1,3 +1,32 @@
-"""memento.metrics."""
+"""memento.metrics: DSPy metrics returning ``dspy.Prediction(score, feedback)``, LLM judges, statistics and
+evaluation."""
 
-__all__: list[str] = []
+from memento.metrics.answer_match import AnswerMatch, exact_match, token_f1
+from memento.metrics.as_float import as_float
+from memento.metrics.coverage_judge import CoverageJudge
+from memento.metrics.distribution import DistributionMetric, kl_divergence, repair_distribution, total_variation
+from memento.metrics.evaluation import EvalResult, evaluate, write_results
+from memento.metrics.judge import JudgeError, LLMJudge
+from memento.metrics.stats import bootstrap_ci, judge_agreement, paired_bootstrap
+from memento.metrics.verdict_judge import VerdictJudge
+
+__all__ = [
+    "AnswerMatch",
+    "CoverageJudge",
+    "DistributionMetric",
+    "EvalResult",
+    "JudgeError",
+    "LLMJudge",
+    "VerdictJudge",
+    "as_float",
+    "bootstrap_ci",
+    "evaluate",
+    "exact_match",
+    "judge_agreement",
+    "kl_divergence",
+    "paired_bootstrap",
+    "repair_distribution",
+    "token_f1",
+    "total_variation",
+    "write_results",
+]
