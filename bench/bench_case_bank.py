@@ -392,12 +392,59 @@ def bench_minilm(n: int) -> list[str]:
     ]
 
 
+_THREADS_PROBE = """
+import time, numpy as np
+from memento.memory.case_bank import CaseBank
+from memento.memory.embedder import HashingEmbedder, SentenceTransformerEmbedder
+import tempfile
+bank = CaseBank(tempfile.mkdtemp(), HashingEmbedder(dim=384))
+bank.add_many([{"task_text": f"task {i} about topic {i % 97}", "plan": "p", "reward": 1.0} for i in range(20000)])
+hits = bank.retrieve("task 5 about topic 5", k=4)
+bank.record("task 5 about topic 5", [c for c, _ in hits], 1.0)
+lat = []
+for i in range(200):
+    s = time.perf_counter()
+    bank.retrieve(f"task {i} about topic {i % 13}", k=4, policy="q")
+    lat.append(time.perf_counter() - s)
+emb = SentenceTransformerEmbedder(cache_size=0); emb.embed(["warm up"])
+one = []
+for i in range(20):
+    s = time.perf_counter()
+    emb.embed([f"query number {i} about films"])
+    one.append(time.perf_counter() - s)
+s = time.perf_counter()
+emb.embed([f"text {i} about a topic" for i in range(128)])
+bulk = 128 / (time.perf_counter() - s)
+print(np.percentile(lat, 95) * 1e3, np.percentile(one, 50) * 1e3, bulk)
+"""
+
+
+def bench_threads() -> list[str]:
+    import subprocess
+    import sys
+
+    lines = [
+        "| MEMENTO_COMPUTE_THREADS | retrieve(k=4, q) p95, 20k cases | MiniLM one query p50 | MiniLM batch |",
+        "|---|---|---|---|",
+    ]
+    for n in (1, 2):
+        env = {**os.environ, "MEMENTO_COMPUTE_THREADS": str(n), "HF_HUB_OFFLINE": "1"}
+        out = subprocess.run(
+            [sys.executable, "-c", _THREADS_PROBE], env=env, capture_output=True, text=True, check=True
+        )
+        p95, one, bulk = (float(x) for x in out.stdout.split())
+        lines.append(f"| {n} | {p95:.2f} ms | {one:.1f} ms | {bulk:,.0f} texts/s |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10k cases and smaller synthetic sets")
     parser.add_argument("--cases", type=int, default=None, help="cases for the scale section (default 100000)")
     parser.add_argument("--skip-minilm", action="store_true")
-    parser.add_argument("--only", choices=["gate", "scale", "softmax", "eviction", "executor", "minilm"], default=None)
+    parser.add_argument(
+        "--only", choices=["gate", "scale", "softmax", "eviction", "executor", "minilm", "threads"], default=None
+    )
     args = parser.parse_args()
     n = args.cases or (10_000 if args.quick else 100_000)
     q = args.quick
@@ -422,9 +469,11 @@ def main() -> None:
             ),
             ("executor", "5. Executor-level case bank overhead", lambda: bench_executor_bank(tmp)),
             ("minilm", "6. Embedding cost (MiniLM)", lambda: bench_minilm(256)),
+            ("threads", "7. Compute threads (torch + FAISS OpenMP)", bench_threads),
         ]
         for key, title, run in sections:
-            if (args.only and key != args.only) or (key == "minilm" and args.skip_minilm and args.only != "minilm"):
+            skipped = key in ("minilm", "threads") and args.skip_minilm and args.only != key
+            if (args.only and key != args.only) or skipped:
                 continue
             print(f"### {title}\n", flush=True)
             print("\n".join(run()) + "\n", flush=True)

@@ -126,9 +126,9 @@ def compute_threads() -> int:
     """Intra-op threads for torch and FAISS (``MEMENTO_COMPUTE_THREADS``, default 1).
 
     One thread is the default on purpose: torch and FAISS each bring their own OpenMP runtime whose worker threads
-    spin-wait, and on a small or shared machine (2 cores here, with DSPy worker threads alongside) they starve each
-    other: measured on this 2-core box, one MiniLM query embedding took 951 ms with 2 threads vs 52 ms with 1,
-    a FAISS top-4 search 27 ms vs 0.03 ms (see docs/benchmarks.md). Raise it on a large idle machine.
+    spin-wait, and on a small machine they starve each other. Measured on this 2-core box (``bench/bench_case_bank.py
+    --only threads``): ``retrieve(k=4, policy="q")`` p95 over 20k cases is 3.8 ms with 1 thread and 40 ms with 2,
+    while MiniLM batch embedding is ~1.5x faster with 2. Raise it for bulk-embedding jobs on an idle machine.
     """
     try:
         return max(1, int(os.environ.get("MEMENTO_COMPUTE_THREADS", "1")))
