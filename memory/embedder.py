@@ -30,6 +30,7 @@ __all__ = [
     "HashingEmbedder",
     "SentenceTransformerEmbedder",
     "default_embedder",
+    "embedder_for",
     "EmbedderError",
     "compute_threads",
     "apply_compute_threads",
@@ -331,3 +332,20 @@ def default_embedder() -> Embedder:
         return SentenceTransformerEmbedder()
     logger.info("default embedder: hashing (sentence-transformers not installed)")
     return HashingEmbedder()
+
+
+def embedder_for(name: str, dim: int) -> Embedder:
+    """Rebuild the embedder a store recorded by ``name`` (``hashing-384-bi``, ``st:all-MiniLM-L6-v2``) and ``dim``.
+
+    Raises:
+        EmbedderError: the name is not one this module produces, or the rebuilt embedder has another dimension.
+    """
+    if name.startswith("hashing-"):
+        embedder: Embedder = HashingEmbedder(dim=int(dim), bigrams=name.endswith("-bi"))
+    elif name.startswith("st:"):
+        embedder = SentenceTransformerEmbedder(model_name=name[len("st:") :])
+    else:
+        raise EmbedderError(f"unknown embedder {name!r}: open this store with the embedder it was built with")
+    if embedder.dim != int(dim):
+        raise EmbedderError(f"embedder {name!r} has dimension {embedder.dim}, the store records {dim}")
+    return embedder

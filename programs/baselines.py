@@ -150,12 +150,10 @@ def _build_few_shot(
     *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Path | None = None
 ) -> FewShot:
     if not trainset:
-        raise ConfigError("method few_shot needs a training set (labelled examples for its demonstrations)")
+        raise ConfigError(
+            "method few_shot needs a training set (labelled examples for its demonstrations; `memento eval --train`)"
+        )
     return FewShot(task, trainset=list(trainset), k=5, seed=settings.run.seed, roles=roles)
 
 
-try:  # noqa: SIM105 - the ReAct family lives in its own module
-    from memento.programs.react_agent import ReActAgent  # noqa: E402,F401
-except ModuleNotFoundError as exc:  # pragma: no cover - during development only
-    if exc.name != "memento.programs.react_agent":
-        raise
+from memento.programs.react_agent import ReActAgent  # noqa: E402  (re-exported; the ReAct family has its own module)

@@ -47,7 +47,7 @@ import dspy
 
 from memento.errors import ConfigError, MementoError
 from memento.lm import raise_if_fatal
-from memento.memory.case_bank import CaseBank, RetrievalPolicy
+from memento.memory.case_bank import DB_NAME, CaseBank, RetrievalPolicy
 from memento.programs.registry import register_method
 from memento.programs.research_program import ResearchCall, ResearchProgram
 from memento.programs.sub_question_agent import SubQuestionAgent
@@ -456,12 +456,24 @@ def build_cbr(
     trainset: list[Any] | None = None,
     memory_dir: Path | None = None,
     policy: RetrievalPolicy = "cosine",
+    frozen: bool = False,
 ) -> CaseBasedAgent:
-    """The ``cbr`` method: a case bank in ``<memory_dir>/cbr``, K=4 cosine retrieval, judge rewards, 3 cycles."""
-    from memento.memory.embedder import default_embedder
+    """The ``cbr`` method: a case bank in ``<memory_dir>/cbr``, K=4 cosine retrieval, judge rewards, 3 cycles.
+
+    An existing bank is opened with the embedder it was built with; ``frozen=True`` (test time, ``memento eval``)
+    opens it read-only and retains no cases.
+    """
+    from memento.memory.case_bank import StoredEmbedder
+    from memento.memory.embedder import default_embedder, embedder_for
     from memento.web.factory import web_tools_factory
 
-    bank = CaseBank(Path(memory_dir or settings.memory.dir) / "cbr", default_embedder(), seed=settings.run.seed)
+    directory = Path(memory_dir or settings.memory.dir) / "cbr"
+    if (directory / DB_NAME).exists():
+        stored = StoredEmbedder.of(directory)
+        embedder = embedder_for(stored.name, stored.dim)
+    else:
+        embedder = default_embedder()
+    bank = CaseBank(directory, embedder, seed=settings.run.seed, frozen=frozen)
     return CaseBasedAgent(
         task,
         bank=bank,
@@ -471,4 +483,5 @@ def build_cbr(
         roles=roles,
         k=4,
         policy=policy,
+        retain=not frozen,
     )

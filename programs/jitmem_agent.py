@@ -273,10 +273,14 @@ def build_jitmem(
     memory_dir: Path | None = None,
     executor: str = "react",
     policy: BankPolicy = "success_only",
+    frozen: bool = False,
 ) -> JitMemAgent:
-    """The ``jitmem`` method: a ``react`` executor, a trajectory bank in ``<memory_dir>/jitmem``, k=3, judge gate."""
+    """The ``jitmem`` method: a ``react`` executor, a trajectory bank in ``<memory_dir>/jitmem``, k=3, judge gate.
+
+    ``frozen=True`` (test time, ``memento eval``) never judges or stores new trajectories.
+    """
     from memento.programs.registry import build_program
 
     inner = build_program(executor, task=task, settings=settings, roles=roles)
     bank = TrajectoryBank(Path(memory_dir or settings.memory.dir) / "jitmem", policy=policy)
-    return JitMemAgent(inner, bank, JitMemCurator(), k=3, judge=True, roles=roles, task=task)
+    return JitMemAgent(inner, bank, JitMemCurator(), k=3, judge=True, roles=roles, task=task, store=not frozen)

@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import threading
 from collections.abc import Callable
@@ -103,8 +104,13 @@ def build_program(
     roles: Roles | None = None,
     trainset: list[Any] | None = None,
     memory_dir: str | Path | None = None,
+    frozen: bool = False,
 ) -> dspy.Module:
     """Build the program of a registered method for a task, with budgets, threads and web tools from settings.
+
+    ``frozen=True`` asks for test-time behaviour: methods with persistent memory (jitmem, cbr) open it read-only and
+    never write to it; builders without a ``frozen`` parameter hold no writable memory and ignore it (``memento``
+    always opens its memory frozen).
 
     Raises:
         ConfigError: the method is unknown (the message lists the known ones) or its builder refuses the inputs.
@@ -117,10 +123,14 @@ def build_program(
         hint = f"; modules that failed to import: {broken}" if broken else ""
         raise ConfigError(f"unknown method {method!r}; available: {', '.join(sorted(_BUILDERS))}{hint}") from None
     task_obj = get_task(task) if isinstance(task, str) else task
+    extra: dict[str, Any] = {}
+    if "frozen" in inspect.signature(builder).parameters:
+        extra["frozen"] = frozen
     return builder(
         task=task_obj,
         settings=settings,
         roles=roles,
         trainset=trainset,
         memory_dir=Path(memory_dir) if memory_dir is not None else None,
+        **extra,
     )

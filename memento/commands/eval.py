@@ -93,7 +93,12 @@ def eval_(
     program_file: Annotated[
         Path | None, typer.Option("--program", help="A saved program state (program.save) to load first.")
     ] = None,
-    memory: Annotated[Path | None, typer.Option("--memory", help="Memory directory (memory-using methods).")] = None,
+    memory: Annotated[
+        Path | None, typer.Option("--memory", help="Memory directory (memory-using methods); opened frozen.")
+    ] = None,
+    train: Annotated[
+        Path | None, typer.Option("--train", help="Labelled examples for methods that need them (few_shot demos).")
+    ] = None,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
@@ -121,7 +126,13 @@ def eval_(
     if report is not None and report.skipped:
         err_console.print(f"memento: {report.summary()}", markup=False, highlight=False)
     score = task_spec.make_metric(metric, roles=roles)
-    program = build_program(method, task=task_spec, settings=settings, roles=roles, memory_dir=memory)
+    if train is not None and not train.exists():
+        raise DataError(f"training file not found: {train}")
+    trainset = task_spec.load(train) if train is not None else None
+    # evaluation is test time: memory-bearing methods read their memory and never write to it
+    program = build_program(
+        method, task=task_spec, settings=settings, roles=roles, trainset=trainset, memory_dir=memory, frozen=True
+    )
     if program_file is not None:
         try:
             program.load(str(program_file))
