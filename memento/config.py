@@ -58,7 +58,12 @@ class _Section(BaseModel):
 
 
 class LMRole(_Section):
-    """One LM role. Unset fields of a role other than ``lm`` are taken from ``lm``."""
+    """One LM role. Unset fields of a role other than ``lm`` are taken from ``lm``.
+
+    A role without a model is ``lm`` entirely. A role with its own model keeps its own endpoint, except that a
+    role of the same provider as ``lm`` with no ``api_base`` of its own is served at ``lm``'s ``api_base`` with
+    ``lm``'s key (``--lm openai/a --judge-lm openai/b --api-base URL``: both on that server).
+    """
 
     model: str | None = None
     api_base: str | None = None
@@ -233,6 +238,12 @@ class Settings(BaseSettings):
         for field in ("temperature", "max_tokens", "num_retries", "cache"):
             if getattr(merged, field) is None:
                 setattr(merged, field, getattr(base, field))
+        if merged.api_base is None and base.api_base and _provider(merged.model) == _provider(base.model):
+            # same provider, no endpoint of its own: the role is served where `lm` is (e.g. a judge model on the
+            # same local OpenAI-compatible server), with the same credentials
+            merged.api_base = base.api_base
+            if merged.api_key is None and merged.api_key_env is None:
+                merged.api_key, merged.api_key_env = base.api_key, base.api_key_env
         return merged
 
     def source_of(self, dotted: str) -> str:
@@ -254,6 +265,11 @@ class Settings(BaseSettings):
                     value = f"{inherited} (from lm)" if inherited is not None else None
                 rows.append((key, value, self.source_of(key)))
         return rows
+
+
+def _provider(model: str | None) -> str:
+    """The provider prefix of a model string (``openai`` for ``openai/gpt-4o-mini``)."""
+    return (model or "").split("/", 1)[0]
 
 
 def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -45,14 +45,21 @@ def _guarded_connect_ex(self: socket.socket, address: object) -> int:
 
 @pytest.fixture(autouse=True)
 def _offline_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Cost map local, DSPy cache in a temp dir and off on disk, MEMENTO_* cleared, no non-loopback sockets."""
+    """Cost map local, DSPy cache in a temp dir and off on disk, MEMENTO_* cleared, no non-loopback sockets.
+
+    Each test runs in an empty working directory: nothing may depend on the checkout being the cwd (a subprocess
+    ``python -c "import memento..."`` started in the checkout would import the source folder ``memento/`` instead of
+    the installed package), and no test can leave ``./memento.toml``, ``runs/`` or ``memento_memory/`` behind.
+    """
     import dspy
 
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
+    monkeypatch.setenv("MEMENTO_WEB_CACHE_DIR", str(tmp_path_factory.mktemp("web_cache")))
     cache_dir = tmp_path_factory.mktemp("dspy_cache")
     monkeypatch.setenv("DSPY_CACHEDIR", str(cache_dir))
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     for key in list(os.environ):
-        if key.startswith("MEMENTO_") or key.endswith("_API_KEY"):
+        if (key.startswith("MEMENTO_") and key != "MEMENTO_WEB_CACHE_DIR") or key.endswith("_API_KEY"):
             monkeypatch.delenv(key, raising=False)
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
     monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)

@@ -242,3 +242,14 @@ def test_refused_key_and_unknown_model_are_one_line(server_kwargs: dict, expecte
             dspy.Predict("question -> answer")(question="q", lm=lm)
     message = explain_lm_error(info.value)
     assert message is not None and expected in message and "\n" not in message
+
+
+def test_same_provider_role_inherits_the_lm_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEMENTO_LM_API_KEY", "sk-local")
+    s = load_settings(flags={"lm": {"model": "openai/a", "api_base": "http://127.0.0.1:9/v1"}, "judge_lm": "openai/b"})
+    judge = s.role("judge_lm")
+    assert (judge.model, judge.api_base, judge.secret()) == ("openai/b", "http://127.0.0.1:9/v1", "sk-local")
+    s = load_settings(
+        flags={"lm": {"model": "openai/a", "api_base": "http://127.0.0.1:9/v1"}, "judge_lm": "anthropic/c"}
+    )
+    assert s.role("judge_lm").api_base is None and s.role("judge_lm").secret() is None
