@@ -178,10 +178,6 @@ class _TreeRun:
         self._lock = threading.Lock()
         self.root = Node(id=ROOT_ID, parent_id=None, wave=-1, question=call.task_text, status="decomposed")
         self.traj.nodes.append(self.root)
-        solver_context = [call.context.strip()] if call.context.strip() else []
-        if self.memory["known_facts"].strip():
-            solver_context.append("Known facts:\n" + self.memory["known_facts"].strip())
-        self.solver_context = "\n\n".join(solver_context)
 
     # -- helpers -------------------------------------------------------------------------------------------------
     @property
@@ -290,7 +286,8 @@ class _TreeRun:
             question=node.question,
             task=self.call.task_text,
             web_action_rules=self.memory["web_action_rules"],
-            context=self.solver_context,
+            known_facts=self.memory["known_facts"],
+            context=self.call.context,
             web=self.call.web,
             session=self.session,
             memory=self.p.memory,

@@ -6,7 +6,8 @@ capped at ``max_steps`` (``budgets.steps_per_question``) and counted. It never r
 an unparseable reply, a tool crash or running out of steps yields ``status="failed"`` with the error, while an LM
 that cannot be reached at all (:class:`memento.errors.LMUnavailableError`) propagates to stop the run.
 
-M3 web-action rules arrive in the ``web_action_rules`` input and M4 known facts (and caller guidance) in ``context``.
+M3 web-action rules arrive in the ``web_action_rules`` input, M4 known facts in ``known_facts`` and task-level
+caller guidance (e.g. a JitMem payload) in ``context``.
 
 Example:
     >>> from memento.programs.sub_question_agent import SubQuestionAgent
@@ -69,6 +70,7 @@ class SubQuestionAgent(dspy.Module):
         question: str,
         task: str = "",
         web_action_rules: str = "",
+        known_facts: str = "",
         context: str = "",
         web: WebTools | None = None,
         session: SessionMemory | None = None,
@@ -94,6 +96,7 @@ class SubQuestionAgent(dspy.Module):
                 task=task or question,
                 question=question,
                 web_action_rules=web_action_rules,
+                known_facts=known_facts,
                 context=context,
             )
         except MementoError:

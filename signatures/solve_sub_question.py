@@ -18,8 +18,8 @@ class SolveSubQuestion(dspy.Signature):
     the evidence answers the sub-question.
 
     Follow the web-action rules: they are learned lessons about query formulation, which sources to trust and how
-    to read pages. Use the context (known facts, caller guidance) but verify a fact that matters when it is not
-    sourced.
+    to read pages. Use the known facts (remembered from earlier sessions) and the context (caller guidance) but
+    verify a fact that matters when it is not sourced.
 
     Answer concisely and only from what you read; say plainly what could not be established rather than guess.
     List the URLs of the pages or memory entries the answer rests on."""
@@ -29,6 +29,9 @@ class SolveSubQuestion(dspy.Signature):
     web_action_rules: str = dspy.InputField(
         desc="learned rules for query formulation, URL selection and scraping; may be empty"
     )
-    context: str = dspy.InputField(desc="known facts about the task's entities and caller guidance; may be empty")
+    known_facts: str = dspy.InputField(
+        desc="facts about the task's entities from declarative memory (earlier sessions), with sources; may be empty"
+    )
+    context: str = dspy.InputField(desc="extra task-level guidance from the caller; may be empty")
     answer: str = dspy.OutputField(desc="a concise answer grounded in the evidence read")
     sources: list[str] = dspy.OutputField(desc="URLs of the pages (or memory entries) the answer rests on")

@@ -268,14 +268,15 @@ def test_memory_inputs_reach_their_stages(engine, lm):
     engine.when("new_questions", new_questions=[])
     engine.when(predicate=lambda c: is_step(c, 0), next_tool_name="search_memory", next_tool_args={"query": "Dune"})
     pred = make_aet(Budgets(initial_questions=1, total_questions=1, steps_per_question=3), memory=Memory())(
-        question="Dune?"
+        question="Dune?", context="GUIDE: prefer encyclopedias"
     )
     decompose = engine.calls_matching("sub_questions")[0]
     assert decompose.inputs["craft_knowledge"] == "CRAFT: check primary sources"
     assert decompose.inputs["decomposition_rules"] == "RULE-D: add a question about dates"
     step = next(c for c in engine.calls if is_step(c, 0))
     assert step.inputs["web_action_rules"] == "RULE-W: quote names in queries"
-    assert "FACT: Dune was published in 1965" in step.inputs["context"]
+    assert step.inputs["known_facts"] == "FACT: Dune was published in 1965"
+    assert step.inputs["context"] == "GUIDE: prefer encyclopedias"  # the caller's task-level guidance only
     memory_call = next(c for c in pred.trajectory.tool_calls if c.kind == "search_memory")
     assert "FACT-SEARCH for Dune" in memory_call.result
 
@@ -288,7 +289,7 @@ def test_without_memory_every_memory_input_is_empty(engine, lm):
     decompose = engine.calls_matching("sub_questions")[0]
     assert decompose.inputs["craft_knowledge"] == "" and decompose.inputs["decomposition_rules"] == ""
     step = next(c for c in engine.calls if is_step(c, 0))
-    assert step.inputs["web_action_rules"] == "" and step.inputs["context"] == ""
+    assert step.inputs["web_action_rules"] == "" and step.inputs["known_facts"] == "" and step.inputs["context"] == ""
 
 
 def test_unreachable_lm_aborts_the_run_with_one_clear_error():
