@@ -125,6 +125,10 @@ class RunSettings(_Section):
 class _EnvSource(PydanticBaseSettingsSource):
     """``MEMENTO_*`` environment variables, with the role shorthand ``MEMENTO_LM=model``."""
 
+    def __init__(self, settings_cls: type[BaseSettings], *, warn: bool = True) -> None:
+        super().__init__(settings_cls)
+        self.warn = warn
+
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover - unused
         return None, field_name, False
 
@@ -154,7 +158,7 @@ class _EnvSource(PydanticBaseSettingsSource):
                     out.setdefault(section, {})[field] = value
                     placed = True
                     break
-            if not placed:
+            if not placed and self.warn:
                 logger.warning("ignoring unknown environment variable %s", key)
         return out
 
@@ -320,7 +324,7 @@ def load_settings(config_file: str | Path | None = None, *, flags: dict[str, Any
     token = _config_file.set(path)
     try:
         file_layer = read_toml(path) if path is not None else {}
-        env_layer = _EnvSource(Settings)()
+        env_layer = _EnvSource(Settings, warn=False)()  # provenance only: Settings() below warns once
         try:
             settings = Settings(**flags)
         except ValidationError as exc:

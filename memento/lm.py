@@ -13,10 +13,13 @@ Example:
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from memento.config import ROLES, LMRole, Settings
 from memento.errors import LMNotConfiguredError, LMUnavailableError
@@ -67,9 +70,9 @@ def build_lm(role: LMRole, *, name: str = "lm") -> dspy.LM:
     key = role.secret()
     if key:
         kwargs["api_key"] = key
-    elif role.api_base:
+    elif role.api_base and _is_local(role.api_base) and not os.environ.get(_provider_key_var(role.model)):
         # Local OpenAI-compatible servers (vLLM, llama.cpp, LM Studio) usually need no key, but the client
-        # refuses to send a request without one.
+        # refuses to send a request without one. A remote endpoint keeps the provider's usual variable.
         kwargs["api_key"] = "not-needed"
     if role.temperature is not None:
         kwargs["temperature"] = role.temperature
@@ -78,6 +81,23 @@ def build_lm(role: LMRole, *, name: str = "lm") -> dspy.LM:
     kwargs["num_retries"] = role.num_retries if role.num_retries is not None else 3
     kwargs["cache"] = role.cache if role.cache is not None else True
     return dspy.LM(role.model, **kwargs)
+
+
+def _provider_key_var(model: str) -> str:
+    """The provider's usual API-key variable (``OPENAI_API_KEY`` for ``openai/...``)."""
+    return model.split("/", 1)[0].upper() + "_API_KEY"
+
+
+def _is_local(api_base: str) -> bool:
+    """Whether an API base is on this machine or a private network (a self-hosted server)."""
+    host = (urlsplit(api_base).hostname or "").lower()
+    if host in ("localhost", "") or host.endswith((".local", ".localhost", ".internal")):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def configure(settings: Settings, *, set_default: bool = True) -> Roles:

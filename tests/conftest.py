@@ -17,6 +17,7 @@ from memento.testing import OpenAICompatServer, ScriptedEngine, scripted_lm  # n
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
+_blocked: list[str] = []  # non-loopback attempts of the running test (code under test may swallow the error)
 
 
 def _is_local(address: object) -> bool:
@@ -31,20 +32,27 @@ def _is_local(address: object) -> bool:
         return False
 
 
+def _refuse(address: object) -> RuntimeError:
+    _blocked.append(repr(address))
+    return RuntimeError(f"test tried to open a non-loopback connection to {address!r}")
+
+
 def _guarded_connect(self: socket.socket, address: object) -> None:
     if not _is_local(address):
-        raise RuntimeError(f"test tried to open a non-loopback connection to {address!r}")
+        raise _refuse(address)
     return _real_connect(self, address)
 
 
 def _guarded_connect_ex(self: socket.socket, address: object) -> int:
     if not _is_local(address):
-        raise RuntimeError(f"test tried to open a non-loopback connection to {address!r}")
+        raise _refuse(address)
     return _real_connect_ex(self, address)
 
 
 @pytest.fixture(autouse=True)
-def _offline_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _offline_env(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
     """Cost map local, DSPy cache in a temp dir and off on disk, MEMENTO_* cleared, no non-loopback sockets.
 
     Each test runs in an empty working directory: nothing may depend on the checkout being the cwd (a subprocess
@@ -65,7 +73,11 @@ def _offline_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
     monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
     dspy.configure(lm=None, callbacks=[])
+    _blocked.clear()
     yield
+    attempts, _blocked[:] = list(_blocked), []
+    if attempts and not request.node.get_closest_marker("network_guard_test"):
+        pytest.fail(f"non-loopback connection attempted (and refused): {', '.join(attempts[:3])}", pytrace=False)
 
 
 @pytest.fixture

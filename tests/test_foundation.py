@@ -147,6 +147,7 @@ def test_unreachable_server_is_one_clear_line() -> None:
     assert message is not None and "unreachable" in message and "\n" not in message
 
 
+@pytest.mark.network_guard_test
 def test_network_guard_blocks_non_loopback() -> None:
     with pytest.raises(RuntimeError, match="non-loopback"):
         socket.create_connection(("10.255.255.1", 80), timeout=0.1)
@@ -189,13 +190,44 @@ def test_cli_without_lm_is_one_line_no_traceback(tmp_path: Path) -> None:
         env=env,
         timeout=120,
     )
-    # `run` needs an LM: it must refuse with one line naming --lm / MEMENTO_LM (or exit 2 if not available yet)
-    assert proc.returncode != 0
+    # `run` needs an LM: it must refuse with one line naming --lm / MEMENTO_LM
+    assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr
-    if proc.returncode != 2:
-        assert "--lm" in lines[0] and "MEMENTO_LM" in lines[0]
+    assert "--lm" in lines[0] and "MEMENTO_LM" in lines[0]
+
+
+def test_cli_closed_port_is_one_line_saying_unreachable(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        "PATH": str(Path(sys.executable).parent),
+        "HOME": str(tmp_path),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "MEMENTO_LM_NUM_RETRIES": "0",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "memento.cli", "run", "--task", "qa", "--method", "closed_book", "--question", "2+2?",
+         "--lm", "openai/x", "--api-base", f"http://127.0.0.1:{port}/v1", "--out", str(tmp_path / "t.json")],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and "unreachable" in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_local_api_base_gets_a_placeholder_key_remote_keeps_the_provider_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memento.lm import build_lm
+
+    local = build_lm(load_settings(flags={"lm": {"model": "openai/x", "api_base": "http://127.0.0.1:8000/v1"}}).lm)
+    assert local.kwargs.get("api_key") == "not-needed"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-provider")
+    remote = build_lm(load_settings(flags={"lm": {"model": "openai/x", "api_base": "https://api.example.com/v1"}}).lm)
+    assert remote.kwargs.get("api_key") is None
 
 
 def test_run_parallel_carries_dspy_context() -> None:
