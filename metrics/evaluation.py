@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -77,6 +78,9 @@ class EvalResult(BaseModel):
     judge_usage: Usage = Field(default_factory=Usage)
     seconds: float = 0.0
     created_at: str = Field(default_factory=lambda: utcnow().isoformat())
+    complete: bool = True  # False: the run stopped early (``error`` says why); ``examples`` holds the finished ones
+    error: str | None = None
+    total: int = 0  # examples the run was given (``n`` of them finished)
     examples: list[ExampleResult] = Field(default_factory=list)
 
     @property
@@ -151,6 +155,7 @@ def evaluate(
     seed: int = 0,
     metric_name: str | None = None,
     progress: Callable[[ExampleResult], None] | None = None,
+    out_dir: str | Path | None = None,
 ) -> EvalResult:
     """Run ``program`` on every example and score it with ``metric``.
 
@@ -164,14 +169,19 @@ def evaluate(
         seed: seed of the bootstrap interval.
         metric_name: the metric's label in the result (default: its ``__name__``).
         progress: called with each finished example (from worker threads).
+        out_dir: where a partial ``results.json`` goes if the run stops early (the caller writes the full one).
 
     Returns:
         An :class:`EvalResult`; examples keep the input order.
 
     Raises:
-        LMUnavailableError: the LM cannot be used (unreachable server, refused key, unknown model).
+        LMUnavailableError: the LM cannot be used (unreachable server, refused key, unknown model). The examples
+            finished until then are kept: the exception's ``partial_result`` is an :class:`EvalResult` marked
+            ``complete=False``, also written to ``out_dir/results.json`` when ``out_dir`` is given.
     """
     started = time.perf_counter()
+    finished: list[ExampleResult] = []
+    finished_lock = threading.Lock()
 
     def run_one(item: tuple[int, dspy.Example]) -> ExampleResult:
         index, example = item
@@ -217,11 +227,45 @@ def evaluate(
             if isinstance(trajectory, Trajectory):
                 trajectory.score = record.score
         record.seconds = round(time.perf_counter() - t0, 6)
+        with finished_lock:
+            finished.append(record)
         if progress is not None:
             progress(record)
         return record
 
-    records = run_parallel(run_one, list(enumerate(examples)), threads=threads)
+    labels = {"task": task, "method": method, "seed": seed, "total": len(examples)}
+    labels["metric_name"] = metric_name or getattr(metric, "__name__", type(metric).__name__)
+    try:
+        records = run_parallel(run_one, list(enumerate(examples)), threads=threads)
+    except LMUnavailableError as exc:
+        with finished_lock:
+            done = sorted(finished, key=lambda r: r.index)
+        partial = _aggregate(done, metric, started, **labels)
+        partial.complete, partial.error = False, _one_line(exc)
+        exc.partial_result = partial  # type: ignore[attr-defined]
+        if out_dir is not None:
+            try:
+                path = write_results(partial, out_dir)
+                logger.warning("evaluation stopped after %d of %d examples; partial results: %s", partial.n,
+                               len(examples), path)  # fmt: skip
+            except OSError as write_exc:
+                logger.error("could not write the partial results to %s: %s", out_dir, write_exc)
+        raise
+    return _aggregate(records, metric, started, **labels)
+
+
+def _aggregate(
+    records: list[ExampleResult],
+    metric: Any,
+    started: float,
+    *,
+    task: str,
+    method: str,
+    seed: int,
+    total: int,
+    metric_name: str,
+) -> EvalResult:
+    """The aggregate result (mean, bootstrap CI, usage totals, measures) of these example records."""
     scores = [r.score for r in records]
     mean, lo, hi = bootstrap_ci(scores, seed=seed)
     usage, judge_usage = Usage(), Usage()
@@ -237,8 +281,9 @@ def evaluate(
     return EvalResult(
         task=task,
         method=method,
-        metric=metric_name or getattr(metric, "__name__", type(metric).__name__),
+        metric=metric_name,
         n=len(records),
+        total=total,
         mean=mean,
         ci_low=lo,
         ci_high=hi,

@@ -117,11 +117,15 @@ class LLMJudge:
                 raise_if_fatal(exc)
                 self._record(f"unparseable judge reply ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
                 return None
-            if self.memoize:
-                with self._lock:
-                    self._cache[key] = reply
-                    self._inflight.pop(key, None)
-            return reply
+            else:
+                if self.memoize:
+                    with self._lock:
+                        self._cache[key] = reply
+                return reply
+            finally:  # success, judge error or fatal error alike: the key's gate is not kept
+                if self.memoize:
+                    with self._lock:
+                        self._inflight.pop(key, None)
 
     def _record(self, message: str) -> None:
         logger.warning("%s: judge error: %s", type(self).__name__, message)

@@ -1,7 +1,8 @@
 """Baselines with the same inputs and outputs as the Adaptive Exploration Tree.
 
 * :class:`ClosedBook` answers from the model's own knowledge (no tools): one call of the task's final-answer signature.
-* :class:`FewShot` is ClosedBook with ``k`` labelled demonstrations from a training set (DSPy ``LabeledFewShot``).
+* :class:`FewShot` is ClosedBook with ``k`` labelled demonstrations sampled from a training set (seeded
+  ``random.Random``; an example missing some output fields still serves, those fields marked not supplied).
 * :class:`memento.programs.react_agent.ReActAgent` (re-exported here) is a flat ``dspy.ReAct`` over ``search_web``
   and ``scrape`` with a step cap, optionally with memory text as context, LLM query rewriting and LLM reranking.
 
@@ -70,13 +71,13 @@ class ClosedBook(ResearchProgram):
 
 
 class FewShot(ClosedBook):
-    """ClosedBook with ``k`` labelled demonstrations from a training set (DSPy ``LabeledFewShot``, sampled by seed).
+    """ClosedBook with ``k`` labelled demonstrations drawn from a training set by a seeded ``random.Random``.
 
     Args:
         task: the task spec or its name.
         trainset: labelled examples (the task's inputs and outputs); required.
         k: how many demonstrations (5 by default).
-        seed: sampling seed (``LabeledFewShot`` samples ``k`` of the trainset).
+        seed: sampling seed (``random.Random(seed).sample`` picks ``k`` of the usable training examples).
 
     Example:
         >>> program = FewShot("qa", trainset=examples, k=5)  # doctest: +SKIP
@@ -104,8 +105,13 @@ class FewShot(ClosedBook):
 
 
 def _as_demo(example: dspy.Example, task: Task) -> dspy.Example | None:
-    """A demonstration with the final-answer fields, or None when the example has no usable label."""
+    """A demonstration with the final-answer fields, or None when the example carries no output label at all.
+
+    An output field the example lacks is left out of the demo (DSPy's adapter shows it as "not supplied"), so a
+    legal row labelled only with ``winning_party`` still makes a demo for ``reasoning, winning_party, disposition``.
+    """
     data = {name: example.get(name) for name in task.input_fields}
+    labels = 0
     for name in task.output_fields:
         value = example.get(name)
         if value is None and name == "answer":  # qa-style rows carry a list of accepted answers
@@ -113,10 +119,12 @@ def _as_demo(example: dspy.Example, task: Task) -> dspy.Example | None:
             value = answers[0] if answers else None
         if value is None:
             if name in ("sources",):
-                value = []
-            else:
-                return None
+                data[name] = []
+            continue
         data[name] = value
+        labels += 1
+    if not labels:
+        return None
     data["context"] = ""
     return dspy.Example(**data).with_inputs("context", *task.input_fields)
 

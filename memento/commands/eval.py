@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,7 +26,8 @@ from memento.commands._common import (
     err_console,
     settings_from_flags,
 )
-from memento.errors import ConfigError, DataError
+from memento.errors import ConfigError, DataError, LMUnavailableError
+from memento.usage import UsageMeter
 
 __all__ = ["register", "eval_", "print_summary"]
 
@@ -99,6 +101,13 @@ def eval_(
     train: Annotated[
         Path | None, typer.Option("--train", help="Labelled examples for methods that need them (few_shot demos).")
     ] = None,
+    llm_scrub: Annotated[
+        bool,
+        typer.Option(
+            "--llm-scrub/--no-llm-scrub",
+            help="legal: also let the LM scrub names left in the facts after the deterministic replacement.",
+        ),
+    ] = False,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
@@ -114,20 +123,35 @@ def eval_(
         raise DataError(f"data file not found: {data}")
     if program_file is not None and not program_file.exists():
         raise ConfigError(f"program file not found: {program_file}")
+    if train is not None and not train.exists():
+        raise DataError(f"training file not found: {train}")
     settings = settings_from_flags(config, lm, api_base, judge_lm, web={"corpus": corpus}, run={"threads": threads})
-    roles = memento.configure(settings)
     task_spec = resolve_task(task)
+    if llm_scrub and not hasattr(task_spec, "llm_scrub"):
+        raise ConfigError(f"--llm-scrub applies to the legal task only, not {task_spec.name!r}")
+    fallback_dir = settings.run.output_dir / f"eval-{task_spec.name}-{method}"
+    out_dir = _writable_dir(out or fallback_dir)  # before any LM call: a bad --out must not cost a run
+    roles = memento.configure(settings)
     if hasattr(task_spec, "roles"):
         task_spec.roles = roles
-    examples = task_spec.load(data, limit=limit)
+    if llm_scrub:
+        task_spec.llm_scrub = True
+        task_spec.threads = settings.run.threads
+    with UsageMeter(roles) as load_meter:
+        examples = task_spec.load(data, limit=limit)
     if not examples:
         raise DataError(f"no examples in {data}")
     report = getattr(task_spec, "last_load_report", None)
     if report is not None and report.skipped:
         err_console.print(f"memento: {report.summary()}", markup=False, highlight=False)
+    if llm_scrub and report is not None:
+        calls = load_meter.usage().lm_calls
+        err_console.print(
+            f"memento: LLM scrub accepted for {report.scrubbed} of {report.loaded} examples ({calls} LM calls)",
+            markup=False,
+            highlight=False,
+        )
     score = task_spec.make_metric(metric, roles=roles)
-    if train is not None and not train.exists():
-        raise DataError(f"training file not found: {train}")
     trainset = task_spec.load(train) if train is not None else None
     # evaluation is test time: memory-bearing methods read their memory and never write to it
     program = build_program(
@@ -138,20 +162,54 @@ def eval_(
             program.load(str(program_file))
         except Exception as exc:  # a file of another program or a corrupt one: one clear line
             raise ConfigError(f"cannot load program state from {program_file}: {type(exc).__name__}: {exc}") from None
-    out_dir = out or settings.run.output_dir / f"eval-{task_spec.name}-{method}"
-    result = evaluate(
-        program,
-        examples,
-        score,
-        threads=settings.run.threads,
-        roles=roles,
-        task=task_spec.name,
-        method=method,
-        seed=settings.run.seed,
-        metric_name=f"{task_spec.name} {metric} metric",
-    )
-    path = write_results(result, out_dir)
+    try:
+        result = evaluate(
+            program,
+            examples,
+            score,
+            threads=settings.run.threads,
+            roles=roles,
+            task=task_spec.name,
+            method=method,
+            seed=settings.run.seed,
+            metric_name=f"{task_spec.name} {metric} metric",
+            out_dir=out_dir,
+        )
+    except LMUnavailableError as exc:
+        partial = getattr(exc, "partial_result", None)
+        if partial is not None:
+            err_console.print(
+                f"memento: stopped after {partial.n} of {partial.total} examples; partial results (complete: false) "
+                f"in {out_dir / 'results.json'}",
+                markup=False,
+                highlight=False,
+            )
+        raise
+    try:
+        path = write_results(result, out_dir)
+    except OSError as exc:
+        if out_dir == fallback_dir:
+            raise
+        err_console.print(
+            f"memento: cannot write results to {out_dir} ({type(exc).__name__}: {exc}); writing to {fallback_dir}",
+            markup=False,
+            highlight=False,
+        )
+        path = write_results(result, fallback_dir)
     print_summary(result, path)
+
+
+def _writable_dir(path: Path) -> Path:
+    """``path`` as an existing writable directory (created if needed), else a one-line :class:`ConfigError`."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {path} is a file, not a directory (results.json is written inside it)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the output directory {path}: {exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"the output directory {path} is not writable")
+    return path
 
 
 def register(app: typer.Typer) -> None:
