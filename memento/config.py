@@ -106,6 +106,7 @@ class WebSettings(_Section):
     max_bytes: int = Field(default=5_000_000, ge=1)
     undated: Literal["keep", "drop"] = "keep"
     allow_private: bool = False
+    offline: bool = False  # serve pages only from the URL cache (replay a run without network)
 
 
 class MemorySettings(_Section):

@@ -95,8 +95,8 @@ def make_backend(settings: Settings) -> SearchBackend:
     return DDGSBackend(timeout=web.timeout, max_concurrent=web.max_concurrent_searches)
 
 
-def make_fetcher(settings: Settings, *, offline: bool = False) -> Any:
-    """A :class:`~memento.web.fetcher.Fetcher` configured from ``settings.web``."""
+def make_fetcher(settings: Settings, *, offline: bool | None = None) -> Any:
+    """A :class:`~memento.web.fetcher.Fetcher` configured from ``settings.web`` (``offline=None``: ``web.offline``)."""
     from memento.web.fetcher import Fetcher
 
     web = settings.web
@@ -108,7 +108,7 @@ def make_fetcher(settings: Settings, *, offline: bool = False) -> Any:
         max_concurrent=web.max_concurrent_fetches,
         allow_private=web.allow_private,
         undated=web.undated,
-        offline=offline,
+        offline=web.offline if offline is None else offline,
     )
 
 
@@ -117,13 +117,13 @@ def _uses_corpus(settings: Settings) -> bool:
 
 
 def make_web_tools(
-    settings: Settings, *, cutoff: dt.date | str | None = None, undated: UndatedPolicy = "keep", **options: Any
+    settings: Settings, *, cutoff: dt.date | str | None = None, undated: UndatedPolicy | None = None, **options: Any
 ) -> WebTools:
     """One :class:`WebTools` for a task. With the offline corpus, ``scrape`` serves corpus documents only (runs
     stay reproducible and offline); with a live backend it fetches through a :class:`Fetcher`."""
     backend = make_backend(settings)
     fetcher = None if _uses_corpus(settings) else make_fetcher(settings)
-    return WebTools(backend, fetcher, cutoff=cutoff, undated=undated, **options)
+    return WebTools(backend, fetcher, cutoff=cutoff, undated=undated or settings.web.undated, **options)
 
 
 def web_tools_factory(settings: Settings, **options: Any) -> Callable[[dt.date | str | None, str | None], WebTools]:

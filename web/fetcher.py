@@ -56,10 +56,11 @@ from memento.web.errors import (
     TooLarge,
     UndatedRefused,
     UnsupportedContent,
+    WebConfigError,
 )
 from memento.web.limits import host_spacer, process_semaphore
 from memento.web.search_result import UndatedPolicy, coerce_date, parse_date, passes_cutoff
-from memento.web.url_cache import URLCache, normalize_url
+from memento.web.url_cache import URLCache, normalize_url, redact_url
 
 __all__ = ["Page", "Fetcher", "DEFAULT_USER_AGENT", "ALLOWED_CONTENT_TYPES"]
 
@@ -157,6 +158,10 @@ class Fetcher:
         import requests
         from requests.adapters import HTTPAdapter
 
+        try:  # extraction needs it: a broken install fails here, once, not as an error on every page
+            import trafilatura  # noqa: F401
+        except ImportError as exc:
+            raise WebConfigError(f"trafilatura cannot be imported ({exc}); reinstall memento-dspy") from exc
         self.cache = URLCache(cache_dir) if cache_dir is not None else None
         self.user_agent = user_agent
         self.timeout = timeout
@@ -217,7 +222,7 @@ class Fetcher:
                     self._failures[key] = exc
             raise
         except Exception as exc:  # anything unexpected still becomes a typed error
-            logger.warning("unexpected error fetching %s: %r", url, exc)
+            logger.warning("unexpected error fetching %s: %r", redact_url(url), exc)
             raise FetchFailed(f"{url}: {type(exc).__name__}: {exc}", url=url) from exc
         cutoff = coerce_date(before)
         policy = undated or self.undated
@@ -261,6 +266,7 @@ class Fetcher:
         if self.cache is None:
             return
         record = page.model_dump()
+        record["url"], record["final_url"] = redact_url(record["url"]), redact_url(record["final_url"])
         for u in urls:
             self.cache.put_page(u, record)
 
@@ -395,8 +401,9 @@ class Fetcher:
         import requests
 
         host = urlsplit(url).netloc.lower()
+        # wait for this host's turn before taking a slot: a sleeping request must not hold up other hosts
+        self._spacer.wait(host, max(self.host_interval, self._crawl_delay.get(host, 0.0)))
         with self._semaphore:
-            self._spacer.wait(host, max(self.host_interval, self._crawl_delay.get(host, 0.0)))
             with self._lock:
                 self.requests_sent += 1
             try:

@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import threading
 import time
@@ -18,9 +19,22 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-__all__ = ["URLCache", "normalize_url"]
+__all__ = ["URLCache", "normalize_url", "redact_url"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced by ``***`` (for logs, tool records and stored pages)."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url
+    if not password:
+        return url
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, f"{parts.username}:***@{host}", parts.path, parts.query, parts.fragment))
 
 
 def normalize_url(url: str) -> str:
@@ -42,8 +56,9 @@ def normalize_url(url: str) -> str:
     except ValueError:
         port = None
     netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
-    if parts.username:
-        netloc = f"{parts.username}{':' + parts.password if parts.password else ''}@{netloc}"
+    if parts.username:  # the password is never stored: a digest keeps different credentials apart
+        secret = ":pw-" + hashlib.sha256(parts.password.encode()).hexdigest()[:12] if parts.password else ""
+        netloc = f"{parts.username}{secret}@{netloc}"
     query = urlencode(sorted(parse_qsl(parts.query, keep_blank_values=True)))
     return urlunsplit((scheme, netloc, parts.path or "/", query, ""))
 

@@ -17,9 +17,9 @@ from memento.errors import DataError
 from memento.types import ToolCall
 from memento.web.errors import FetchError
 from memento.web.search_result import SearchBackend, UndatedPolicy, coerce_date, filter_by_cutoff
-from memento.web.url_cache import normalize_url
+from memento.web.url_cache import normalize_url, redact_url
 
-__all__ = ["WebTools"]
+__all__ = ["WebTools", "clean_url"]
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class WebTools:
 
     def scrape(self, url: str) -> str:
         """Open a web page (a URL from search_web results) and return its main text, clipped to a budget."""
-        url = (url or "").strip().strip("<>\"'")
+        url = clean_url(url)
         start = time.perf_counter()
         key = normalize_url(url) if url else url
         with self._lock:
@@ -126,16 +126,20 @@ class WebTools:
             else:
                 self._seen.add(key)
         if not url:
-            return self._record("scrape", {"url": url}, "error: empty url", start, error="empty url")
+            return self._record("scrape", {"url": redact_url(url)}, "error: empty url", start, error="empty url")
         try:
             page = self._open(url)
         except FetchError as exc:
             msg = _one_line(exc)
-            return self._record("scrape", {"url": url}, f"error: {msg}", start, error=f"{type(exc).__name__}: {msg}")
+            return self._record(
+                "scrape", {"url": redact_url(url)}, f"error: {msg}", start, error=f"{type(exc).__name__}: {msg}"
+            )
         except Exception as exc:  # never raise into the agent
             logger.warning("scrape failed for %s: %s", url, exc)
             msg = _one_line(exc)
-            return self._record("scrape", {"url": url}, f"error: {msg}", start, error=f"{type(exc).__name__}: {msg}")
+            return self._record(
+                "scrape", {"url": redact_url(url)}, f"error: {msg}", start, error=f"{type(exc).__name__}: {msg}"
+            )
         cached = bool(getattr(page, "from_cache", False))
         if cached:
             with self._lock:
@@ -147,7 +151,12 @@ class WebTools:
         date = f"\nPublished: {page.published.isoformat()}" if page.published else ""
         header = f"Title: {' '.join((page.title or '').split())}\nURL: {page.final_url or page.url}{date}\n\n"
         return self._record(
-            "scrape", {"url": url}, header + body, start, result_urls=[page.final_url or page.url], cached=cached
+            "scrape",
+            {"url": redact_url(url)},
+            header + body,
+            start,
+            result_urls=[redact_url(page.final_url or page.url)],
+            cached=cached,
         )
 
     # ------------------------------------------------------------- accounting
@@ -227,3 +236,30 @@ def _clip(text: str, n: int) -> str:
 def _one_line(exc: BaseException) -> str:
     msg = " ".join(str(exc).split()) or type(exc).__name__
     return _clip(msg, 300)
+
+
+_TRAILING = ".,;:!?"
+_PAIRS = {")": "(", "]": "[", "}": "{"}
+
+
+def clean_url(url: str | None) -> str:
+    """A URL as an LM wrote it, without the quoting and punctuation around it.
+
+    Strips blanks, quotes, angle brackets, a wrapping ``[...]``, trailing sentence punctuation and closing brackets
+    that have no opening partner in the URL (``https://x.org/a_(b)`` keeps its parenthesis; ``https://x.org/a).``
+    loses both).
+    """
+    url = (url or "").strip().strip("<>\"'`")
+    changed = True
+    while url and changed:
+        changed = False
+        if len(url) > 1 and url[0] in "([{" and url[-1] == {"(": ")", "[": "]", "{": "}"}[url[0]]:
+            url, changed = url[1:-1], True
+        elif url[-1] in _TRAILING:
+            url, changed = url[:-1], True
+        elif url[-1] in _PAIRS and url.count(url[-1]) > url.count(_PAIRS[url[-1]]):
+            url, changed = url[:-1], True
+        elif url[0] in "([{" and url.count(url[0]) > url.count({"(": ")", "[": "]", "{": "}"}[url[0]]):
+            url, changed = url[1:], True
+        url = url.strip().strip("<>\"'`")
+    return url
