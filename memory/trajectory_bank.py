@@ -8,7 +8,9 @@ BM25 index over the *task descriptions only* (never the trajectory content) find
 The index is a ``bm25s`` sparse index persisted next to the database with a watermark (the stored sequence numbers),
 so reopening a bank loads it in milliseconds instead of re-indexing; it is rebuilt only when the stored set changed,
 once per applied batch. Writes made inside :meth:`TrajectoryBank.batch` are buffered and applied when the batch ends,
-so every task of a stream batch sees the same bank state.
+so every task of a stream batch sees the same bank state. A batch applied under a ``key`` is applied at most once
+(the key is recorded in the same transaction), which lets a resumed stream re-apply a batch safely.
+``TrajectoryBank(dir, read_only=True)`` opens an existing bank for reading only (test time): nothing on disk changes.
 
 Example:
     >>> from memento.memory.trajectory_bank import TrajectoryBank
@@ -29,7 +31,7 @@ import shutil
 import sqlite3
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -37,10 +39,10 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import ValidationError
 
-from memento.errors import ConfigError, DataError
+from memento.errors import ConfigError, DataError, MemoryFrozenError
 from memento.types import Trajectory
 
-__all__ = ["TrajectoryBank", "BankPolicy", "BankStats", "RetrievedTrajectory"]
+__all__ = ["TrajectoryBank", "BankPolicy", "BankStats", "RetrievedTrajectory", "StagedRow"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,11 +66,18 @@ CREATE TABLE IF NOT EXISTS records (
     record TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS applied_batches (key TEXT PRIMARY KEY, version INTEGER NOT NULL);
 """
+#: A buffered write: ``{"task_id", "task_text", "accepted", "record"}`` (``record``: the trajectory's JSON).
+StagedRow = dict[str, Any]
 
 
 class TrajectoryBankError(DataError):
     """The bank's files are unreadable or were written under another policy."""
+
+
+class TrajectoryBankFrozenError(MemoryFrozenError):
+    """A write to a bank opened with ``read_only=True``."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +90,11 @@ class BankStats:
     dropped: int
     pending: int
     version: int
+
+
+def _staged(row: tuple[str, str, bool, str]) -> StagedRow:
+    task_id, task_text, accepted, record = row
+    return {"task_id": task_id, "task_text": task_text, "accepted": accepted, "record": record}
 
 
 def _tokenize(texts: list[str]) -> list[list[str]]:
@@ -167,6 +181,9 @@ class TrajectoryBank:
         policy: ``"success_only"`` (default, as in the paper: rejected trajectories are dropped) or
             ``"all_with_labels"`` (the paper's ablation: every trajectory is kept with its accept/reject label,
             which :meth:`retrieve` returns so the curator can see it).
+        read_only: open an existing bank for reading only (test time): the database is opened read-only, no
+            directory or index file is created, a stale index is rebuilt in memory only, and any write raises
+            :class:`TrajectoryBankFrozenError`. A missing bank raises :class:`TrajectoryBankError`.
 
     The bank is thread-safe and survives ``copy.deepcopy`` by reference (optimizers deep-copy programs; the memory
     must not fork). Use :meth:`batch` to buffer writes until a stream batch ends.
@@ -179,26 +196,41 @@ class TrajectoryBank:
         False
     """
 
-    def __init__(self, directory: str | Path, *, policy: BankPolicy = "success_only") -> None:
+    def __init__(self, directory: str | Path, *, policy: BankPolicy = "success_only", read_only: bool = False) -> None:
         if policy not in ("success_only", "all_with_labels"):
             raise ConfigError(f"unknown trajectory bank policy {policy!r}; use success_only or all_with_labels")
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.read_only = bool(read_only)
         self.policy: BankPolicy = policy
         self._lock = threading.RLock()
         self._pending: list[tuple[str, str, bool, str]] | None = None
         self._dropped = 0
         self._index: _Index | None = None
-        self._conn = sqlite3.connect(self.directory / _DB_NAME, check_same_thread=False, isolation_level=None)
+        self._index_max_seq = 0
+        db = self.directory / _DB_NAME
+        if self.read_only:
+            if not db.is_file():
+                raise TrajectoryBankError(f"no trajectory bank at {self.directory}: {_DB_NAME} is missing")
+            uri = f"{db.resolve().as_uri()}?mode=ro"
+            self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        else:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(db, check_same_thread=False, isolation_level=None)
         try:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.executescript(_SCHEMA)
+            if self.read_only:
+                self._conn.execute("SELECT seq, task_id, task_text, label FROM trajectories LIMIT 1").fetchall()
+                self._conn.execute("SELECT key, value FROM meta LIMIT 1").fetchall()
+            else:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
-            raise TrajectoryBankError(f"{self.directory / _DB_NAME} is not a trajectory bank: {exc}") from exc
+            self._conn.close()
+            raise TrajectoryBankError(f"{db} is not a trajectory bank: {exc}") from exc
         stored_policy = self._meta("policy")
         if stored_policy is None:
-            self._set_meta("policy", policy)
+            if not self.read_only:
+                self._set_meta("policy", policy)
         elif stored_policy != policy:
             raise TrajectoryBankError(
                 f"bank {self.directory} was created with policy {stored_policy!r}, not {policy!r}"
@@ -212,7 +244,12 @@ class TrajectoryBank:
         return self
 
     def __repr__(self) -> str:
-        return f"TrajectoryBank({str(self.directory)!r}, policy={self.policy!r}, stored={len(self)})"
+        ro = ", read_only=True" if self.read_only else ""
+        return f"TrajectoryBank({str(self.directory)!r}, policy={self.policy!r}{ro}, stored={len(self)})"
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise TrajectoryBankFrozenError(f"trajectory bank {self.directory} is read-only (frozen); nothing stored")
 
     # -- meta ----------------------------------------------------------------------------------------------------
     def _meta(self, key: str) -> str | None:
@@ -237,8 +274,9 @@ class TrajectoryBank:
             stored, accepted = self._meta("count"), self._meta("accepted")
             if stored is None or accepted is None:
                 n, a = self._conn.execute("SELECT COUNT(*), COALESCE(SUM(label = 1), 0) FROM trajectories").fetchone()
-                self._set_meta("count", str(n))
-                self._set_meta("accepted", str(a))
+                if not self.read_only:
+                    self._set_meta("count", str(n))
+                    self._set_meta("accepted", str(a))
                 return int(n), int(a)
             return int(stored), int(accepted)
 
@@ -264,6 +302,7 @@ class TrajectoryBank:
         """
         if not isinstance(trajectory, Trajectory):
             raise DataError(f"TrajectoryBank.add expects a Trajectory, got {type(trajectory).__name__}")
+        self._check_writable()
         accepted = bool(accepted)
         with self._lock:
             if not accepted and self.policy == "success_only":
@@ -282,15 +321,26 @@ class TrajectoryBank:
             return sum(self.add(trajectory, accepted) for trajectory, accepted in items)
 
     @contextlib.contextmanager
-    def batch(self) -> Iterator[TrajectoryBank]:
+    def batch(
+        self, *, key: str | None = None, before_apply: Callable[[list[StagedRow]], None] | None = None
+    ) -> Iterator[TrajectoryBank]:
         """Buffer every :meth:`add` until the block exits, then apply them atomically (one transaction).
 
         Retrievals inside the block see the state from before it. Nested blocks join the outer one. The batch is
         all or nothing: if the block raises (a stream aborted by an unreachable LM, an interrupt), the buffered
         writes are discarded so that rerunning the batch does not store its trajectories twice.
+
+        Args:
+            key: apply the batch at most once: the key is recorded in the same transaction, and a batch whose key
+                was already applied (see :meth:`apply_rows`) stores nothing.
+            before_apply: called with the buffered rows (possibly none) after the block succeeded and before they
+                are applied: a checkpoint written there can re-apply them with :meth:`apply_rows` after a crash. If
+                it raises, nothing is applied.
         """
         with self._lock:
             outer = self._pending is None
+            if not outer and (key is not None or before_apply is not None):
+                raise ConfigError("a nested TrajectoryBank.batch cannot take a key or before_apply")
             if outer:
                 self._pending = []
         ok = False
@@ -301,10 +351,37 @@ class TrajectoryBank:
             if outer:
                 with self._lock:
                     rows, self._pending = self._pending or [], None
-                    if ok and rows:
-                        self._apply(rows)
-                    elif rows:
-                        logger.warning("batch aborted: %d buffered trajectories discarded (rerun the batch)", len(rows))
+                    try:
+                        if ok and before_apply is not None:
+                            before_apply([_staged(row) for row in rows])
+                        if ok and rows:
+                            self._apply(rows, key=key)
+                    finally:
+                        if rows and not ok:
+                            logger.warning("batch aborted: %d buffered trajectories discarded (rerun it)", len(rows))
+
+    def apply_rows(self, rows: list[StagedRow], *, key: str) -> bool:
+        """Apply rows staged by a :meth:`batch` (e.g. read back from a checkpoint) unless ``key`` was applied.
+
+        Returns whether they were applied now (``False``: that batch is already in the bank).
+        """
+        if not rows:
+            return False
+        self._check_writable()
+        try:
+            tuples = [(str(r["task_id"]), str(r["task_text"]), bool(r["accepted"]), str(r["record"])) for r in rows]
+        except (KeyError, TypeError) as exc:
+            raise DataError(f"malformed staged trajectory rows for batch {key!r}: {exc}") from exc
+        return self._apply(tuples, key=key)
+
+    def applied(self, key: str) -> bool:
+        """Whether a batch with this key has been applied."""
+        with self._lock:
+            try:
+                row = self._conn.execute("SELECT 1 FROM applied_batches WHERE key = ?", (key,)).fetchone()
+            except sqlite3.OperationalError:  # a read-only bank written before batch keys existed
+                return False
+            return row is not None
 
     @property
     def pending(self) -> int:
@@ -312,11 +389,17 @@ class TrajectoryBank:
         with self._lock:
             return len(self._pending or [])
 
-    def _apply(self, rows: list[tuple[str, str, bool, str]]) -> None:
+    def _apply(self, rows: list[tuple[str, str, bool, str]], *, key: str | None = None) -> bool:
+        self._check_writable()
         with self._lock:
             stored, accepted = self._counts()
             self._conn.execute("BEGIN IMMEDIATE")
             try:
+                if key is not None:
+                    if self._conn.execute("SELECT 1 FROM applied_batches WHERE key = ?", (key,)).fetchone():
+                        self._conn.execute("ROLLBACK")
+                        logger.info("batch %s is already in %s: not applied again", key, self.directory)
+                        return False
                 # task texts (what the index reads) and records (gigabytes at scale) live in separate tables, so
                 # re-indexing scans only the narrow one
                 for tid, text, label, record in rows:
@@ -324,7 +407,10 @@ class TrajectoryBank:
                         "INSERT INTO trajectories(task_id, task_text, label) VALUES (?, ?, ?)", (tid, text, int(label))
                     )
                     self._conn.execute("INSERT INTO records(seq, record) VALUES (?, ?)", (cursor.lastrowid, record))
-                self._set_meta("version", str(int(self._meta("version") or 0) + 1))
+                version = int(self._meta("version") or 0) + 1
+                self._set_meta("version", str(version))
+                if key is not None:
+                    self._conn.execute("INSERT INTO applied_batches(key, version) VALUES (?, ?)", (key, version))
                 self._set_meta("count", str(stored + len(rows)))
                 self._set_meta("accepted", str(accepted + sum(1 for row in rows if row[2])))
                 self._conn.execute("COMMIT")
@@ -332,6 +418,7 @@ class TrajectoryBank:
                 self._conn.execute("ROLLBACK")
                 raise
             self._index = None  # re-indexed at the next retrieval (several batches without reads cost one build)
+            return True
 
     # -- reading -------------------------------------------------------------------------------------------------
     def _max_seq(self) -> int:
@@ -339,24 +426,36 @@ class TrajectoryBank:
 
     def _ensure_index(self) -> _Index:
         with self._lock:
-            if self._index is not None:
+            max_seq = self._max_seq()  # the watermark: another handle (or process) may have written since
+            if self._index is not None and self._index_max_seq == max_seq:
                 return self._index
             index_dir = self.directory / _INDEX_DIR
-            index = _Index.load(index_dir, max_seq=self._max_seq())
+            index = _Index.load(index_dir, max_seq=max_seq)
             if index is None:
                 rows = self._conn.execute("SELECT seq, task_id, task_text FROM trajectories ORDER BY seq").fetchall()
                 index = _Index.build([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
-                index.save(index_dir)
-                if self._meta("count") != str(len(rows)):  # rows written behind the bank's back: recount
-                    self._conn.execute("DELETE FROM meta WHERE key IN ('count', 'accepted')")
-            self._index = index
+                max_seq = int(index.seqs.max()) if len(index.seqs) else 0
+                if not self.read_only:  # a read-only bank keeps the rebuilt index in memory
+                    index.save(index_dir)
+                    if self._meta("count") != str(len(rows)):  # rows written behind the bank's back: recount
+                        self._conn.execute("DELETE FROM meta WHERE key IN ('count', 'accepted')")
+            self._index, self._index_max_seq = index, max_seq
             return index
 
     def rebuild_index(self) -> None:
-        """Re-index every stored task text (normally automatic: only needed if the index files were damaged)."""
+        """Re-index every stored task text (normally automatic: only needed if the index files were damaged).
+
+        A read-only bank rebuilds the index in memory and leaves its files alone.
+        """
         with self._lock:
-            shutil.rmtree(self.directory / _INDEX_DIR, ignore_errors=True)
+            if not self.read_only:
+                shutil.rmtree(self.directory / _INDEX_DIR, ignore_errors=True)
             self._index = None
+            if self.read_only:
+                rows = self._conn.execute("SELECT seq, task_id, task_text FROM trajectories ORDER BY seq").fetchall()
+                index = _Index.build([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+                self._index, self._index_max_seq = index, int(index.seqs.max()) if len(index.seqs) else 0
+                return
             self._ensure_index()
 
     def retrieve(self, task_text: str, k: int = 3, *, exclude_task_id: str | None = None) -> list[RetrievedTrajectory]:
@@ -420,8 +519,14 @@ class TrajectoryBank:
             yield Trajectory.model_validate_json(record), bool(label)
 
     def close(self) -> None:
-        """Close the bank: pending batch writes are applied and the BM25 index is brought up to date on disk."""
+        """Close the bank: pending batch writes are applied and the BM25 index is brought up to date on disk.
+
+        A read-only bank only closes its connection.
+        """
         with self._lock:
+            if self.read_only:
+                self._conn.close()
+                return
             if self._pending:
                 rows, self._pending = self._pending, None
                 self._apply(rows)

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -32,7 +33,7 @@ import dspy
 from memento.errors import ConfigError, LMUnavailableError, MementoError
 from memento.lm import raise_if_fatal
 from memento.threads import run_parallel
-from memento.types import Trajectory
+from memento.types import Trajectory, new_id
 
 if TYPE_CHECKING:
     from memento.programs.jitmem_agent import JitMemAgent
@@ -130,16 +131,18 @@ def stream(
             scores results, it never decides what is stored.
         threads: tasks of a batch run in parallel with up to this many workers.
         on_batch: called as ``on_batch(batch_index, items)`` after each batch is applied (progress, checkpoints).
-        checkpoint: a JSONL file where every finished batch is appended (its items: outputs, trajectory, score)
-            right after the bank applied it; a rerun with the same file, tasks, seed and batch size restores the
-            finished batches and continues with the next one.
+        checkpoint: a JSONL file where every finished batch is appended (its items: outputs, trajectory, score,
+            and the trajectories the bank is about to store) just *before* the bank applies it, under a key the bank
+            records with the batch. A rerun with the same file, tasks, seed and batch size restores the finished
+            batches, re-applies a checkpointed batch the bank missed (a crash between the two steps) and continues
+            with the next one: each batch's trajectories are stored exactly once.
 
     Returns:
         A :class:`StreamResult` whose items are in the tasks' original order.
 
     Raises:
         LMUnavailableError: the LM cannot be reached (other per-task failures are recorded on the item).
-        ConfigError: the checkpoint was written by a different stream (tasks count, seed or batch size).
+        ConfigError: the checkpoint was written by a different stream (tasks, seed or batch size).
     """
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
@@ -148,8 +151,12 @@ def stream(
     rank = {position: i for i, position in enumerate(order)}
     items: list[StreamItem | None] = [None] * len(tasks)
     bank = agent.bank
-    header = {"tasks": len(tasks), "seed": seed, "batch_size": batch_size}
-    done_batches = _restore(Path(checkpoint), header, items) if checkpoint is not None else set()
+    header = {"tasks": len(tasks), "tasks_sha256": _tasks_digest(agent, tasks), "seed": seed, "batch_size": batch_size}
+    done_batches: set[int] = set()
+    run_id = new_id("stream-")
+    if checkpoint is not None:
+        done_batches, restored_id = _restore(Path(checkpoint), header, items, bank)
+        run_id = restored_id or run_id
     for batch_index, start in enumerate(range(0, len(order), batch_size)):
         if batch_index in done_batches:
             continue
@@ -190,13 +197,23 @@ def stream(
                 item.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             return item
 
-        with bank.batch():
-            done = run_parallel(run_one, positions, threads=threads)
+        done: list[StreamItem] = []
+        key = f"{run_id}:{batch_index}"
+
+        def write_checkpoint(
+            rows: list[dict[str, Any]], *, _batch: int = batch_index, _version: int = version, _done: list = done
+        ) -> None:
+            # written before the bank applies the batch: a crash in between is repaired from this line on restore
+            assert checkpoint is not None
+            meta = {**header, "run_id": run_id, "batch": _batch, "key": f"{run_id}:{_batch}", "bank_version": _version}
+            _append(Path(checkpoint), meta, _done, rows)
+
+        exactly_once: dict[str, Any] = {"key": key, "before_apply": write_checkpoint} if checkpoint is not None else {}
+        with bank.batch(**exactly_once):
+            done.extend(run_parallel(run_one, positions, threads=threads))
         for item in done:
             items[item.position] = item
         logger.info("stream batch %d: %d tasks, bank %d -> %d trajectories", batch_index, len(done), size, len(bank))
-        if checkpoint is not None:
-            _append(Path(checkpoint), {**header, "batch": batch_index, "bank_version": bank.version}, done)
         if on_batch is not None:
             on_batch(batch_index, done)
     return StreamResult(items=[item for item in items if item is not None])
@@ -227,9 +244,25 @@ def _item_record(item: StreamItem) -> dict[str, Any]:
     }
 
 
-def _append(path: Path, meta: dict[str, Any], items: list[StreamItem]) -> None:
-    """Append one finished batch as a single JSON line, flushed to disk (a torn last line is ignored on restore)."""
-    line = json.dumps({**meta, "items": [_item_record(item) for item in items]}, ensure_ascii=False)
+def _tasks_digest(agent: JitMemAgent, tasks: Sequence[Any]) -> str:
+    """A hash of the tasks' ids, input fields and cutoffs, in order (a checkpoint belongs to one task list)."""
+    fields = ["id", "task_id", "cutoff", *agent.task.input_fields]
+    digest = hashlib.sha256()
+    for example in tasks:
+        get = example.get if hasattr(example, "get") else (lambda key, default=None: default)
+        record = {name: get(name, None) for name in fields}
+        digest.update(json.dumps(record, sort_keys=True, default=str, ensure_ascii=False).encode("utf-8") + b"\n")
+    return digest.hexdigest()
+
+
+def _append(path: Path, meta: dict[str, Any], items: list[StreamItem], rows: list[dict[str, Any]]) -> None:
+    """Append one finished batch as a single JSON line, flushed to disk (a torn last line is ignored on restore).
+
+    ``rows`` are the bank writes staged by the batch, kept so that a crash before the bank applied them can be
+    repaired on restore.
+    """
+    record = {**meta, "items": [_item_record(item) for item in items], "rows": rows}
+    line = json.dumps(record, ensure_ascii=False)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as handle:
         handle.write(line + "\n")
@@ -237,11 +270,15 @@ def _append(path: Path, meta: dict[str, Any], items: list[StreamItem]) -> None:
         os.fsync(handle.fileno())
 
 
-def _restore(path: Path, header: dict[str, Any], items: list[StreamItem | None]) -> set[int]:
-    """Fill ``items`` from a checkpoint's finished batches; returns their indices."""
+def _restore(path: Path, header: dict[str, Any], items: list[StreamItem | None], bank: Any) -> tuple[set[int], str]:
+    """Fill ``items`` from a checkpoint's finished batches and apply any the bank missed.
+
+    Returns the finished batch indices and the stream's run id (``""`` for a new checkpoint).
+    """
     if not path.exists():
-        return set()
+        return set(), ""
     done: set[int] = set()
+    run_id = ""
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
@@ -251,8 +288,11 @@ def _restore(path: Path, header: dict[str, Any], items: list[StreamItem | None])
             logger.warning("%s:%d: torn checkpoint line ignored (that batch runs again)", path, lineno)
             continue
         if any(record.get(key) != value for key, value in header.items()):
-            got = {key: record.get(key) for key in header}
-            raise ConfigError(f"checkpoint {path} was written by another stream ({got}), not {header}")
+            differ = ", ".join(key for key, value in header.items() if record.get(key) != value)
+            raise ConfigError(f"checkpoint {path} was written by another stream (different {differ})")
+        run_id = run_id or str(record.get("run_id") or "")
+        if bank.apply_rows(record.get("rows") or [], key=str(record["key"])):
+            logger.warning("%s: batch %s was checkpointed but not in the bank: applied now", path, record["batch"])
         for data in record["items"]:
             trajectory = Trajectory.model_validate(data["trajectory"]) if data.get("trajectory") else None
             pred = None
@@ -271,7 +311,7 @@ def _restore(path: Path, header: dict[str, Any], items: list[StreamItem | None])
         done.add(int(record["batch"]))
     if done:
         logger.info("stream resumed from %s: %d finished batches restored", path, len(done))
-    return done
+    return done, run_id
 
 
 def build_training_bank(

@@ -80,7 +80,7 @@ class JitMemAgent(dspy.Module):
         task: the task spec (defaults to ``executor.task``).
         retrieval: ``False`` is the no-retrieval ablation (the curator always gets an empty set).
         distiller: write-time distillation ablation: store ``distiller(trajectory=t).trajectory`` instead of ``t``.
-        store: ``False`` never writes to the bank (frozen memory at test time).
+        store: ``False`` never writes to the bank (frozen memory at test time; required with a read-only bank).
 
     Example:
         >>> agent = JitMemAgent(ReActAgent("qa", web=web), TrajectoryBank("bank"), JitMemCurator())  # doctest: +SKIP
@@ -106,6 +106,8 @@ class JitMemAgent(dspy.Module):
         self.task = task if task is not None else getattr(executor, "task", None)
         if not isinstance(self.task, Task):
             raise ConfigError("JitMemAgent needs a task: pass task= or an executor with a .task attribute")
+        if store and getattr(bank, "read_only", False):
+            raise ConfigError("the trajectory bank is read-only (frozen): pass store=False to run without storing")
         self.executor = executor
         self.bank = bank
         self.curator = curator if curator is not None else JitMemCurator()
@@ -277,10 +279,11 @@ def build_jitmem(
 ) -> JitMemAgent:
     """The ``jitmem`` method: a ``react`` executor, a trajectory bank in ``<memory_dir>/jitmem``, k=3, judge gate.
 
-    ``frozen=True`` (test time, ``memento eval``) never judges or stores new trajectories.
+    ``frozen=True`` (test time, ``memento eval``) opens an existing bank read-only and never judges or stores new
+    trajectories; a missing bank (``<memory_dir>/jitmem/trajectories.sqlite3``) is a ``DataError``.
     """
     from memento.programs.registry import build_program
 
     inner = build_program(executor, task=task, settings=settings, roles=roles)
-    bank = TrajectoryBank(Path(memory_dir or settings.memory.dir) / "jitmem", policy=policy)
+    bank = TrajectoryBank(Path(memory_dir or settings.memory.dir) / "jitmem", policy=policy, read_only=frozen)
     return JitMemAgent(inner, bank, JitMemCurator(), k=3, judge=True, roles=roles, task=task, store=not frozen)
