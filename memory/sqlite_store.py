@@ -515,10 +515,13 @@ class SQLiteStore:
         """Restore the state of ``version`` (appending the inverse changes) and make it the head.
 
         Later versions are marked ``rolled_back``; checkpoints tied to them are dropped, so a trainer
-        re-learns those batches. Returns the number of items changed.
+        re-learns those batches. A rolled-back version cannot be restored (DataError: retrain instead).
+        Returns the number of items changed.
         """
         self._check_writable()
         info = self.version_info(version)
+        if info["status"] == "rolled_back":  # its batch's checkpoints are gone: a trainer would re-apply it
+            raise DataError(f"version {version} was rolled back; retrain instead")
         with self.transaction(batch=None) as tx:
             current = {(row["store"], row["id"]): row["data"] for row in self.items()}
             target = self.state_at(version)
