@@ -128,6 +128,20 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def _connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
+    """A connection to ``cases.db``; ``read_only`` opens it with ``mode=ro`` (nothing created or written)."""
+    if read_only:
+        uri = f"{path.resolve().as_uri()}?mode=ro"
+        return sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None, timeout=30)
+    return sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+
+
+def _unusable(path: Path, exc: BaseException) -> CaseBankError:
+    """The one-line error for a ``cases.db`` SQLite cannot read (not a database, corrupt, wrong schema)."""
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return CaseBankError(f"{path} is not a usable case bank ({reason})")
+
+
 def sample_softmax(scores: np.ndarray, k: int, *, alpha: float = 1.0, rng: np.random.Generator) -> np.ndarray:
     """Indices of ``k`` items drawn without replacement, each draw with probability ``softmax(scores / alpha)``
     over the items not yet drawn (Gumbel top-k: exact, one vectorised pass)."""
@@ -150,14 +164,20 @@ class StoredEmbedder:
     def of(cls, dir: str | os.PathLike) -> StoredEmbedder:
         """The embedder identity recorded in the bank at ``dir``."""
         path = Path(dir) / DB_NAME
-        if not path.exists():
+        if not path.is_file():
             raise CaseBankError(f"no case bank at {dir} (missing {DB_NAME})")
-        with contextlib.closing(sqlite3.connect(path)) as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key='embedder'").fetchone()
+        try:
+            with contextlib.closing(_connect(path, read_only=True)) as conn:
+                row = conn.execute("SELECT value FROM meta WHERE key='embedder'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise _unusable(path, exc) from None
         if row is None:
             raise CaseBankError(f"case bank {dir} records no embedder")
-        info = json.loads(row[0])
-        return cls(str(info["name"]), int(info["dim"]))
+        try:
+            info = json.loads(row[0])
+            return cls(str(info["name"]), int(info["dim"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CaseBankError(f"case bank {dir} records an unreadable embedder ({exc})") from None
 
     def embed(self, texts: list[str]) -> np.ndarray:
         raise CaseBankError(
@@ -235,11 +255,11 @@ class _NamespaceIndex:
 class CaseBank:
     """Persistent, namespaced store of (task, plan, reward) cases with cosine / learned-Q / softmax retrieval.
 
-    Thread-safe (one lock per bank); a ``copy.deepcopy`` returns the same bank, so DSPy optimizers that deep-copy
-    programs never fork the memory. One writer process per directory.
+    Thread-safe (one lock per bank); ``copy.copy`` and ``copy.deepcopy`` return the same bank, so DSPy optimizers
+    that deep-copy programs never fork the memory. One writer process per directory.
 
     Args:
-        dir: Bank directory (created if missing).
+        dir: Bank directory (created if missing, unless ``frozen``).
         embedder: Text embedder (default :func:`~memento.memory.embedder.default_embedder`). The bank records the
             embedder's ``name``/``dim`` and refuses another one (stored vectors would be meaningless).
         namespace: Namespace this bank writes to and reads from (e.g. one per client).
@@ -254,7 +274,9 @@ class CaseBank:
             docs/benchmarks.md).
         hnsw_m / ef_search / ef_construction: HNSW graph degree and search / build breadth.
         eviction_slack: Fraction below ``capacity`` an eviction goes down to (amortises the Q-scoring of the bank).
-        frozen: Read-only: writes raise :class:`~memento.errors.MemoryFrozenError` (retrieval still works).
+        frozen: Read-only: the existing ``cases.db`` is opened with SQLite ``mode=ro`` (a missing bank is a
+            :class:`CaseBankError`, never created); writes raise :class:`~memento.errors.MemoryFrozenError`
+            (retrieval still works).
         seed: Seed for softmax sampling (when ``retrieve`` gets no ``rng``/``seed``) and the gate.
 
     Example:
@@ -293,7 +315,10 @@ class CaseBank:
         if base_namespace == namespace:
             base_namespace = None
         self.dir = Path(dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        if frozen and not (self.dir / DB_NAME).is_file():
+            raise CaseBankError(f"no case bank at {self.dir} (missing {DB_NAME}); a frozen bank is never created")
+        if not frozen:
+            self.dir.mkdir(parents=True, exist_ok=True)
         self.embedder = embedder if embedder is not None else default_embedder()
         self.namespace = namespace
         self.base_namespace = base_namespace
@@ -313,16 +338,27 @@ class CaseBank:
         self._learner: QGateLearner | None = None
         self._lock = threading.RLock()
         self._indexes: dict[str, _NamespaceIndex] = {}
-        self._conn = sqlite3.connect(self.dir / DB_NAME, check_same_thread=False, isolation_level=None, timeout=30)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.executescript(_SCHEMA)
-        self._check_embedder()
+        self._conn = _connect(self.dir / DB_NAME, read_only=frozen)
+        try:
+            if not frozen:  # a frozen bank opens read-only: no schema or meta write
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.executescript(_SCHEMA)
+            self._check_embedder()
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise _unusable(self.dir / DB_NAME, exc) from None
+        except BaseException:
+            self._conn.close()
+            raise
 
     # -- basics --------------------------------------------------------------------------------------------------
 
     def __deepcopy__(self, memo: dict) -> CaseBank:
         return self  # memory must not fork when DSPy optimizers deep-copy a program
+
+    def __copy__(self) -> CaseBank:
+        return self  # a shallow copy would be a second bank object over the same connection and indexes
 
     def __len__(self) -> int:
         return self.count()
@@ -351,6 +387,8 @@ class CaseBank:
         name = str(getattr(self.embedder, "name", type(self.embedder).__name__))
         stored = self._meta("embedder")
         if stored is None:
+            if self.frozen:
+                raise CaseBankError(f"case bank {self.dir} records no embedder")
             with self._tx():
                 self._set_meta("embedder", json.dumps({"name": name, "dim": self.dim}))
             return
@@ -429,6 +467,8 @@ class CaseBank:
         for item in cases:
             data = item.model_dump() if isinstance(item, Case) else dict(item)
             data["namespace"] = self.namespace
+            if not str(data.get("task_text") or "").strip():
+                raise CaseBankError("a case needs a non-empty task_text (it is what retrieval embeds and matches)")
             try:
                 recs.append(Case(**data))
             except Exception as exc:  # pydantic validation -> one typed line

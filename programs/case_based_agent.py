@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import dspy
 
-from memento.errors import ConfigError, MementoError
+from memento.errors import ConfigError, DataError, MementoError
 from memento.lm import raise_if_fatal
 from memento.memory.case_bank import DB_NAME, CaseBank, RetrievalPolicy
 from memento.programs.registry import register_method
@@ -320,7 +320,8 @@ class CaseBasedAgent(ResearchProgram):
     def _execute(self, call: ResearchCall, node: Node) -> None:
         context = call.context.strip()
         if self.executor_bank is not None and self.executor_k > 0 and len(self.executor_bank):
-            tool_cases = self.executor_bank.retrieve(node.question, self.executor_k)
+            own = self.executor_bank.case_ids_for_ref(call.task_id)  # a task never reads its own tool cases
+            tool_cases = self.executor_bank.retrieve(node.question, self.executor_k, exclude_ids=own)
             if tool_cases:
                 lines = [
                     f"Sub-task: {c.task_text}\nOutcome: {'answered' if c.reward >= 0.5 else 'failed'}\n"
@@ -455,19 +456,27 @@ def build_cbr(
     roles: Roles | None = None,
     trainset: list[Any] | None = None,
     memory_dir: Path | None = None,
-    policy: RetrievalPolicy = "cosine",
+    policy: RetrievalPolicy = "q",
     frozen: bool = False,
 ) -> CaseBasedAgent:
-    """The ``cbr`` method: a case bank in ``<memory_dir>/cbr``, K=4 cosine retrieval, judge rewards, 3 cycles.
+    """The ``cbr`` method: a case bank in ``<memory_dir>/cbr``, K=4 retrieval by the learned Q-gate, judge rewards,
+    3 cycles.
 
-    An existing bank is opened with the embedder it was built with; ``frozen=True`` (test time, ``memento eval``)
-    opens it read-only and retains no cases.
+    ``policy`` defaults to ``q`` (the gate re-ranks cosine candidates; until it has learned from a first pair it
+    ranks by cosine); ``cosine`` and ``softmax`` are the alternatives. An existing bank is opened with the embedder
+    it was built with; ``frozen=True`` (test time, ``memento eval``) opens it read-only and retains no cases, and a
+    missing bank is then a DataError (nothing is created).
     """
     from memento.memory.case_bank import StoredEmbedder
     from memento.memory.embedder import default_embedder, embedder_for
     from memento.web.factory import web_tools_factory
 
-    directory = Path(memory_dir or settings.memory.dir) / "cbr"
+    root = Path(memory_dir or settings.memory.dir)
+    directory = root / "cbr"
+    if frozen and not (directory / DB_NAME).is_file():
+        raise DataError(
+            f"no case bank at {directory}: fill one first (`memento run --method cbr --memory {root}` retains cases)"
+        )
     if (directory / DB_NAME).exists():
         stored = StoredEmbedder.of(directory)
         embedder = embedder_for(stored.name, stored.dim)

@@ -201,7 +201,7 @@ def test_registry_builds_cbr_with_a_bank_under_memory_dir(tmp_path):
     settings = load_settings(flags={"memory": {"dir": str(tmp_path)}, "web": {"backend": "offline"}})
     agent = build_program("cbr", task="multihop", settings=settings)
     assert isinstance(agent, CaseBasedAgent)
-    assert agent.bank.dir == tmp_path / "cbr" and agent.k == 4 and agent.policy == "cosine"
+    assert agent.bank.dir == tmp_path / "cbr" and agent.k == 4 and agent.policy == "q"
 
 
 def test_frozen_bank_needs_retain_false(tmp_path, engine, lm):
@@ -212,3 +212,22 @@ def test_frozen_bank_needs_retain_false(tmp_path, engine, lm):
         make_agent(tmp_path, bank=frozen)
     pred = make_agent(tmp_path, bank=frozen, retain=False)(question="What is the capital of France?")
     assert len(pred.cbr["retrieved"]) == 1 and len(frozen) == 1
+
+
+def test_executor_bank_never_shows_a_task_its_own_tool_cases(tmp_path, engine, lm):
+    script(engine)
+    tools = CaseBank(tmp_path / "tools", HashingEmbedder(dim=128))
+    agent = make_agent(tmp_path, executor_bank=tools, executor_k=2)
+    question = "What is the capital of the country where the Eiffel Tower is?"
+    agent(question=question, task_id="t-eiffel")  # cycle 2's sub-task runs after cycle 1 stored 2 tool cases
+    assert len(tools) == 3
+    n_before = len(engine.calls)
+    agent(question=question, task_id="t-eiffel")  # the same task again: all stored tool cases are its own
+    executor_calls = [c for c in engine.calls if "next_tool_name" in c.output_fields]
+    assert executor_calls and all(
+        "Tool use on similar past sub-tasks" not in c.inputs["context"] for c in executor_calls
+    )
+    assert len(engine.calls) > n_before
+    agent(question=question, task_id="t-other")  # another task does see them
+    later = [c for c in engine.calls[n_before:] if "next_tool_name" in c.output_fields]
+    assert any("Tool use on similar past sub-tasks" in c.inputs["context"] for c in later)
