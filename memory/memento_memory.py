@@ -63,7 +63,11 @@ class MemoryBudgets(BaseModel):
 
 
 class StoreDiff(BaseModel):
-    """What changed in one store between two versions (characters as in MEMENTO Tables 15-16)."""
+    """What changed in one store between two versions (characters as in MEMENTO Tables 15-16).
+
+    ``modified`` lists every item whose record changed (text, support, contradiction, status...);
+    ``chars_modified`` counts only the changed characters of their text.
+    """
 
     added: list[str] = Field(default_factory=list)
     removed: list[str] = Field(default_factory=list)
@@ -384,6 +388,8 @@ class MementoMemory:
             n = {k[1]: _visible_text(name, v) for k, v in new.items() if k[0] == name}
             o = {k: v for k, v in o.items() if v}
             n = {k: v for k, v in n.items() if v}
+            records_o = {k[1]: v for k, v in old.items() if k[0] == name}
+            records_n = {k[1]: v for k, v in new.items() if k[0] == name}
             d = StoreDiff(chars_after=sum(len(t) for t in n.values()))
             for item_id in sorted(set(o) | set(n)):
                 if item_id not in o:
@@ -392,8 +398,8 @@ class MementoMemory:
                 elif item_id not in n:
                     d.removed.append(item_id)
                     d.chars_deleted += len(o[item_id])
-                elif o[item_id] != n[item_id]:
-                    d.modified.append(item_id)
+                elif o[item_id] != n[item_id] or records_o[item_id] != records_n[item_id]:
+                    d.modified.append(item_id)  # text, support, contradiction or status changed
                     d.chars_modified += _changed_chars(o[item_id], n[item_id])
             out[name] = d
         return MemoryDiff(a=a, b=b, stores=out)

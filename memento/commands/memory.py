@@ -154,11 +154,17 @@ def diff(
     api_base: APIBaseOpt = None,
     judge_lm: JudgeLMOpt = None,
 ) -> None:
-    """What changed between two versions, per store (items and characters added/deleted/modified)."""
+    """What changed between two versions, per store (items and characters added/deleted/modified).
+
+    An item counts as modified when its text, support, contradiction or status changed.
+    """
     mem = _open(memory, config)
     result = mem.diff(a, b)
     old, new = mem.db.state_at(a), mem.db.state_at(b)
-    table = Table(title=f"memory diff {a} -> {b}")
+    table = Table(
+        title=f"memory diff {a} -> {b}",
+        caption="~items: items whose text, support, contradiction or status changed; ~chars: text changes only",
+    )
     for col in ("store", "+items", "-items", "~items", "+chars", "-chars", "~chars", "chars after"):
         table.add_column(col, justify="right")
     for name, d in result.stores.items():
@@ -177,7 +183,24 @@ def diff(
         for sign, ids, state in (("+", d.added, new), ("-", d.removed, old), ("~", d.modified, new)):
             for item_id in ids:
                 text = state.get((name, item_id), {}).get("text", "")
-                console.print(f"{sign} {name} {item_id}: {escape(_short(text, 110))}", highlight=False, soft_wrap=True)
+                extra = (
+                    _field_changes(old.get((name, item_id), {}), new.get((name, item_id), {})) if sign == "~" else ""
+                )
+                console.print(
+                    f"{sign} {name} {item_id}: {escape(_short(text, 110))}{escape(extra)}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+
+
+def _field_changes(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """`` (support 2 -> 3, status active -> downweighted)`` for the counters and status of a modified item."""
+    parts = [
+        f"{key} {before.get(key)} -> {after.get(key)}"
+        for key in ("support", "contradiction", "status")
+        if before.get(key) != after.get(key)
+    ]
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 @app.command("rollback")
