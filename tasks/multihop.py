@@ -18,13 +18,13 @@ Example:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
 import dspy
 
 from memento.errors import ConfigError, DataError
+from memento.tasks._jsonl import jsonl_rows
 from memento.tasks.task import Task, register_task
 
 __all__ = ["AnswerMultiHopQuestion", "MultiHopTask"]
@@ -67,25 +67,17 @@ class MultiHopTask(Task):
             DataError: a line is not JSON or lacks ``question``/``answers``.
         """
         examples: list[dspy.Example] = []
-        with Path(path).open(encoding="utf-8") as handle:
-            for lineno, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    question = str(row["question"]).strip()
-                    answers = row["answers"]
-                except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                    raise DataError(f"{path}:{lineno}: not a multi-hop row ({type(exc).__name__}: {exc})") from None
-                if isinstance(answers, str):
-                    answers = [answers]
-                if not question or not isinstance(answers, list) or not answers:
-                    raise DataError(f"{path}:{lineno}: a row needs a question and a non-empty answers list")
-                data: dict[str, Any] = {"question": question, "answers": [str(a) for a in answers]}
-                data.update({key: row[key] for key in _KEEP if key in row})
-                examples.append(dspy.Example(**data).with_inputs("question"))
-                if limit is not None and len(examples) >= limit:
-                    break
+        for where, row in jsonl_rows(path, kind="multi-hop", required=("question", "answers")):
+            question, answers = str(row["question"]).strip(), row["answers"]
+            if isinstance(answers, str):
+                answers = [answers]
+            if not question or not isinstance(answers, list) or not answers:
+                raise DataError(f"{where}: a row needs a question and a non-empty answers list")
+            data: dict[str, Any] = {"question": question, "answers": [str(a) for a in answers]}
+            data.update({key: row[key] for key in _KEEP if key in row})
+            examples.append(dspy.Example(**data).with_inputs("question"))
+            if limit is not None and len(examples) >= limit:
+                break
         return examples
 
     def metric(self, example, pred, trace=None, pred_name=None, pred_trace=None) -> dspy.Prediction:

@@ -27,7 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from typing import Any
 import dspy
 
 from memento.errors import ConfigError, DataError
+from memento.tasks._jsonl import jsonl_rows
 from memento.tasks.task import Task, register_task
 
 __all__ = ["PredictOpinionDistribution", "OpinionTask"]
@@ -105,33 +105,27 @@ class OpinionTask(Task):
             DataError: a malformed row (the message names file and line).
         """
         examples: list[dspy.Example] = []
-        with Path(path).open(encoding="utf-8") as handle:
-            for lineno, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{lineno}"
-                try:
-                    row = json.loads(line)
-                    question, options, subgroup = row["question"], row["options"], row["subgroup"]
-                    distribution = row["distribution"]
-                except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                    raise DataError(f"{where}: not an opinion row ({type(exc).__name__}: {exc})") from None
-                if not isinstance(options, list) or len(options) < 2 or not all(isinstance(o, str) for o in options):
-                    raise DataError(f"{where}: options must be a list of at least two strings")
-                if len(set(options)) != len(options):
-                    raise DataError(f"{where}: duplicate options")
-                data: dict[str, Any] = {
-                    "question": str(question),
-                    "options": list(options),
-                    "subgroup": str(subgroup),
-                    "distribution": _truth(distribution, options, where),
-                }
-                for key in ("id", "cutoff"):
-                    if key in row:
-                        data[key] = row[key]
-                examples.append(dspy.Example(**data).with_inputs("question", "options", "subgroup"))
-                if limit is not None and len(examples) >= limit:
-                    break
+        for where, row in jsonl_rows(
+            path, kind="opinion", required=("question", "options", "subgroup", "distribution")
+        ):
+            question, options, subgroup = row["question"], row["options"], row["subgroup"]
+            distribution = row["distribution"]
+            if not isinstance(options, list) or len(options) < 2 or not all(isinstance(o, str) for o in options):
+                raise DataError(f"{where}: options must be a list of at least two strings")
+            if len(set(options)) != len(options):
+                raise DataError(f"{where}: duplicate options")
+            data: dict[str, Any] = {
+                "question": str(question),
+                "options": list(options),
+                "subgroup": str(subgroup),
+                "distribution": _truth(distribution, options, where),
+            }
+            for key in ("id", "cutoff"):
+                if key in row:
+                    data[key] = row[key]
+            examples.append(dspy.Example(**data).with_inputs("question", "options", "subgroup"))
+            if limit is not None and len(examples) >= limit:
+                break
         return examples
 
     def task_text(self, inputs: dspy.Example | dict[str, Any]) -> str:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import dspy
 
-from memento.errors import DataError
+from memento.tasks._jsonl import jsonl_rows
 from memento.tasks.task import Task, register_task
 
 __all__ = ["AnswerQuestion", "QATask"]
@@ -33,22 +32,14 @@ class QATask(Task):
     def load(self, path: str | Path, *, limit: int | None = None) -> list[dspy.Example]:
         """JSONL rows ``{"question": ..., "answers": [...]?, "id"?, "cutoff"?}``."""
         examples: list[dspy.Example] = []
-        with Path(path).open(encoding="utf-8") as handle:
-            for lineno, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    question = row["question"]
-                except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                    raise DataError(f"{path}:{lineno}: not a question row ({exc})") from None
-                data: dict[str, Any] = {"question": question, "answers": row.get("answers", [])}
-                for key in ("id", "cutoff"):
-                    if key in row:
-                        data[key] = row[key]
-                examples.append(dspy.Example(**data).with_inputs("question"))
-                if limit is not None and len(examples) >= limit:
-                    break
+        for _where, row in jsonl_rows(path, kind="question", required=("question",)):
+            data: dict[str, Any] = {"question": row["question"], "answers": row.get("answers", [])}
+            for key in ("id", "cutoff"):
+                if key in row:
+                    data[key] = row[key]
+            examples.append(dspy.Example(**data).with_inputs("question"))
+            if limit is not None and len(examples) >= limit:
+                break
         return examples
 
     def metric(self, example, pred, trace=None, pred_name=None, pred_trace=None) -> dspy.Prediction:

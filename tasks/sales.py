@@ -24,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import datetime as dt
-import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ import dspy
 from pydantic import BaseModel, Field
 
 from memento.errors import ConfigError, DataError
+from memento.tasks._jsonl import jsonl_rows
 from memento.tasks.task import Task, register_task
 
 __all__ = ["ValueProposition", "ProposeValuePropositions", "SalesTask", "months_before"]
@@ -115,40 +115,34 @@ class SalesTask(Task):
             DataError: a malformed row (the message names file and line).
         """
         examples: list[dspy.Example] = []
-        with Path(path).open(encoding="utf-8") as handle:
-            for lineno, line in enumerate(handle, 1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{lineno}"
+        for where, row in jsonl_rows(
+            path, kind="sales", required=("seller", "products", "customer", "value_propositions")
+        ):
+            seller, products, customer = row["seller"], row["products"], row["customer"]
+            propositions = row["value_propositions"]
+            if not isinstance(propositions, list) or not propositions:
+                raise DataError(f"{where}: value_propositions must be a non-empty list")
+            data: dict[str, Any] = {
+                "seller": _as_text(seller),
+                "products": _as_text(products),
+                "customer": _as_text(customer),
+                "value_propositions": [_proposition(v, where) for v in propositions],
+            }
+            if "id" in row:
+                data["id"] = row["id"]
+            if row.get("date"):
                 try:
-                    row = json.loads(line)
-                    seller, products, customer = row["seller"], row["products"], row["customer"]
-                    propositions = row["value_propositions"]
-                except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                    raise DataError(f"{where}: not a sales row ({type(exc).__name__}: {exc})") from None
-                if not isinstance(propositions, list) or not propositions:
-                    raise DataError(f"{where}: value_propositions must be a non-empty list")
-                data: dict[str, Any] = {
-                    "seller": _as_text(seller),
-                    "products": _as_text(products),
-                    "customer": _as_text(customer),
-                    "value_propositions": [_proposition(v, where) for v in propositions],
-                }
-                if "id" in row:
-                    data["id"] = row["id"]
-                if row.get("date"):
-                    try:
-                        story = dt.date.fromisoformat(str(row["date"])[:10])
-                    except ValueError:
-                        raise DataError(f"{where}: date {row['date']!r} is not an ISO date") from None
-                    data["date"] = story.isoformat()
-                    data["cutoff"] = months_before(story, self.cutoff_months).isoformat()
-                elif row.get("cutoff"):
-                    data["cutoff"] = str(row["cutoff"])
-                inputs = ["seller", "products", "customer"] + (["cutoff"] if "cutoff" in data else [])
-                examples.append(dspy.Example(**data).with_inputs(*inputs))
-                if limit is not None and len(examples) >= limit:
-                    break
+                    story = dt.date.fromisoformat(str(row["date"])[:10])
+                except ValueError:
+                    raise DataError(f"{where}: date {row['date']!r} is not an ISO date") from None
+                data["date"] = story.isoformat()
+                data["cutoff"] = months_before(story, self.cutoff_months).isoformat()
+            elif row.get("cutoff"):
+                data["cutoff"] = str(row["cutoff"])
+            inputs = ["seller", "products", "customer"] + (["cutoff"] if "cutoff" in data else [])
+            examples.append(dspy.Example(**data).with_inputs(*inputs))
+            if limit is not None and len(examples) >= limit:
+                break
         return examples
 
     def task_text(self, inputs: dspy.Example | dict[str, Any]) -> str:
