@@ -31,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -265,8 +266,8 @@ class CompareContext:
     out_dir: Path
     embedder: Any = None
 
-    def build(self, method: str, *, memory_dir: Path | None = None) -> dspy.Module:
-        """Build a registered program for this comparison's task, settings and roles."""
+    def build(self, method: str, *, memory_dir: Path | None = None, frozen: bool = False) -> dspy.Module:
+        """Build a registered program for this comparison's task, settings and roles (``frozen``: test time)."""
         from memento.programs.registry import build_program
 
         return build_program(
@@ -276,6 +277,7 @@ class CompareContext:
             roles=self.roles,
             trainset=self.trainset,
             memory_dir=memory_dir,
+            frozen=frozen,
         )
 
 
@@ -491,15 +493,15 @@ class JitMemRunner:
         )
 
     def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
-        agent = ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR)
-        agent.store = False  # frozen: test runs read the bank and never write to it
-        return agent
+        # frozen: the bank is opened read-only; test runs read it and never judge or write
+        return ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR, frozen=True)
 
 
 class CaseBankRunner:
     """Memento CBR: the case-based agent runs over the training set in batches, retaining (task, plan, reward) with
-    the metric's score as reward and updating its Q-gate online; at test time the bank is frozen and nothing is
-    retained. A crashed training phase starts over from an empty bank (cases are not batch-versioned)."""
+    the metric's score as reward and updating its Q-gate online; retrieval uses the learned gate (policy ``q``; an
+    untrained gate falls back to cosine). At test time the bank is frozen and nothing is retained. A crashed training
+    phase starts over from an empty bank (cases are not batch-versioned)."""
 
     def _agent(self, ctx: CompareContext, bank_dir: Path, *, train: bool) -> tuple[Any, Any]:
         from memento.memory.case_bank import CaseBank
@@ -518,6 +520,7 @@ class CaseBankRunner:
             threads=ctx.settings.run.threads,
             roles=ctx.roles,
             k=4,
+            policy="q",
             retain=train,
             reward_fn=ctx.metric if train else None,
         )
@@ -548,7 +551,7 @@ class CaseBankRunner:
             scored = [r for r in rewards if r is not None]
             curve.append({"batch": batch, "score": sum(scored) / len(scored) if scored else None, "n": len(rewards)})
             growth.append({"batch": batch, "size": agent.bank.count(), "unit": "cases"})
-        info = {"cases": agent.bank.count(), "gate_trained": bool(agent.bank.gate_trained)}
+        info = {"cases": agent.bank.count(), "gate_trained": bool(agent.bank.gate_trained), "policy": agent.policy}
         agent.bank.save()
         agent.bank.close()
         searches, fetches = web.totals()
@@ -732,16 +735,17 @@ def _summarise(report: CompareReport, seed: int) -> None:
 
 
 def _resolve_metric(task: Task, metric: str | Callable[..., Any] | None, roles: Any) -> Callable[..., Any]:
-    if metric is None:
-        return task.metric
+    """The metric to use; a named kind (``None``: the task's default) is a new instance at every call, so each
+    method gets its own (a memoising judge shared across methods would make later methods' judge costs smaller)."""
     if callable(metric):
         return metric
+    kind = "default" if metric is None else metric
     make = getattr(task, "make_metric", None)
     if make is None:
-        if metric == "default":
+        if kind == "default":
             return task.metric
-        raise ConfigError(f"task {task.name!r} offers no metric {metric!r} (only its default metric)")
-    return make(metric, roles=roles)
+        raise ConfigError(f"task {task.name!r} offers no metric {kind!r} (only its default metric)")
+    return make(kind, roles=roles)
 
 
 def _check_split(out_dir: Path, split: dict[str, Any]) -> None:
@@ -885,7 +889,11 @@ def compare(
     )
     with dspy.context(lm=getattr(roles, "lm", None) or dspy.settings.lm):
         for spec in specs:
-            report.methods[spec.name] = _run_method(ctx, spec, models, log)
+            # each method gets its own metric instance: judge memos never carry one method's verdicts to another
+            method_ctx = (
+                ctx if callable(metric) else dataclasses.replace(ctx, metric=_resolve_metric(task_obj, metric, roles))
+            )
+            report.methods[spec.name] = _run_method(method_ctx, spec, models, log)
             _summarise(report, seed)
             write_report(report, out, plots=False)  # after every method: a crash later keeps what is done
     report.created_at = dt.datetime.now(dt.UTC)

@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from memento.commands._common import (
     APIBaseOpt,
@@ -21,6 +23,12 @@ from memento.commands._common import (
 from memento.errors import ConfigError
 
 __all__ = ["register"]
+
+
+def _progress(line: str) -> None:
+    """One progress line on stderr, printed literally (``gepa:closed_book:`` is a method name, not an emoji code;
+    brackets are not markup)."""
+    err_console.print(f"[dim]compare[/dim] {escape(line)}", highlight=False, emoji=False)
 
 
 @cli_errors
@@ -137,7 +145,7 @@ def compare(
         baseline=baseline,
         metric=metric,
         embedder=vectors,
-        progress=lambda line: err_console.print(f"[dim]compare[/dim] {line}", highlight=False),
+        progress=_progress,
         **kwargs,
     )
     table = Table(
@@ -149,9 +157,12 @@ def compare(
     for name, res in report.methods.items():
         score = "–" if res.mean is None else f"{res.mean:.3f} [{res.ci_low:.3f}, {res.ci_high:.3f}]"
         diff = "–" if res.vs_baseline is None else f"{res.vs_baseline.diff:+.3f}"
-        status = res.status if res.status == "done" else f"[red]{res.status}[/red]: {res.error or ''}"
+        # Text cells: method names and errors are shown literally (no emoji codes, no markup)
+        status = (
+            Text(res.status) if res.status == "done" else Text.assemble((res.status, "red"), f": {res.error or ''}")
+        )
         table.add_row(
-            name,
+            Text(name),
             status,
             score,
             diff,
@@ -165,7 +176,12 @@ def compare(
     console.print(f"wrote {out / 'results.json'}, {out / 'results.md'} and plots")
     failed = [name for name, res in report.methods.items() if res.status == "error"]
     if failed:
-        err_console.print(f"memento: {len(failed)} method(s) failed: {', '.join(failed)} (see {out / 'results.md'})")
+        err_console.print(
+            f"memento: {len(failed)} method(s) failed: {', '.join(failed)} (see {out / 'results.md'})",
+            markup=False,
+            emoji=False,
+            highlight=False,
+        )
         raise typer.Exit(1)
 
 
