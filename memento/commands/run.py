@@ -30,7 +30,7 @@ from memento.commands._common import (
     err_console,
     settings_from_flags,
 )
-from memento.errors import ConfigError
+from memento.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     from memento.programs.adaptive_exploration_tree import TreeEvent
@@ -41,6 +41,10 @@ __all__ = ["register", "run", "resolve_task", "render_tree_rich"]
 
 logger = logging.getLogger(__name__)
 
+#: Built-in methods that read no memory directory (``--memory`` is ignored with a warning).
+_MEMORYLESS_METHODS = frozenset(
+    {"aet", "react", "react_rewrite", "react_rerank", "react_rewrite_rerank", "closed_book", "few_shot"}
+)
 _STATUS_STYLE = {"answered": "green", "decomposed": "cyan", "failed": "red", "pending": "yellow"}
 
 
@@ -124,6 +128,67 @@ def _trace_printer(event: TreeEvent) -> None:
         console.print(f"[bold]synthesize[/bold] {secs}: {escape(_short(event.text, 200))}")
 
 
+def _writable_dir(path: Path, flag: str) -> None:
+    """Create ``path`` if needed and check it is a writable directory, else a one-line :class:`ConfigError`."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{flag}: cannot create the directory {path}: {exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag}: the directory {path} is not writable")
+
+
+def _check_out(out: Path | None, output_dir: Path) -> tuple[Path, str | None]:
+    """Where the trajectory goes: ``(directory, file name)``, checked before any LM call.
+
+    The name is ``None`` when the file is named after the run (``run-<stamp>-<task id>.json``): without ``--out``
+    (in ``run.output_dir``) and when ``--out`` is an existing directory (inside it).
+    """
+    if out is None:
+        _writable_dir(output_dir, "run.output_dir")
+        return output_dir, None
+    out = out.expanduser()
+    if out.is_dir():
+        err_console.print(
+            f"memento: --out {out} is a directory: the trajectory will be written inside it as "
+            "run-<stamp>-<task id>.json",
+            highlight=False,
+            soft_wrap=True,
+        )
+        _writable_dir(out, "--out")
+        return out, None
+    _writable_dir(out.parent, "--out")
+    return out.parent, out.name
+
+
+def _save_trajectory(trajectory: Trajectory, path: Path, fallback_dir: Path) -> Path:
+    """Write the trajectory to ``path``; when that fails, to ``fallback_dir`` (run.output_dir), then the temp dir.
+
+    Returns the path written. Raises:
+        DataError: no location could be written (each failure named).
+    """
+    data = trajectory.model_dump(mode="json")
+    candidates = [path]
+    for directory in (fallback_dir, Path(tempfile.gettempdir()) / "memento-runs"):
+        candidate = directory / path.name
+        if candidate not in candidates:
+            candidates.append(candidate)
+    failures: list[str] = []
+    for candidate in candidates:
+        if failures:
+            err_console.print(
+                f"memento: cannot write the trajectory to {failures[-1]}; writing to {candidate}",
+                highlight=False,
+                soft_wrap=True,
+            )
+        try:
+            _write_json(candidate, data)
+            return candidate
+        except OSError as exc:
+            failures.append(f"{candidate} ({type(exc).__name__}: {exc.strerror or exc})")
+    raise DataError(f"the trajectory could not be written: {'; '.join(failures)}")
+
+
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     """Write atomically (temp file + rename), so an interrupted run never leaves a truncated file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -145,7 +210,12 @@ def run(
     corpus: Annotated[
         Path | None, typer.Option("--corpus", help="Offline corpus: an index directory or a JSONL source.")
     ] = None,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Trajectory JSON (default: run.output_dir).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Trajectory JSON file, or a directory to write it in (default: run.output_dir)."
+        ),
+    ] = None,
     trace: Annotated[bool, typer.Option("--trace", help="Print each wave as it happens.")] = False,
     threads: Annotated[int | None, typer.Option("--threads", help="Sub-questions solved in parallel.")] = None,
     initial_questions: Annotated[int | None, typer.Option("--initial-questions", help="Wave-0 budget.")] = None,
@@ -189,7 +259,14 @@ def run(
             f"task {task_spec.name!r} takes inputs {task_spec.input_fields}; `memento run` fills one question "
             "field - use `memento eval --data FILE` for this task"
         )
+    out_dir, out_name = _check_out(out, Path(settings.run.output_dir).expanduser())  # before any LM call
     program = build_program(method, task=task_spec, settings=settings, roles=roles, memory_dir=memory)
+    if memory is not None and method in _MEMORYLESS_METHODS:
+        err_console.print(
+            f"memento: warning: method {method} reads no memory; --memory is ignored "
+            "(memory methods: memento, react_memory, cbr, jitmem)",
+            highlight=False,
+        )
     if trace:
         if isinstance(program, AdaptiveExplorationTree):
             program.on_event = _trace_printer
@@ -211,11 +288,10 @@ def run(
     )
     if trajectory.error:
         err_console.print(f"memento: warning: the run recorded an error: {trajectory.error}", highlight=False)
-    if out is None:
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-        out = Path(settings.run.output_dir) / f"run-{stamp}-{trajectory.task_id}.json"
-    _write_json(out, trajectory.model_dump(mode="json"))
-    console.print(f"trajectory written to {escape(str(out))}")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    name = out_name or f"run-{stamp}-{trajectory.task_id}.json"
+    written = _save_trajectory(trajectory, out_dir / name, Path(settings.run.output_dir).expanduser())
+    console.print(f"trajectory written to {escape(str(written))}", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
