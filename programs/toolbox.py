@@ -5,7 +5,10 @@ A :class:`Toolbox` is made for one agent run (one sub-question, or one flat ReAc
 web layer's :class:`memento.types.ToolCall` records with the node that made them, answers ``search_memory`` from
 the session memory and any attached :class:`memento.protocols.MemoryProvider`, optionally rewrites queries and
 reranks results through callables, and remembers every URL seen with its title/date/snippet so the agent's cited
-sources become :class:`memento.types.Evidence`.
+sources become :class:`memento.types.Evidence`. URLs the LM writes with punctuation around them (``corpus://d1.``,
+``(https://...)``) are cleaned before they are opened or matched, and a web layer that raises becomes an ``error:``
+observation the agent reads: a tool never raises into the agent (only :class:`memento.errors.MementoError`
+propagates, to stop the run).
 
 Example:
     >>> from memento.programs.toolbox import Toolbox
@@ -33,7 +36,7 @@ if TYPE_CHECKING:
     from memento.protocols import MemoryProvider
     from memento.web.web_tools import WebTools
 
-__all__ = ["Toolbox", "SEARCH_MEMORY", "SEARCH_WEB", "SCRAPE", "parse_results"]
+__all__ = ["Toolbox", "SEARCH_MEMORY", "SEARCH_WEB", "SCRAPE", "clean_url", "parse_results"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +84,10 @@ def parse_results(text: str) -> list[tuple[str, Evidence]]:
         if url is None:
             continue
         snippet = " ".join(line.strip() for line in block[1:] if line.strip() and line.strip() != url)
-        published = dt.date.fromisoformat(head.group(3)) if head.group(3) else None
+        try:
+            published = dt.date.fromisoformat(head.group(3)) if head.group(3) else None
+        except ValueError:  # "(2020-13-45)" in a title is no date
+            published = None
         evidence = Evidence(url=url, title=head.group(2), snippet=snippet[:400], published=published)
         out.append(("\n".join(block), evidence))
     return out
@@ -109,8 +115,48 @@ def _clip(text: str, n: int = _RESULT_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+_CLOSERS = {"(": ")", "[": "]", "{": "}", "<": ">"}
+_OPENERS = {v: k for k, v in _CLOSERS.items()}
+_MARKDOWN_LINK = re.compile(r"^\[[^\]]*\]\((\S+)\)\W*$")
+
+
+def clean_url(url: str | None) -> str:
+    """A URL as an LM wrote it, without the quotes, brackets and sentence punctuation around it.
+
+    ``"corpus://d1."``, ``(https://x.org/a)``, ``[https://x.org/a]``, ``<https://x.org/a>,`` and the markdown link
+    ``[title](https://x.org/a)`` all become the bare URL; a bracket that belongs to the URL
+    (``https://x.org/A_(b)``) stays.
+
+    Example:
+        >>> clean_url("(https://x.org/A_(b)).")
+        'https://x.org/A_(b)'
+    """
+    url = str(url or "").strip()
+    link = _MARKDOWN_LINK.match(url)
+    if link:
+        url = link.group(1)
+    while True:
+        before = url
+        url = url.strip().strip("\"'`")
+        if len(url) > 1 and url[0] in _CLOSERS and url[-1] == _CLOSERS[url[0]]:
+            url = url[1:-1]
+        elif url and url[-1] in ".,;:!?":
+            url = url[:-1]
+        elif url and url[-1] in _OPENERS and url.count(url[-1]) > url.count(_OPENERS[url[-1]]):
+            url = url[:-1]
+        elif url and url[0] in _CLOSERS and url.count(url[0]) > url.count(_CLOSERS[url[0]]):
+            url = url[1:]
+        if url == before:
+            return url
+
+
 def _norm_url(url: str) -> str:
-    return url.strip().strip("<>\"'").rstrip("/").lower()
+    return clean_url(url).rstrip("/").lower()
+
+
+def _error_text(kind: str, exc: BaseException) -> str:
+    message = " ".join(str(exc).split())[:200]
+    return f"error: {kind} failed ({type(exc).__name__}{': ' + message if message else ''})"
 
 
 class Toolbox:
@@ -224,7 +270,13 @@ class Toolbox:
 
                 raise_if_fatal(exc)
                 logger.warning("query rewriting failed, searching the original query: %s", exc)
-        text = self.web.search_web(sent)
+        try:
+            text = self.web.search_web(sent)
+        except MementoError:
+            raise
+        except Exception as exc:  # a tool never raises into the agent: it reads the error and goes on
+            logger.warning("search_web failed for %r: %s", sent, exc)
+            text = _error_text("search_web", exc)
         record = self._claim("search_web", {"query": sent}, text, started)
         if sent != query:
             record.args["original_query"] = query
@@ -248,11 +300,17 @@ class Toolbox:
     def scrape(self, url: str = "") -> str:
         """Read a page through the sample's WebTools (see :data:`SCRAPE`)."""
         started = time.perf_counter()
-        url = str(url or "").strip()
+        url = clean_url(url)
         if self.web is None:
             return self._unavailable("scrape", {"url": url}, started)
-        text = self.web.scrape(url)
-        self._claim("scrape", {"url": url.strip("<>\"'")}, text, started)
+        try:
+            text = self.web.scrape(url)
+        except MementoError:
+            raise
+        except Exception as exc:  # a tool never raises into the agent: it reads the error and goes on
+            logger.warning("scrape failed for %s: %s", url, exc)
+            text = _error_text("scrape", exc)
+        self._claim("scrape", {"url": url}, text, started)
         page = _parse_page(text)
         if page is not None:
             known = self.seen.get(_norm_url(page.url))
@@ -306,11 +364,13 @@ class Toolbox:
         calls = getattr(self.web, "tool_calls", None)
         if isinstance(calls, list):
             with _claim_lock:
-                for candidate in reversed(calls):
-                    if candidate.node_id is None and candidate.kind == kind and candidate.args == args:
-                        candidate.node_id = self.node_id
-                        record = candidate
-                        break
+                unclaimed = [c for c in reversed(calls) if c.node_id is None and c.kind == kind]
+                # the web layer may have recorded cleaned or redacted args: the result text then identifies the call
+                record = next((c for c in unclaimed if c.args == args), None) or next(
+                    (c for c in unclaimed if _same_result(c.result, text)), None
+                )
+                if record is not None:
+                    record.node_id = self.node_id
         if record is None:
             urls = [ev.url for _, ev in parse_results(text)] if kind == "search_web" else []
             page = _parse_page(text) if kind == "scrape" else None
@@ -333,6 +393,13 @@ class Toolbox:
         self.calls.append(call)
         if self.record is not None:
             self.record(call)
+
+
+def _same_result(recorded: str | None, text: str) -> bool:
+    """Whether a (possibly clipped, ``…``-ended) recorded result is the text a tool returned."""
+    if not recorded:
+        return False
+    return recorded == text or (recorded.endswith("…") and text.startswith(recorded[:-1]))
 
 
 def _ms(started: float) -> float:
