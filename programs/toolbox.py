@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from memento.errors import MementoError
 from memento.programs.bound_react import tool_spec
 from memento.types import Evidence, ToolCall
+from memento.web.web_tools import clean_url as web_clean_url
 
 if TYPE_CHECKING:
     from memento.programs.session_memory import SessionMemory
@@ -115,39 +116,24 @@ def _clip(text: str, n: int = _RESULT_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-_CLOSERS = {"(": ")", "[": "]", "{": "}", "<": ">"}
-_OPENERS = {v: k for k, v in _CLOSERS.items()}
 _MARKDOWN_LINK = re.compile(r"^\[[^\]]*\]\((\S+)\)\W*$")
 
 
 def clean_url(url: str | None) -> str:
     """A URL as an LM wrote it, without the quotes, brackets and sentence punctuation around it.
 
-    ``"corpus://d1."``, ``(https://x.org/a)``, ``[https://x.org/a]``, ``<https://x.org/a>,`` and the markdown link
+    The web layer's :func:`memento.web.web_tools.clean_url`, plus the markdown link ``[title](url)``:
+    ``"corpus://d1."``, ``(https://x.org/a)``, ``[https://x.org/a]``, ``<https://x.org/a>,`` and
     ``[title](https://x.org/a)`` all become the bare URL; a bracket that belongs to the URL
     (``https://x.org/A_(b)``) stays.
 
     Example:
-        >>> clean_url("(https://x.org/A_(b)).")
+        >>> clean_url("[Dune](https://x.org/A_(b)).")
         'https://x.org/A_(b)'
     """
     url = str(url or "").strip()
     link = _MARKDOWN_LINK.match(url)
-    if link:
-        url = link.group(1)
-    while True:
-        before = url
-        url = url.strip().strip("\"'`")
-        if len(url) > 1 and url[0] in _CLOSERS and url[-1] == _CLOSERS[url[0]]:
-            url = url[1:-1]
-        elif url and url[-1] in ".,;:!?":
-            url = url[:-1]
-        elif url and url[-1] in _OPENERS and url.count(url[-1]) > url.count(_OPENERS[url[-1]]):
-            url = url[:-1]
-        elif url and url[0] in _CLOSERS and url.count(url[0]) > url.count(_CLOSERS[url[0]]):
-            url = url[1:]
-        if url == before:
-            return url
+    return web_clean_url(link.group(1) if link else url)
 
 
 def _norm_url(url: str) -> str:
