@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from memento.errors import MementoError
 from memento.programs.bound_react import tool_spec
 from memento.types import Evidence, ToolCall
+from memento.web.url_cache import redact_url
 from memento.web.web_tools import clean_url as web_clean_url
 
 if TYPE_CHECKING:
@@ -294,8 +295,8 @@ class Toolbox:
         except MementoError:
             raise
         except Exception as exc:  # a tool never raises into the agent: it reads the error and goes on
-            logger.warning("scrape failed for %s: %s", url, exc)
-            text = _error_text("scrape", exc)
+            text = _error_text("scrape", exc).replace(url, redact_url(url))  # no password in logs or records
+            logger.warning("scrape of %s: %s", redact_url(url), text)
         self._claim("scrape", {"url": url}, text, started)
         page = _parse_page(text)
         if page is not None:
@@ -363,6 +364,8 @@ class Toolbox:
             if page is not None:
                 urls = [page.url]
             error = text[len("error: ") :][:200] if text.startswith("error: ") else None
+            if "url" in args:  # a password in a URL never reaches the trajectory
+                args = {**args, "url": redact_url(str(args["url"]))}
             record = ToolCall(
                 kind=kind,
                 args=dict(args),

@@ -142,3 +142,12 @@ def test_parse_results_ignores_an_impossible_date():
     text = "[1] Report (2020-13-45)\n    https://ex.org/r\n    snippet"
     [(_, evidence)] = parse_results(text)
     assert evidence.url == "https://ex.org/r" and evidence.published is None
+
+
+def test_the_toolbox_own_record_of_a_failed_scrape_hides_a_password(engine, lm):
+    box = Toolbox(RaisingWeb(), node_id="q1")
+    text = box.scrape("https://user:hunter2@ex.org/page.")
+    assert text.startswith("error: scrape failed (ValueError")
+    [call] = box.calls
+    assert call.args == {"url": "https://user:***@ex.org/page"} and call.error
+    assert "hunter2" not in call.model_dump_json()
