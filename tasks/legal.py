@@ -106,7 +106,7 @@ class LegalLoadReport:
     rows: int = 0
     loaded: int = 0
     skipped: list[SkippedRow] = field(default_factory=list)
-    leaks: int = 0  # loaded rows in which a party name survived (should stay 0)
+    leaks: int = 0  # loaded rows where memento.tasks.pii.find_leaks still flags a party word (see docs/benchmarks.md)
     scrubbed: int = 0  # rows whose LLM scrub was accepted
 
     @property

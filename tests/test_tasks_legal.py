@@ -168,7 +168,7 @@ def test_court_spans_and_leak_finder() -> None:
     assert "U.S. Court of Appeals for the Ninth Circuit" in spans and "Supreme Court of California" in spans
     assert find_leaks("the Supreme Court of California ruled", "Smith", "California") == []
     leaks = find_leaks("California and Smiths", "Smith", "California")
-    assert sorted(leak.kind for leak in leaks) == ["full_name", "surname"]
+    assert sorted(leak.kind for leak in leaks) == ["full_name", "name"]
 
 
 def test_legal_metric_normalises_the_party() -> None:
@@ -203,15 +203,34 @@ def test_llm_scrub_is_accepted_only_when_safe(justice_fixture: Path) -> None:
     assert kept[0].facts.startswith("Joan [the petitioner's surname]")
 
 
+#: rows of the real file where the leak check still fires, each for a reason that is not the party's own name
+#: (see docs/benchmarks.md, "Legal task: party-name removal"); any other flagged row fails the test below
+KNOWN_FLAGGED = {
+    "51682": "a prison unit named in an official's title (Walls Unit)",
+    "51713": "the maiden name of the respondent's mother (Ora Spitler McFarlin)",
+    "61470": "the town in a mayor's title (Mayor of Tazewell)",
+    "62578": "the city in a mayor's title (Mayor of Montgomery)",
+    **{
+        row: "another person who shares a party's given name (James Hereford, John Delaney, ...)"
+        for row in ("53771", "55297", "55629", "55793", "55804", "56006", "59703", "60371", "61550", "62716",
+                    "62936", "63331")
+    },
+}  # fmt: skip
+
+
 def test_whole_justice_file_has_no_leaks_on_a_sample() -> None:
-    """Every 6th row of the real file (the bench covers all rows): no party name left, every row has a cutoff."""
+    """Every 6th row of the real file (the bench covers all rows): no party name left outside the documented
+    rows, every row has a cutoff."""
     if not JUSTICE.exists():
         pytest.skip("shared data not present beside the clone")
+    from memento.tasks._text import html_to_text
+
     with JUSTICE.open(encoding="utf-8", newline="") as handle:
         rows = [row for i, row in enumerate(csv.DictReader(handle)) if i % 6 == 0]
+    flagged = []
     for row in rows:
-        from memento.tasks._text import html_to_text
-
         text = PartyAnonymizer(row["first_party"], row["second_party"]).anonymize(html_to_text(row["facts"]))
-        assert find_leaks(text, row["first_party"], row["second_party"]) == [], row["name"]
+        if find_leaks(text, row["first_party"], row["second_party"]) and row["ID"] not in KNOWN_FLAGGED:
+            flagged.append(row["name"])
         assert term_cutoff(row["term"]) is not None
+    assert flagged == []
