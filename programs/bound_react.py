@@ -116,6 +116,8 @@ class BoundReAct(dspy.ReAct):
             except TypeError as err:
                 trajectory[f"observation_{idx}"] = f"Execution error in {name}: bad arguments {args}: {err}"
             except Exception as err:
-                trajectory[f"observation_{idx}"] = f"Execution error in {name}: {format_error_for_lm(err, 1)}"
+                trajectory[f"observation_{idx}"] = (
+                    f"Execution error in {name}: {format_error_for_lm(err, traceback_frames=1)}"
+                )
         extract = self._call_with_potential_trajectory_truncation(self.extract, trajectory, **input_args)
         return dspy.Prediction(trajectory=trajectory, steps=steps, finished=finished, actions=actions, **extract)

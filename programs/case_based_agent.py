@@ -305,7 +305,7 @@ class CaseBasedAgent(ResearchProgram):
         pred = self.answer(context=context, research_findings=findings, **call.inputs)
         traj.timings["answer_s"] = round(time.perf_counter() - started, 6)
         outputs = {name: pred.get(name) for name in self.task.output_fields}
-        root.answer = _clip(str(outputs), 2000)
+        root.answer = _clip(_render_outputs(outputs), 2000)
         if self.retain_cases:
             self._retain(call, info, hits, executed, outputs, findings)
         return outputs
@@ -494,3 +494,10 @@ def build_cbr(
         policy=policy,
         retain=not frozen,
     )
+
+
+def _render_outputs(outputs: dict[str, Any]) -> str:
+    """The root's answer as text: the single output's value, else ``field: value`` lines."""
+    if len(outputs) == 1:
+        return str(next(iter(outputs.values())))
+    return "\n".join(f"{name}: {value}" for name, value in outputs.items())

@@ -1,7 +1,7 @@
 """Memento: the Adaptive Exploration Tree with MEMENTO's persistent memory attached (§3.3-3.5).
 
 M1 craft knowledge and M2 decomposition rules feed ``Decompose`` and ``Reflect``; M3 web-action rules go into
-the sub-question agent's instructions; M4 facts go into the solver's context and are searched by
+the sub-question agent's ``web_action_rules`` input; M4 facts go into its ``known_facts`` input and are searched by
 ``search_memory``. Each call reads memory through :meth:`memento.memory.memento_memory.MementoMemory.view`
 excluding its own ``task_id`` (a task never retrieves memory written from its own run) and notes in the
 trajectory which items were injected (``memory-injected: {...}``), which the trainer credits in Phase C.
