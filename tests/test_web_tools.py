@@ -250,6 +250,10 @@ class SearxServer:
                     srv.active += 1
                     srv.peak = max(srv.peak, srv.active)
                 time.sleep(delay)
+                # leave the in-flight count before answering: once the client has its response it may send the
+                # next request, which must not be counted together with this one
+                with srv.lock:
+                    srv.active -= 1
                 page = int(q.get("pageno", ["1"])[0])
                 body = json.dumps({"results": pages[page - 1] if page <= len(pages) else []}).encode()
                 self.send_response(status)
@@ -257,8 +261,6 @@ class SearxServer:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
-                with srv.lock:
-                    srv.active -= 1
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
