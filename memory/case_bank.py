@@ -41,7 +41,6 @@ import logging
 import os
 import re
 import sqlite3
-import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -50,6 +49,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from memento.errors import ConfigError, DataError, MemoryFrozenError
+from memento.files import atomic_write_bytes
 from memento.memory.embedder import Embedder, apply_compute_threads, default_embedder
 from memento.types import Case, new_id, utcnow
 
@@ -112,20 +112,6 @@ class CaseBankError(DataError):
 def _ns_file(namespace: str) -> str:
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", namespace)[:40]
     return f"{safe}-{hashlib.sha1(namespace.encode()).hexdigest()[:8]}"
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
@@ -687,7 +673,7 @@ class CaseBank:
                 if index.saved_generation == index.generation and fpath.exists() and jpath.exists():
                     continue  # unchanged since it was loaded or saved
                 data = faiss.serialize_index(index.index).tobytes()
-                _atomic_write_bytes(fpath, data)
+                atomic_write_bytes(fpath, data)
                 info = {
                     "namespace": namespace,
                     "generation": index.generation,
@@ -695,7 +681,7 @@ class CaseBank:
                     "tombstones": sorted(index.tombstones),
                     "count": index.live,
                 }
-                _atomic_write_bytes(jpath, json.dumps(info).encode())
+                atomic_write_bytes(jpath, json.dumps(info).encode())
                 index.saved_generation = index.generation
 
     def close(self) -> None:

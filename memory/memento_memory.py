@@ -22,8 +22,6 @@ from __future__ import annotations
 import difflib
 import json
 import logging
-import os
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from memento.files import atomic_write_text
 from memento.memory.craft_knowledge import CraftKnowledge
 from memento.memory.domain_store import DomainStore
 from memento.memory.rule_book import RuleBook
@@ -108,18 +107,6 @@ def _visible_text(store: str, data: dict[str, Any]) -> str:
 def _changed_chars(old: str, new: str) -> int:
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
     return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class MemoryView:
@@ -420,12 +407,12 @@ class MementoMemory:
         """Write ``memory.json`` and one markdown file per store; deterministic (same version -> same bytes)."""
         out = Path(out_dir)
         snap = self.snapshot(version)
-        _write_atomic(out / "memory.json", json.dumps(snap, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        atomic_write_text(out / "memory.json", json.dumps(snap, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         header = f"(memory version {snap['version']}, batch {snap['batch']})"
         craft = [CraftEntry.model_validate(d) for d in snap["stores"]["craft"]]
         lines = [f"# {_TITLES['craft']} {header}", ""]
         lines += [f"- {e.text}  \n  `{e.id}` support {e.support}, batch {e.batch}" for e in craft] or ["_empty_"]
-        _write_atomic(out / "craft.md", "\n".join(lines) + "\n")
+        atomic_write_text(out / "craft.md", "\n".join(lines) + "\n")
         for name in ("decomposition", "web_action"):
             rules = [Rule.model_validate(d) for d in snap["stores"][name]]
             rules.sort(key=lambda r: (r.status == "retired", -r.support, r.id))
@@ -435,7 +422,7 @@ class MementoMemory:
                 f"batches {r.created_batch}-{r.updated_batch}, tasks {', '.join(r.provenance) or '-'}"
                 for r in rules
             ] or ["_empty_"]
-            _write_atomic(out / f"{name}_rules.md", "\n".join(lines) + "\n")
+            atomic_write_text(out / f"{name}_rules.md", "\n".join(lines) + "\n")
         facts = [Fact.model_validate(d) for d in snap["stores"]["facts"]]
         facts.sort(key=lambda f: (f.entity.lower(), f.superseded_by is not None, f.id))
         lines = [f"# {_TITLES['facts']} {header}", ""]
@@ -449,7 +436,7 @@ class MementoMemory:
             lines.append(f"- {fact.text}{mark}  \n  `{fact.id}` sources {sources}; support {fact.support}")
         if not facts:
             lines.append("_empty_")
-        _write_atomic(out / "facts.md", "\n".join(lines) + "\n")
+        atomic_write_text(out / "facts.md", "\n".join(lines) + "\n")
         return out
 
     # -- MemoryProvider (no exclusion) -------------------------------------------------------------------

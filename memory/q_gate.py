@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import threading
 from pathlib import Path
 
@@ -33,6 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from memento.files import atomic_path
 from memento.memory.embedder import apply_compute_threads
 from memento.memory.replay_buffer import ReplayBuffer
 
@@ -287,17 +287,8 @@ class QGateLearner:
     def save(self, path: str | os.PathLike, *, include_replay: bool = True) -> Path:
         """Write :meth:`state` atomically (temp file in the same directory, then rename)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                torch.save(self.state(include_replay=include_replay), fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_path(path) as tmp:
+            torch.save(self.state(include_replay=include_replay), tmp)
         return path
 
     def load(self, path: str | os.PathLike) -> None:

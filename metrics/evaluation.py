@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +28,7 @@ import dspy
 from pydantic import BaseModel, Field
 
 from memento.errors import LMUnavailableError, MementoError
+from memento.files import atomic_write_text
 from memento.lm import raise_if_fatal
 from memento.metrics.stats import bootstrap_ci
 from memento.threads import run_parallel
@@ -297,20 +296,6 @@ def _aggregate(
     )
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_results(result: EvalResult, out_dir: str | Path) -> Path:
     """Write ``results.json`` (and ``trajectories.jsonl`` when programs returned trajectories) atomically.
 
@@ -322,9 +307,9 @@ def write_results(result: EvalResult, out_dir: str | Path) -> Path:
     data["ci"] = [data["ci_low"], data["ci_high"]]
     text = json.dumps(_jsonable(data), indent=2, ensure_ascii=False)
     path = out / "results.json"
-    _atomic_write(path, text + "\n")
+    atomic_write_text(path, text + "\n")
     trajectories = [r.trajectory for r in result.examples if r.trajectory is not None]
     if trajectories:
         lines = [t.model_dump_json() for t in trajectories]
-        _atomic_write(out / "trajectories.jsonl", "\n".join(lines) + "\n")
+        atomic_write_text(out / "trajectories.jsonl", "\n".join(lines) + "\n")
     return path

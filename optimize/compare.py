@@ -49,6 +49,7 @@ import dspy
 
 from memento.config import Settings
 from memento.errors import ConfigError, LMUnavailableError, MementoError
+from memento.files import atomic_path, atomic_write_text
 from memento.lm import raise_if_fatal
 from memento.optimize.budgets import CompareBudget, resolve_budget
 from memento.optimize.costs import PhaseCost, role_models
@@ -57,7 +58,6 @@ from memento.optimize.report import (
     BaselineDiff,
     CompareReport,
     MethodResult,
-    atomic_write_text,
     write_report,
 )
 from memento.tasks.task import Task, get_task
@@ -314,9 +314,8 @@ class MethodRunner(Protocol):
 
 def _save_program(program: dspy.Module, path: Path) -> None:
     """``program.save`` (JSON state) through a temporary file, so a crash never leaves a truncated artefact."""
-    tmp = path.with_name(f".{path.name}.tmp.json")
-    program.save(str(tmp))
-    tmp.replace(path)
+    with atomic_path(path, suffix=".json") as tmp:
+        program.save(str(tmp))
 
 
 class ProgramRunner:

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memento.files import atomic_path, atomic_write_text
 from memento.optimize.costs import MethodCosts, PhaseCost
 from memento.types import utcnow
 
@@ -35,7 +34,6 @@ __all__ = [
     "BaselineDiff",
     "MethodResult",
     "CompareReport",
-    "atomic_write_text",
     "render_markdown",
     "write_report",
     "plot_score_vs_cost",
@@ -110,22 +108,6 @@ class CompareReport(BaseModel):
     preprocess: PhaseCost = Field(default_factory=PhaseCost)  # the task's preprocessing of the split (LLM scrubs)
     totals: PhaseCost = Field(default_factory=PhaseCost)
     created_at: dt.datetime = Field(default_factory=utcnow)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write a file so that a reader (or a crash) never sees it half-written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -297,15 +279,8 @@ def _integer_x(ax: Any) -> None:
 
 
 def _save(fig: Any, path: Path) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".png", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(tmp, dpi=110)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_report(report: CompareReport, out_dir: str | Path, *, plots: bool = True) -> dict[str, Path]:

@@ -31,6 +31,7 @@ from memento.commands._common import (
     settings_from_flags,
 )
 from memento.errors import ConfigError, DataError
+from memento.files import atomic_write_text
 
 if TYPE_CHECKING:
     from memento.programs.adaptive_exploration_tree import TreeEvent
@@ -191,15 +192,7 @@ def _save_trajectory(trajectory: Trajectory, path: Path, fallback_dir: Path) -> 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     """Write atomically (temp file + rename), so an interrupted run never leaves a truncated file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, ensure_ascii=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False))
 
 
 @cli_errors

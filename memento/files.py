@@ -1,0 +1,48 @@
+"""Atomic file writes: a reader, or a crash, never sees a half-written file.
+
+Example:
+    >>> from memento.files import atomic_write_text
+    >>> atomic_write_text("out/results.json", "{}")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text"]
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str], *, suffix: str = ".tmp") -> Iterator[Path]:
+    """A temporary path beside ``path`` to write to; on success it is flushed to disk and renamed over ``path``.
+
+    On an exception the temporary file is removed and ``path`` is left as it was. ``suffix`` lets writers that
+    infer the format from the name (``program.save``, ``fig.savefig``) see the right extension.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename)."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write UTF-8 ``text`` to ``path`` atomically (newlines written as given)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
