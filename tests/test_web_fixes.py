@@ -104,3 +104,46 @@ def test_host_spacing_does_not_hold_a_fetch_slot(tmp_path) -> None:
         server.shutdown()
         server.server_close()
     assert done["other-host"] < done["same-host"]
+
+
+def test_dns_rebinding_is_refused_before_any_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host resolves to a public address for the check and to loopback for the connection: refused, unsent."""
+    import socket
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from memento.web.errors import Blocked
+    from memento.web.fetcher import Fetcher
+
+    received: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            return None
+
+        def do_GET(self) -> None:  # noqa: N802
+            received.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    real = socket.getaddrinfo
+    answers = iter(["93.184.216.34"])  # the first lookup (the fetcher's check) sees a public address
+
+    def rebinding(host, *args, **kwargs):
+        if host != "rebind.test":
+            return real(host, *args, **kwargs)
+        ip = next(answers, "127.0.0.1")
+        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (ip, port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    fetcher = Fetcher(cache_dir=None, obey_robots=False, retries=0, host_interval=0)
+    try:
+        with pytest.raises(Blocked, match="non-public address 127.0.0.1"):
+            fetcher.fetch(f"http://rebind.test:{port}/secret")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert received == []

@@ -156,7 +156,8 @@ class Fetcher:
         robots_max_age: float = 86_400.0,
     ) -> None:
         import requests
-        from requests.adapters import HTTPAdapter
+
+        from memento.web.guarded_adapter import GuardedAdapter
 
         try:  # extraction needs it: a broken install fails here, once, not as an error on every page
             import trafilatura  # noqa: F401
@@ -182,7 +183,9 @@ class Fetcher:
         self._semaphore = process_semaphore("fetch", max_concurrent)
         self._spacer = host_spacer("fetch")
         self._session = requests.Session()
-        adapter = HTTPAdapter(pool_connections=16, pool_maxsize=max(16, max_concurrent), max_retries=0)
+        adapter = GuardedAdapter(
+            self._peer_guard, pool_connections=16, pool_maxsize=max(16, max_concurrent), max_retries=0
+        )
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
         self._robots: dict[str, Any] = {}  # origin -> Protego parser | True (allow all) | False (deny all)
@@ -295,17 +298,26 @@ class Fetcher:
                 raise FetchFailed(f"cannot resolve {host}: {exc}", url=original) from None
             addresses = {ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}
         for ip in addresses:
-            if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-                ip = ip.ipv4_mapped
-            if ip.is_global and not ip.is_multicast:
-                continue
-            allowed = self.allow_private and (
-                self.allowed_private_hosts is None
-                or host in self.allowed_private_hosts
-                or str(ip) in self.allowed_private_hosts
-            )
-            if not allowed:
+            if not self._address_allowed(host, ip):
                 raise Blocked(f"refused {url}: {host} resolves to the non-public address {ip}", url=original)
+
+    def _address_allowed(self, host: str, ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+        """Public unicast addresses always; others only with ``allow_private`` (and the allowlist, when set)."""
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        if ip.is_global and not ip.is_multicast:
+            return True
+        return self.allow_private and (
+            self.allowed_private_hosts is None
+            or host in self.allowed_private_hosts
+            or str(ip) in self.allowed_private_hosts
+        )
+
+    def _peer_guard(self, host: str, peer: str) -> None:
+        """Check the address a connection actually reached (the client resolves the name again: DNS rebinding)."""
+        host = host.strip("[]").lower()
+        if not self._address_allowed(host, ipaddress.ip_address(peer)):
+            raise Blocked(f"refused {host}: the connection reached the non-public address {peer}", url=host)
 
     def _robots_allow(self, url: str) -> bool:
         origin = _origin(url)
