@@ -91,45 +91,37 @@ def summarize_trajectories(trajectories: list[Any]) -> dict[str, Any]:
 
 
 def reports_table(reports: list[BatchReport]) -> Any:
-    """A ``rich.table.Table`` with one row per batch."""
+    """A ``rich.table.Table`` with one row per measure and one column per batch (fits a narrow terminal)."""
     from rich.table import Table
 
+    rows: list[tuple[str, list[str]]] = [
+        ("memory version", [str(r.version) for r in reports]),
+        ("mean score", ["-" if r.mean_score is None else f"{r.mean_score:.3f}" for r in reports]),
+        ("valid runs", [f"{r.valid_runs}/{r.examples}" for r in reports]),
+        ("M2 rules", [str(r.rules["decomposition"].rules) for r in reports]),
+        ("M2 support/contradiction", [_sup_con(r.rules["decomposition"]) for r in reports]),
+        ("M3 rules", [str(r.rules["web_action"].rules) for r in reports]),
+        ("M3 support/contradiction", [_sup_con(r.rules["web_action"]) for r in reports]),
+        ("M1 chars (+added/-deleted/~modified)", [_chars(r.chars["craft"]) for r in reports]),
+        ("M4 facts", [str(r.facts) for r in reports]),
+        ("questions per sample", [f"{r.questions_per_sample:.1f}" for r in reports]),
+        ("steps per question", [f"{r.steps_per_question:.1f}" for r in reports]),
+        ("searches", [str(r.searches) for r in reports]),
+        ("unique/repeated URLs", [f"{r.unique_urls}/{r.repeated_urls}" for r in reports]),
+        ("LM calls (forward+training)", [f"{r.lm_calls}+{r.train_lm_calls}" for r in reports]),
+    ]
     table = Table(title="MEMENTO training batches")
-    for column in (
-        "batch",
-        "ver",
-        "score",
-        "valid",
-        "M2 rules",
-        "M2 sup/con",
-        "M3 rules",
-        "M3 sup/con",
-        "M1 chars (+/-/~)",
-        "M4 facts",
-        "q/sample",
-        "steps/q",
-        "searches",
-        "uniq/rep URLs",
-        "LM calls",
-    ):
-        table.add_column(column, justify="right")
+    table.add_column("batch")
     for r in reports:
-        m2, m3, m1 = r.rules["decomposition"], r.rules["web_action"], r.chars["craft"]
-        table.add_row(
-            str(r.batch),
-            str(r.version),
-            "-" if r.mean_score is None else f"{r.mean_score:.3f}",
-            f"{r.valid_runs}/{r.examples}",
-            str(m2.rules),
-            f"{m2.total_support}/{m2.total_contradiction}",
-            str(m3.rules),
-            f"{m3.total_support}/{m3.total_contradiction}",
-            f"{m1.after} (+{m1.added}/-{m1.deleted}/~{m1.modified})",
-            str(r.facts),
-            f"{r.questions_per_sample:.1f}",
-            f"{r.steps_per_question:.1f}",
-            str(r.searches),
-            f"{r.unique_urls}/{r.repeated_urls}",
-            f"{r.lm_calls}+{r.train_lm_calls}",
-        )
+        table.add_column(str(r.batch), justify="right")
+    for label, values in rows:
+        table.add_row(label, *values)
     return table
+
+
+def _sup_con(counts: RuleCounts) -> str:
+    return f"{counts.total_support}/{counts.total_contradiction}"
+
+
+def _chars(counts: CharCounts) -> str:
+    return f"{counts.after} (+{counts.added}/-{counts.deleted}/~{counts.modified})"
