@@ -46,6 +46,7 @@ from memento.lm import raise_if_fatal
 from memento.memory.canonicalizer import Candidate, Canonicalizer, is_no_data
 from memento.memory.memento_memory import MementoMemory
 from memento.memory.rule_book import RuleBook
+from memento.metrics.as_float import score_of
 from memento.optimize.batch_report import BatchReport, CharCounts, RuleCounts, summarize_trajectories
 from memento.programs.memento_program import injected_items
 from memento.signatures.distill_coverage import AssessCoverage
@@ -75,14 +76,6 @@ def example_id(example: Any, index: int) -> str:
     inputs = example.inputs().toDict() if hasattr(example, "inputs") else dict(example)
     digest = hashlib.sha1(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:12]
     return f"ex-{digest}-{index}"
-
-
-def score_of(result: Any) -> float:
-    """The numeric score of a metric's result (a Prediction/dict with ``score``, a bool or a number)."""
-    if isinstance(result, dict):
-        return float(result.get("score", 0.0) or 0.0)
-    value = getattr(result, "score", result)
-    return float(value or 0.0)
 
 
 def _clip(text: Any, n: int = _CLIP) -> str:

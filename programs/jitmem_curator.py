@@ -27,6 +27,7 @@ from typing import Any
 import dspy
 
 from memento.errors import ConfigError
+from memento.memory.sqlite_store import estimate_tokens  # the estimate every memory budget uses (re-exported)
 from memento.signatures.curate_memory import CurateMemory, CurateMemoryBlind
 from memento.signatures.distill_trajectory import DistillTrajectory
 from memento.types import ToolCall, Trajectory
@@ -49,11 +50,6 @@ CHARS_PER_TOKEN = 4
 NO_TRAJECTORIES = "(no past trajectories)"
 _RESULT_CHARS = 300
 _DISTILLED_PREFIX = "Distilled at write time: "
-
-
-def estimate_tokens(text: str) -> int:
-    """A deterministic token estimate (``ceil(len / CHARS_PER_TOKEN)``), used for per-trajectory budgets."""
-    return -(-len(text) // CHARS_PER_TOKEN)
 
 
 def _one_line(text: Any, limit: int) -> str:
