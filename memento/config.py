@@ -40,6 +40,9 @@ __all__ = [
     "Budgets",
     "WebSettings",
     "MemorySettings",
+    "CBRSettings",
+    "JitMemSettings",
+    "TrainerSettings",
     "RunSettings",
     "Settings",
     "load_settings",
@@ -48,7 +51,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 ROLES: tuple[str, ...] = ("lm", "judge_lm", "reflection_lm", "curator_lm")
-_SECTIONS: tuple[str, ...] = ("budgets", "web", "memory", "run")
+_SECTIONS: tuple[str, ...] = ("budgets", "web", "memory", "cbr", "jitmem", "trainer", "run")
 DEFAULT_CONFIG_FILE = "memento.toml"
 _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar("memento_config_file", default=None)
 
@@ -110,9 +113,60 @@ class WebSettings(_Section):
 
 
 class MemorySettings(_Section):
-    """Where persistent memory lives."""
+    """Where persistent memory lives and how MEMENTO's dual memory is injected.
+
+    ``profile``: ``budgeted`` (each store injected within its token budget below) or ``paper`` (M1-M3 injected whole,
+    as the paper does; M4 by relevance). ``stores``: the stores that are read and written (MEMENTO Table 8 ablation:
+    drop one to mask it).
+    """
 
     dir: Path = Path("memento_memory")
+    profile: Literal["budgeted", "paper"] = "budgeted"
+    stores: list[Literal["M1", "M2", "M3", "M4"]] = Field(default_factory=lambda: ["M1", "M2", "M3", "M4"])
+    craft_tokens: int = Field(default=300, ge=0)
+    decomposition_tokens: int = Field(default=300, ge=0)
+    web_action_tokens: int = Field(default=300, ge=0)
+    facts_tokens: int = Field(default=400, ge=0)
+    craft_k: int = Field(default=5, ge=1)
+    search_k: int = Field(default=5, ge=1)
+
+
+class CBRSettings(_Section):
+    """Memento case-based reasoning: retrieval from the case bank and the Q-gate.
+
+    Training retrieval samples from softmax(logit(Q)/alpha) (alpha is a temperature); test retrieval is greedy Q.
+    The gate replaces cosine ranking only after ``min_pairs`` logged (query, case, reward) pairs.
+    """
+
+    k: int = Field(default=4, ge=1)
+    policy: Literal["cosine", "q", "softmax"] = "q"
+    train_policy: Literal["cosine", "q", "softmax"] = "softmax"
+    alpha: float = Field(default=1.0, gt=0)
+    prefilter: int = Field(default=32, ge=1)
+    min_pairs: int = Field(default=32, ge=0)
+    qgate_hidden: int = Field(default=256, ge=1)
+    qgate_lr: float = Field(default=1e-3, gt=0)
+
+
+class JitMemSettings(_Section):
+    """JitMem: trajectory bank retrieval, the curator's payload and the test protocol."""
+
+    k: int = Field(default=3, ge=1)
+    policy: Literal["success_only", "all_with_labels"] = "success_only"
+    executor: str = "react"
+    payload_tokens: int = Field(default=2000, ge=1)
+    protocol: Literal["frozen", "stream"] = "frozen"
+    stream_batch: int = Field(default=10, ge=1)
+    orderings: int = Field(default=1, ge=1)
+    warm: bool = False
+
+
+class TrainerSettings(_Section):
+    """MEMENTO's training loop (batch size from MEMENTO §4.1)."""
+
+    batch_size: int = Field(default=10, ge=1)
+    success_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    max_consecutive_lm_failures: int = Field(default=3, ge=1)
 
 
 class RunSettings(_Section):
@@ -212,6 +266,9 @@ class Settings(BaseSettings):
     budgets: Budgets = Field(default_factory=Budgets)
     web: WebSettings = Field(default_factory=WebSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    cbr: CBRSettings = Field(default_factory=CBRSettings)
+    jitmem: JitMemSettings = Field(default_factory=JitMemSettings)
+    trainer: TrainerSettings = Field(default_factory=TrainerSettings)
     run: RunSettings = Field(default_factory=RunSettings)
 
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
