@@ -16,6 +16,8 @@ __all__ = [
     "MemoryFrozenError",
     "NotAvailableYetError",
     "BudgetExceededError",
+    "MemoryLockedError",
+    "Cancelled",
 ]
 
 
@@ -58,3 +60,15 @@ class NotAvailableYetError(MementoError):
 
 class BudgetExceededError(MementoError):
     """A hard budget (questions, steps, searches) would be exceeded."""
+
+
+class MemoryLockedError(MementoError):
+    """Another process holds the memory directory's write lock (and the caller asked not to wait)."""
+
+
+class Cancelled(BaseException):
+    """The run was cancelled (SIGINT/SIGTERM or :func:`memento.cancel.request_cancel`).
+
+    A ``BaseException`` like ``KeyboardInterrupt``, so the ``except Exception`` handlers that record a failed
+    example and go on let it through: a cancelled run stops instead of recording every queued example as failed.
+    """
