@@ -93,6 +93,9 @@ class Budgets(_Section):
     total_questions: int = Field(default=24, ge=1)
     steps_per_question: int = Field(default=10, ge=1)
     exploration: int = Field(default=0, ge=0)
+    # reflection may stop before total_questions once every element the answer needs is sourced (off: MEMENTO
+    # explores until the question budget is spent)
+    stop_early: bool = False
 
 
 class WebSettings(_Section):

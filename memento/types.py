@@ -145,6 +145,7 @@ class Trajectory(_Record):
 
     task_id: str = Field(default_factory=lambda: new_id("t-"))
     task_text: str
+    retrieval_key: str = ""  # what memory retrieval matches for this task (Task.retrieval_key); "" means task_text
     inputs: dict[str, Any] = Field(default_factory=dict)
     method: str = ""
     nodes: list[Node] = Field(default_factory=list)

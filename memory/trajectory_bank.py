@@ -308,7 +308,8 @@ class TrajectoryBank:
             if not accepted and self.policy == "success_only":
                 self._dropped += 1
                 return False
-            row = (trajectory.task_id, trajectory.task_text, accepted, trajectory.model_dump_json())
+            key = trajectory.retrieval_key or trajectory.task_text  # what BM25 matches (Task.retrieval_key)
+            row = (trajectory.task_id, key, accepted, trajectory.model_dump_json())
             if self._pending is not None:
                 self._pending.append(row)
             else:

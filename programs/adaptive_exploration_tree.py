@@ -9,7 +9,10 @@ One call answers one task instance:
    :class:`memento.programs.session_memory.SessionMemory`, which the agents' ``search_memory`` tool and reflection see.
 3. **Reflect** between waves: the tree so far, the session memory and the earlier reflections lead to new
    sub-questions; one that hangs under an existing node turns that node into a decomposed node. Waves continue
-   until ``budgets.total_questions`` sub-questions have been asked or reflection proposes none.
+   until ``budgets.total_questions`` sub-questions have been asked or reflection proposes none. Reflection's
+   stopping rule follows ``budgets.stop_early``: off (the default, as in the paper) it keeps proposing uncovered
+   or weakly sourced elements until the budget is spent; on, it stops once every element the answer needs is
+   established with a source.
 4. **Synthesize** bottom-up: every decomposed node is answered from its children, deepest first (a level's nodes in
    parallel); the root's synthesis feeds the task's final-answer predictor.
 
@@ -50,7 +53,7 @@ from memento.programs.session_memory import SessionMemory
 from memento.programs.sub_question_agent import SubQuestionAgent
 from memento.signatures.decompose import Decompose
 from memento.signatures.final_answer import answer_signature
-from memento.signatures.reflect import Reflect
+from memento.signatures.reflect import EXPLORE_UNTIL_BUDGET, STOP_WHEN_ESTABLISHED, Reflect
 from memento.signatures.synthesize_node import SynthesizeNode
 from memento.threads import run_parallel
 from memento.types import Evidence, Node
@@ -258,6 +261,7 @@ class _TreeRun:
         try:
             pred = self.p.decompose(
                 task=self.call.task_text,
+                task_goal=self.call.task_goal,
                 context=self.call.context,
                 craft_knowledge=self.memory["craft_knowledge"],
                 decomposition_rules=self.memory["decomposition_rules"],
@@ -285,6 +289,7 @@ class _TreeRun:
         out = self.p.solver(
             question=node.question,
             task=self.call.task_text,
+            task_goal=self.call.task_goal,
             web_action_rules=self.memory["web_action_rules"],
             known_facts=self.memory["known_facts"],
             context=self.call.context,
@@ -313,6 +318,7 @@ class _TreeRun:
         try:
             pred = self.p.reflect(
                 task=self.call.task_text,
+                task_goal=self.call.task_goal,
                 context=self.call.context,
                 craft_knowledge=self.memory["craft_knowledge"],
                 decomposition_rules=self.memory["decomposition_rules"],
@@ -320,6 +326,7 @@ class _TreeRun:
                 session_memory=self.session.render(),
                 previous_reflections="\n\n".join(f"After wave {i}: {text}" for i, text in enumerate(self.reflections)),
                 remaining_budget=remaining,
+                stopping_rule=STOP_WHEN_ESTABLISHED if self.budgets.stop_early else EXPLORE_UNTIL_BUDGET,
             )
         except MementoError:
             raise
@@ -382,6 +389,7 @@ class _TreeRun:
         try:
             pred = self.p.synthesize(
                 task=self.call.task_text,
+                task_goal=self.call.task_goal,
                 question=node.question,
                 findings="\n".join(lines) or "(no findings)",
             )

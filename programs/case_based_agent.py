@@ -134,7 +134,8 @@ class CaseBasedAgent(ResearchProgram):
         task: The task spec or its registered name.
         bank: The case bank read (and, with ``retain``, written).
         executor: Sub-task solver; default ``SubQuestionAgent(max_steps=budgets.steps_per_question)``. It is called
-            like the SubQuestionAgent (``question``, ``task``, ``context``, ``web``, ``node_id``, ``record``).
+            like the SubQuestionAgent (``question``, ``task``, ``task_goal``, ``context``, ``web``, ``node_id``,
+            ``record``).
         web: Web-tools factory ``f(cutoff, undated) -> WebTools``.
         budgets: Question and step budgets (sub-tasks per cycle / in all, executor steps).
         threads: Sub-tasks executed in parallel.
@@ -267,6 +268,7 @@ class CaseBasedAgent(ResearchProgram):
             try:
                 plan = self.planner(
                     task=call.task_text,
+                    task_goal=call.task_goal,
                     context=context,
                     past_cases=cases_text,
                     progress=_findings(executed),
@@ -315,7 +317,8 @@ class CaseBasedAgent(ResearchProgram):
         if self.k == 0 or len(self.bank) == 0 and self.bank.base_namespace is None:
             return []
         own = self.bank.case_ids_for_ref(call.task_id)
-        return self.bank.retrieve(call.task_text, self.k, policy=self.policy, alpha=self.alpha, exclude_ids=own)
+        key = call.retrieval_key or call.task_text
+        return self.bank.retrieve(key, self.k, policy=self.policy, alpha=self.alpha, exclude_ids=own)
 
     def _execute(self, call: ResearchCall, node: Node) -> None:
         context = call.context.strip()
@@ -336,6 +339,7 @@ class CaseBasedAgent(ResearchProgram):
             out = self.executor(
                 question=node.question,
                 task=call.task_text,
+                task_goal=call.task_goal,
                 context=context,
                 web=call.web,
                 node_id=node.id,
@@ -380,7 +384,13 @@ class CaseBasedAgent(ResearchProgram):
         lm = getattr(self.roles, "judge_lm", None) if self.roles is not None else None
         answer = "\n".join(f"{name}: {outputs.get(name)}" for name in self.task.output_fields)
         with dspy.context(lm=lm) if lm is not None else contextlib.nullcontext():
-            verdict = self.judge(task=call.task_text, plan=info.get("plan", ""), findings=findings, final_answer=answer)
+            verdict = self.judge(
+                task=call.task_text,
+                task_goal=call.task_goal,
+                plan=info.get("plan", ""),
+                findings=findings,
+                final_answer=answer,
+            )
         return float(verdict.reward)
 
     def _retain(
@@ -404,7 +414,8 @@ class CaseBasedAgent(ResearchProgram):
             return
         reward = min(1.0, max(0.0, reward)) if reward == reward else 0.0  # NaN -> 0
         info["reward"] = reward
-        case, loss = self._write(call.task_text, info.get("plan", ""), reward, hits, call.task_id, executed)
+        key = call.retrieval_key or call.task_text
+        case, loss = self._write(key, info.get("plan", ""), reward, hits, call.task_id, executed)
         info.update(stored_case=case.id if case else None, gate_loss=loss)
         call.trajectory.timings["retain_s"] = round(time.perf_counter() - started, 6)
         call.trajectory.score = reward
@@ -439,7 +450,7 @@ class CaseBasedAgent(ResearchProgram):
             raise ConfigError(f"reward must be in [0, 1], got {reward}")
         data = dict(example) if not isinstance(example, dspy.Example) else dict(example.items())
         inputs = {name: data.get(name) for name in self.task.input_fields}
-        task_text = self.task.task_text(inputs)
+        task_text = self.task.retrieval_key(inputs)
         hits = [(self.bank.get(cid), 0.0) for cid in info.get("retrieved", [])]
         trajectory = pred.get("trajectory", None)
         task_id = trajectory.task_id if isinstance(trajectory, Trajectory) else new_id("t-")

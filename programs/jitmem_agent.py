@@ -130,7 +130,7 @@ class JitMemAgent(dspy.Module):
         """The payload for this task and the estimated size of the raw trajectories it replaces."""
         lm = self._lm("curator_lm")
         with dspy.context(lm=lm) if lm is not None else contextlib.nullcontext():
-            pred = (curator or self.curator)(task=task_text, trajectories=hits)
+            pred = (curator or self.curator)(task=task_text, trajectories=hits, task_goal=self.task.task_goal())
         return pred.payload, int(pred.get("input_tokens", 0) or 0)
 
     def accept(self, trajectory: Trajectory, pred: dspy.Prediction) -> tuple[bool, str]:
@@ -146,6 +146,7 @@ class JitMemAgent(dspy.Module):
         with dspy.context(lm=lm) if lm is not None else contextlib.nullcontext():
             verdict = self.judge(
                 task=trajectory.task_text,
+                task_goal=self.task.task_goal(),
                 trajectory=render_trajectory(trajectory, max_tokens=4000),
                 final_answer=answer,
             )
@@ -170,6 +171,7 @@ class JitMemAgent(dspy.Module):
         if missing:
             raise EmptyQuestionError(f"JitMemAgent needs a non-empty {missing[0]!r} (task {self.task.name!r})")
         task_text = self.task.task_text(inputs)
+        key = self.task.retrieval_key(inputs)
         task_id = str(kwargs.get("task_id") or new_id("t-"))
         timings: dict[str, float] = {}
         notes: list[str] = []
@@ -177,7 +179,7 @@ class JitMemAgent(dspy.Module):
         with meter:
             started = time.perf_counter()
             hits = (
-                self.bank.retrieve(task_text, self.k, exclude_task_id=kwargs.get("task_id"))
+                self.bank.retrieve(key, self.k, exclude_task_id=kwargs.get("task_id"))
                 if self.retrieval and self.k
                 else []
             )
@@ -203,7 +205,11 @@ class JitMemAgent(dspy.Module):
             if not isinstance(trajectory, Trajectory):  # a plain DSPy module as executor: record what it returned
                 outputs = {name: pred.get(name, None) for name in self.task.output_fields}
                 trajectory = Trajectory(
-                    task_id=task_id, task_text=task_text, inputs=inputs, method=type(self.executor).__name__
+                    task_id=task_id,
+                    task_text=task_text,
+                    retrieval_key=key if key != task_text else "",
+                    inputs=inputs,
+                    method=type(self.executor).__name__,
                 )
                 trajectory.prediction = json.loads(json.dumps(outputs, default=str))
                 pred.trajectory = trajectory

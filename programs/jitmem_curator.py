@@ -167,7 +167,8 @@ class JitMemCurator(dspy.Module):
         max_tokens_per_trajectory: budget per rendered trajectory (estimated at 4 characters per token).
         task_conditioning: when ``False`` (ablation) the curator does not see the task (``CurateMemoryBlind``).
 
-    Called as ``curator(task=..., trajectories=[...])``; returns ``dspy.Prediction(payload=str, input_tokens=int)``
+    Called as ``curator(task=..., trajectories=[...], task_goal=...)`` (``task_goal``: what the task asks for,
+    :meth:`memento.tasks.task.Task.task_goal`); returns ``dspy.Prediction(payload=str, input_tokens=int)``
     where ``input_tokens`` estimates the raw trajectories' size as rendered for the curator.
 
     Example:
@@ -190,10 +191,10 @@ class JitMemCurator(dspy.Module):
         """The text the curator reads for these trajectories."""
         return render_trajectories(trajectories, max_tokens_per_trajectory=self.max_tokens_per_trajectory)
 
-    def forward(self, task: str, trajectories: Sequence[Any] = ()) -> dspy.Prediction:
+    def forward(self, task: str, trajectories: Sequence[Any] = (), task_goal: str = "") -> dspy.Prediction:
         rendered = self.render(trajectories)
         if self.task_conditioning:
-            pred = self.curate(task=task, past_trajectories=rendered)
+            pred = self.curate(task=task, task_goal=task_goal, past_trajectories=rendered)
         else:
             pred = self.curate(past_trajectories=rendered)
         payload = (pred.payload or "").strip()
@@ -225,6 +226,7 @@ class TrajectoryDistiller(dspy.Module):
         stored = Trajectory(
             task_id=trajectory.task_id,
             task_text=trajectory.task_text,
+            retrieval_key=trajectory.retrieval_key,
             inputs=trajectory.inputs,
             method=trajectory.method,
             prediction=trajectory.prediction,

@@ -58,6 +58,10 @@ class EmptyQuestionError(ConfigError):
 class ResearchCall:
     """The state of one program call: inputs, control arguments, per-call tools, and the trajectory being built.
 
+    ``task_text`` carries every model-visible input (the prompts' ``task``), ``task_goal`` what the task asks for
+    (derived from the task's signature, see :meth:`memento.tasks.task.Task.task_goal`), and ``retrieval_key`` the
+    text memory retrieval matches (:meth:`memento.tasks.task.Task.retrieval_key`).
+
     Thread-safe where it matters: :meth:`add_tool_call` may be called from worker threads.
     """
 
@@ -68,6 +72,8 @@ class ResearchCall:
     context: str
     web: WebTools | None
     trajectory: Trajectory
+    task_goal: str = ""
+    retrieval_key: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add_tool_call(self, call: ToolCall) -> None:
@@ -185,7 +191,13 @@ class ResearchProgram(dspy.Module):
         if not isinstance(context, str):
             raise ConfigError(f"context must be text, got {type(context).__name__}")
         task_text = self.task.task_text(inputs)
-        trajectory = Trajectory(task_text=task_text, inputs=dict(inputs), method=self.method or type(self).__name__)
+        key = self.task.retrieval_key(inputs)
+        trajectory = Trajectory(
+            task_text=task_text,
+            retrieval_key=key if key != task_text else "",
+            inputs=dict(inputs),
+            method=self.method or type(self).__name__,
+        )
         if kwargs.get("task_id"):
             trajectory.task_id = str(kwargs["task_id"])
         web = self.web(cutoff, self.undated) if (self.web is not None and self.needs_web) else None
@@ -197,6 +209,8 @@ class ResearchProgram(dspy.Module):
             context=context,
             web=web,
             trajectory=trajectory,
+            task_goal=self.task.task_goal(),
+            retrieval_key=key,
         )
 
     def forward(self, **kwargs: Any) -> dspy.Prediction:
@@ -243,7 +257,7 @@ class ResearchProgram(dspy.Module):
         out: dict[str, str] = {}
         for key in keys:
             try:
-                out[key] = getattr(self.memory, key)(call.task_text) or ""
+                out[key] = getattr(self.memory, key)(call.retrieval_key or call.task_text) or ""
             except MementoError:
                 raise
             except Exception as exc:  # a broken memory must not lose the run: record and continue without it

@@ -69,6 +69,7 @@ class SubQuestionAgent(dspy.Module):
         *,
         question: str,
         task: str = "",
+        task_goal: str = "",
         web_action_rules: str = "",
         known_facts: str = "",
         context: str = "",
@@ -94,6 +95,7 @@ class SubQuestionAgent(dspy.Module):
             pred = self.agent(
                 tools=box.functions(),
                 task=task or question,
+                task_goal=task_goal,
                 question=question,
                 web_action_rules=web_action_rules,
                 known_facts=known_facts,

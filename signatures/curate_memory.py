@@ -12,7 +12,8 @@ class CurateMemory(dspy.Signature):
     tasks that were retrieved because their descriptions look similar (each with its task, the steps taken, the
     tool calls and results, and the final answer; a label says whether it succeeded when one is shown).
 
-    Write the guidance the agent should read before starting the new task, curated for this task only:
+    Write the guidance the agent should read before starting the new task, curated for this task and for what its
+    goal asks the final answer to give:
     1. Relevant past experiences: which past tasks are actually related to this one and what they established
        (facts, sources, entities) that bears on it. Ignore retrieved trajectories that are not relevant.
     2. Strategies that worked: the search queries, sources and decomposition steps that led to good answers, and
@@ -23,6 +24,9 @@ class CurateMemory(dspy.Signature):
     the trajectories wholesale. If nothing retrieved is relevant, say so in one line."""
 
     task: str = dspy.InputField(desc="The new task the agent is about to solve")
+    task_goal: str = dspy.InputField(
+        desc="What the task asks for: its instructions and every output the final answer must give"
+    )
     past_trajectories: str = dspy.InputField(desc="Raw trajectories of similar past tasks, best match first")
     payload: str = dspy.OutputField(
         desc="Curated guidance: relevant past experiences, strategies that worked, specific guidance for this task"

@@ -10,6 +10,9 @@ __all__ = ["Decompose"]
 class Decompose(dspy.Signature):
     """You plan the research for a task that will be answered from web evidence.
 
+    The task goal says what the final answer must give and under which constraints: plan for every output it names,
+    and respect its constraints (for example "do not identify the case") in every sub-question you write.
+
     Break the task into focused, self-contained sub-questions whose answers, taken together, are enough to
     produce the final answer. Each sub-question must be answerable by one short web investigation (a few searches
     and page reads) and must name its entities explicitly: never write "he", "the film" or "that company" — write
@@ -24,7 +27,10 @@ class Decompose(dspy.Signature):
     a rule "when <pattern>, add a sub-question that covers <X>" means you must add that sub-question whenever the
     task matches the pattern. Return at most `max_questions` sub-questions, most fundamental first."""
 
-    task: str = dspy.InputField(desc="the research task to decompose")
+    task: str = dspy.InputField(desc="the research task to decompose: every input of this task instance")
+    task_goal: str = dspy.InputField(
+        desc="what the task asks for: its instructions and every output the final answer must give"
+    )
     context: str = dspy.InputField(desc="extra guidance for this task from the caller; may be empty")
     craft_knowledge: str = dspy.InputField(desc="research-strategy insights learned on earlier tasks; may be empty")
     decomposition_rules: str = dspy.InputField(

@@ -11,12 +11,15 @@ class JudgeSuccess(dspy.Signature):
     """You are judging whether an agent successfully completed a task, without access to a reference answer.
 
     Read the task, the agent's trajectory (its sub-questions, tool calls, the evidence they returned) and its final
-    answer. Accept the run only if the final answer actually addresses what the task asks, is specific and
+    answer. Accept the run only if the final answer actually gives what the task goal asks for, is specific and
     complete, and is supported by the evidence the agent gathered rather than guessed or contradicted by it.
     Reject runs that end in an error, give up, answer a different question, or assert facts the trajectory never
     established. Accepted runs are kept as experience for future tasks, so when in doubt, reject."""
 
     task: str = dspy.InputField(desc="The task the agent was given")
+    task_goal: str = dspy.InputField(
+        desc="What the task asks for: its instructions and every output the final answer must give"
+    )
     trajectory: str = dspy.InputField(desc="What the agent did: sub-questions, tool calls and their results, in order")
     final_answer: str = dspy.InputField(desc="The agent's final output fields")
     reasoning: str = dspy.OutputField(desc="Brief check of the answer against the task and the evidence")

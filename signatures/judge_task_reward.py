@@ -13,12 +13,15 @@ class JudgeTaskReward(dspy.Signature):
     so be strict and calibrated.
 
     Read the task, the plan the agent followed, the findings its sub-tasks produced (with their sources) and its
-    final answer. Give 1.0 only when the final answer addresses exactly what the task asks, is specific and
+    final answer. Give 1.0 only when the final answer gives exactly what the task goal asks for, is specific and
     complete, and is supported by the findings. Give 0.0 when the answer is missing, off-task, contradicted by the
     findings, or asserts facts the findings never established. Use values in between for partly correct or partly
     supported answers (for example 0.5 when one of two required facts is supported)."""
 
     task: str = dspy.InputField(desc="The task the agent was given")
+    task_goal: str = dspy.InputField(
+        desc="What the task asks for: its instructions and every output the final answer must give"
+    )
     plan: str = dspy.InputField(desc="The sub-tasks the agent planned and executed, in order")
     findings: str = dspy.InputField(desc="Each sub-task's result and sources (or its failure)")
     final_answer: str = dspy.InputField(desc="The agent's final output fields")

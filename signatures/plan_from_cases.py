@@ -16,6 +16,9 @@ class PlanFromCases(dspy.Signature):
     task's entities, and avoid the steps, sources and assumptions of plans that failed. Past cases describe other
     tasks: never copy their answers or facts.
 
+    The task goal says what the final answer must give and under which constraints: plan for every output it
+    names and respect its constraints in every sub-task.
+
     Write concrete, self-contained sub-tasks, each answerable by one focused web search session, naming the
     entities explicitly (no "it" or "the above"). Order them so that later sub-tasks can use earlier results; for a
     multi-hop question first find the bridge entity, then the fact about it.
@@ -24,7 +27,10 @@ class PlanFromCases(dspy.Signature):
     to answer the task, set done to true and return no new sub-tasks. Otherwise return only the new sub-tasks still
     needed (never repeat one that already succeeded) and set done to true if this round should be the last."""
 
-    task: str = dspy.InputField(desc="The task to plan for")
+    task: str = dspy.InputField(desc="The task to plan for: every input of this task instance")
+    task_goal: str = dspy.InputField(
+        desc="What the task asks for: its instructions and every output the final answer must give"
+    )
     context: str = dspy.InputField(desc="Extra guidance for this task from the caller; may be empty")
     past_cases: str = dspy.InputField(
         desc="Retrieved past cases: task, plan and reward, successes and failures labelled; may be empty"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dspy
 from pydantic import BaseModel, Field
 
-__all__ = ["ProposedQuestion", "Reflect"]
+__all__ = ["ProposedQuestion", "Reflect", "EXPLORE_UNTIL_BUDGET", "STOP_WHEN_ESTABLISHED"]
 
 
 class ProposedQuestion(BaseModel):
@@ -18,26 +18,44 @@ class ProposedQuestion(BaseModel):
     )
 
 
+#: ``stopping_rule`` with ``budgets.stop_early`` off (the default; MEMENTO explores until the budget is spent)
+EXPLORE_UNTIL_BUDGET = (
+    "Explore until the question budget is spent: as long as remaining_budget is above zero, propose sub-questions "
+    "on every element the final answer needs that no sourced answer establishes yet, then on elements resting on "
+    "one weak or unsourced answer, then on facts that would sharpen the answer. Propose nothing only when no "
+    "useful question is left."
+)
+#: ``stopping_rule`` with ``budgets.stop_early`` on
+STOP_WHEN_ESTABLISHED = (
+    "Stop early when the findings suffice: propose nothing only when every element the final answer needs (every "
+    "output the task goal names, for every entity and condition of the task) is established by an answer with a "
+    "source. Otherwise propose the sub-questions that close the remaining gaps."
+)
+
+
 class Reflect(dspy.Signature):
     """You review research in progress on a task and decide what is still missing.
 
     You see the research tree so far (each node's id, status, question and answer), the session memory (every
-    answer found in this session with its sources) and your own earlier reflections. Compare what the final answer
-    needs with what has been established. Look for gaps: an entity, attribute or condition of the task that no
-    answer covers; a chained question whose next link can now be asked because an earlier answer named the entity;
-    answers that contradict each other or rest on weak or missing sources; sub-questions that failed or came back
-    unanswered and deserve a better-phrased retry.
+    answer found in this session with its sources) and your own earlier reflections. Compare what the final
+    answer needs (the task goal names every output it must give) with what has been established. Look for gaps:
+    an entity, attribute or condition of the task that no answer covers; a chained question whose next link can
+    now be asked because an earlier answer named the entity; answers that contradict each other or rest on weak
+    or missing sources; sub-questions that failed or came back unanswered and deserve a better-phrased retry.
 
     Write a short reflection stating what is known, what is missing and why. Then propose new sub-questions that
     close the most important gaps, at most `remaining_budget` of them. Each proposal names the node it refines:
     use that node's id as parent_id when the question drills into or repairs that node's question (the node will
     then be answered from its children), and "root" when it covers a new part of the task. Never propose a
-    question that the session memory already answers or that repeats an existing node. Propose nothing when the
-    findings already suffice for a complete, well-sourced final answer: stopping early is good research.
+    question that the session memory already answers or that repeats an existing node. When to stop is given by
+    the stopping rule.
 
     Use the research-strategy insights (craft knowledge) and decomposition rules when they apply."""
 
-    task: str = dspy.InputField(desc="the research task")
+    task: str = dspy.InputField(desc="the research task: every input of this task instance")
+    task_goal: str = dspy.InputField(
+        desc="what the task asks for: its instructions and every output the final answer must give"
+    )
     context: str = dspy.InputField(desc="extra guidance for this task from the caller; may be empty")
     craft_knowledge: str = dspy.InputField(desc="research-strategy insights learned on earlier tasks; may be empty")
     decomposition_rules: str = dspy.InputField(
@@ -47,6 +65,7 @@ class Reflect(dspy.Signature):
     session_memory: str = dspy.InputField(desc="answers found in this session with their sources")
     previous_reflections: str = dspy.InputField(desc="your reflections after earlier waves; may be empty")
     remaining_budget: int = dspy.InputField(desc="how many more sub-questions may be asked in this session")
+    stopping_rule: str = dspy.InputField(desc="when to propose no more sub-questions")
     reflection: str = dspy.OutputField(desc="what is known, what is missing, and why (a few sentences)")
     new_questions: list[ProposedQuestion] = dspy.OutputField(
         desc="new sub-questions with the id of the node each refines; an empty list when nothing is missing"

@@ -21,10 +21,16 @@ class SolveSubQuestion(dspy.Signature):
     to read pages. Use the known facts (remembered from earlier sessions) and the context (caller guidance) but
     verify a fact that matters when it is not sourced.
 
+    The task goal says what the whole research must deliver and under which constraints; respect its constraints
+    (for example "do not identify the case or rely on a remembered outcome") while researching this sub-question.
+
     Answer concisely and only from what you read; say plainly what could not be established rather than guess.
     List the URLs of the pages or memory entries the answer rests on."""
 
     task: str = dspy.InputField(desc="the overall research task this sub-question serves (for orientation only)")
+    task_goal: str = dspy.InputField(
+        desc="what the task asks for: its instructions and every output the final answer must give"
+    )
     question: str = dspy.InputField(desc="the sub-question to answer")
     web_action_rules: str = dspy.InputField(
         desc="learned rules for query formulation, URL selection and scraping; may be empty"

@@ -16,10 +16,15 @@ class SynthesizeNode(dspy.Signature):
     or unanswered children except to note what could not be established. Do not add facts that no finding
     supports.
 
+    Keep in view what the task goal asks the final answer to give, and respect its constraints.
+
     Answer the question itself, concisely but completely, keeping the key facts and the reasoning that links
     them, so that a reader who sees only your answer can trust and use it."""
 
     task: str = dspy.InputField(desc="the overall research task (for orientation)")
+    task_goal: str = dspy.InputField(
+        desc="what the task asks for: its instructions and every output the final answer must give"
+    )
     question: str = dspy.InputField(desc="the question to answer from its sub-questions")
     findings: str = dspy.InputField(desc="the child sub-questions with status, answers and sources")
     answer: str = dspy.OutputField(desc="the synthesised answer to the question, with the linking facts")

@@ -146,6 +146,11 @@ class SalesTask(Task):
         return examples
 
     def task_text(self, inputs: dspy.Example | dict[str, Any]) -> str:
+        """Every model-visible input: the seller, its products and the customer."""
+        return f"Seller: {inputs['seller']}\nProducts:\n{inputs['products']}\nCustomer: {inputs['customer']}"
+
+    def retrieval_key(self, inputs: dspy.Example | dict[str, Any]) -> str:
+        """Seller and customer only (the key banks were built with before ``task_text`` carried the products)."""
         return f"Value propositions of {inputs['seller']} for the customer {inputs['customer']}"
 
     def judge(self) -> Any:

@@ -21,7 +21,7 @@ import dspy
 
 from memento.errors import ConfigError
 
-__all__ = ["Task", "register_task", "get_task", "task_names"]
+__all__ = ["Task", "register_task", "get_task", "task_names", "signature_goal"]
 
 logger = logging.getLogger(__name__)
 
@@ -73,10 +73,31 @@ class Task:
         return dt.date.fromisoformat(str(value)[:10])
 
     def task_text(self, inputs: dspy.Example | dict[str, Any]) -> str:
-        """A one-paragraph description of the task instance (used for retrieval and as the tree's root)."""
+        """The task instance as the research stages read it: every model-visible input (the tree's root question)."""
         return "\n".join(
             f"{name}: {inputs[name]}" if len(self.input_fields) > 1 else str(inputs[name]) for name in self.input_fields
         )
+
+    def retrieval_key(self, inputs: dspy.Example | dict[str, Any]) -> str:
+        """The text that memory retrieval matches for this instance (JitMem BM25, CBR embeddings, M1-M4 relevance).
+
+        The default is :meth:`task_text`; a task whose prompts carry more than it wants retrieval to match (sales:
+        the seller's product list) overrides it, so prompts can carry every input without making stored banks stale.
+        """
+        return self.task_text(inputs)
+
+    def task_goal(self) -> str:
+        """What the task asks for, derived from its signature: the instructions and every output field.
+
+        Every research stage (decomposition, reflection, the sub-question agent, synthesis, the CBR planner, the
+        JitMem curator, the reference-free judges) reads it, so none plans without knowing the final deliverable.
+
+        Example:
+            >>> from memento.tasks import get_task
+            >>> print(get_task("multihop").task_goal().splitlines()[-1])
+            - answer: the final answer only, a few words at most
+        """
+        return signature_goal(self.signature)
 
     def preprocess(self, example: dspy.Example) -> dspy.Example:
         """Transform an example before any model sees it (PII removal etc.). Identity by default."""
@@ -99,6 +120,32 @@ class Task:
         if kind == "default":
             return self.metric
         raise ConfigError(f"task {self.name!r} has no metric {kind!r}; available: {', '.join(self.metric_kinds)}")
+
+
+def _field_desc(name: str, info: Any) -> str:
+    desc = str((info.json_schema_extra or {}).get("desc") or "")
+    return "" if desc == f"${{{name}}}" else desc
+
+
+def _item_fields(annotation: Any) -> str:
+    """``(a: desc; b: desc)`` for a list of pydantic models, else ""."""
+    from pydantic import BaseModel
+
+    args = getattr(annotation, "__args__", ()) or ()
+    model = args[0] if len(args) == 1 else None
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return ""
+    parts = [f"{n}: {f.description}" if f.description else n for n, f in model.model_fields.items()]
+    return " (each item gives " + "; ".join(parts) + ")"
+
+
+def signature_goal(signature: type[dspy.Signature]) -> str:
+    """A signature's task goal: its instructions, then ``The final answer gives:`` and one line per output field."""
+    lines = [signature.instructions.strip(), "", "The final answer gives:"]
+    for name, info in signature.output_fields.items():
+        desc = _field_desc(name, info)
+        lines.append(f"- {name}" + (f": {desc}" if desc else "") + _item_fields(info.annotation))
+    return "\n".join(lines)
 
 
 def register_task(cls: type[Task]) -> type[Task]:
