@@ -168,7 +168,8 @@ class TrainerSettings(_Section):
     """MEMENTO's training loop (batch size from MEMENTO §4.1)."""
 
     batch_size: int = Field(default=10, ge=1)
-    success_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+    # a run succeeded when its score is strictly above this (trainer rule credit and CBR SUCCESS/FAILURE labels)
+    success_threshold: float = Field(default=0.5, ge=0.0, lt=1.0)
     max_consecutive_lm_failures: int = Field(default=3, ge=1)
 
 

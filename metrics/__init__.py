@@ -6,8 +6,9 @@ from memento.metrics.as_float import as_float
 from memento.metrics.coverage_judge import CoverageJudge
 from memento.metrics.distribution import DistributionMetric, kl_divergence, repair_distribution, total_variation
 from memento.metrics.evaluation import EvalResult, evaluate, write_results
-from memento.metrics.judge import JudgeError, LLMJudge
+from memento.metrics.judge import JudgeError, LLMJudge, as_data
 from memento.metrics.stats import bootstrap_ci, judge_agreement, paired_bootstrap
+from memento.metrics.success import succeeded
 from memento.metrics.verdict_judge import VerdictJudge
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "JudgeError",
     "LLMJudge",
     "VerdictJudge",
+    "as_data",
     "as_float",
     "bootstrap_ci",
     "evaluate",
@@ -26,6 +28,7 @@ __all__ = [
     "kl_divergence",
     "paired_bootstrap",
     "repair_distribution",
+    "succeeded",
     "token_f1",
     "total_variation",
     "write_results",

@@ -1,9 +1,11 @@
 """The coverage judge of value-proposition tasks (MEMENTO, Appendix G).
 
-For each ground-truth value proposition ``g`` the ``judge_lm`` scores 0-5 how well the predicted list covers it
-(0 miss, 1 marketing fluff, 2 topic match, 3 soft match, 4 strong argument, 5 bullseye); the example's score is
-``sum(s_g) / (5 * |G|)``. A reply that cannot be parsed or lies outside 0-5 is a recorded judge error and scores 0
-for that proposition.
+For each ground-truth value proposition ``g`` the ``judge_lm`` scores 0-5 each predicted proposition ``p`` on its own
+(0 miss, 1 marketing fluff, 2 topic match, 3 soft match, 4 strong argument, 5 bullseye; the rubric of
+:class:`memento.signatures.judge_coverage.JudgeCoverage`) and ``g`` keeps its best match: the example's score is
+``sum_g max_p s(g, p) / (5 * |G|)``. Extra predictions earn nothing, and since each call sees one prediction only,
+padding the list cannot raise the score. A reply that cannot be parsed or lies outside 0-5 is a recorded judge
+error (that pair scores nothing). Cost: ``|G| * |P|`` judge calls per example, memoised per pair.
 
 Example:
     >>> from memento.metrics.coverage_judge import CoverageJudge
@@ -18,7 +20,7 @@ from typing import Any
 
 import dspy
 
-from memento.metrics.judge import JudgeError, LLMJudge
+from memento.metrics.judge import JudgeError, LLMJudge, as_data
 from memento.signatures.judge_coverage import JudgeCoverage
 
 __all__ = ["CoverageJudge", "format_value_proposition", "MAX_SCORE"]
@@ -78,6 +80,25 @@ class CoverageJudge(LLMJudge):
         if not 0 <= score <= MAX_SCORE:
             raise JudgeError(f"coverage score {score!r} is outside 0-{MAX_SCORE}")
 
+    def best_match(self, customer: str, gold_text: str, predicted: list[Any]) -> tuple[int, int | None, str, int]:
+        """The best score of one ground-truth item over the predicted items, each judged on its own.
+
+        Returns ``(score, index of the best prediction or None, its rationale, judge errors)``. Every pair is a
+        separate (memoised) judge call that sees one prediction only, so adding predictions never changes the score
+        of another pair: padding the list cannot raise a ground truth's score unless a new item truly matches it.
+        """
+        best, best_index, best_why, errors = 0, None, "", 0
+        for index, item in enumerate(predicted, 1):
+            reply = self.judge(
+                customer=customer, ground_truth=gold_text, predicted=as_data(format_value_proposition(item))
+            )
+            if reply is None:
+                errors += 1
+                continue
+            if best_index is None or int(reply.score) > best:
+                best, best_index, best_why = int(reply.score), index, str(reply.rationale or "")
+        return best, best_index, best_why, errors
+
     def __call__(
         self, example: Any, pred: Any, trace: Any = None, pred_name: str | None = None, pred_trace: Any = None
     ) -> dspy.Prediction:
@@ -85,30 +106,28 @@ class CoverageJudge(LLMJudge):
         predicted = list(getattr(pred, self.predicted_field, None) or [])
         if not ground_truth:
             return dspy.Prediction(score=0.0, feedback="No ground-truth value propositions to cover.", judge_errors=0)
-        listing = "\n\n".join(f"{i}. {format_value_proposition(p)}" for i, p in enumerate(predicted, 1))
         customer = str(example.get(self.customer_field, "") or "")
         scores: list[int] = []
         lines: list[str] = []
         errors = 0
         for i, gold in enumerate(ground_truth, 1):
             gold_text = format_value_proposition(gold)
+            label = _field(gold, "pain_point") or gold_text[:80]
             if not predicted:
                 scores.append(0)
-                lines.append(f"GT{i} (0/5): missed; no value propositions were predicted.")
+                lines.append(f"GT{i} (0/5) {label}: missed; no value propositions were predicted.")
                 continue
-            reply = self.judge(customer=customer, ground_truth=gold_text, predicted=listing)
-            if reply is None:
-                errors += 1
-                scores.append(0)
+            score, index, why, failed = self.best_match(customer, gold_text, predicted)
+            errors += failed
+            scores.append(score)
+            if index is None:
                 lines.append(f"GT{i}: judge error ({self.errors[-1] if self.errors else 'unusable reply'}); scored 0.")
-                continue
-            scores.append(int(reply.score))
-            lines.append(
-                f"GT{i} ({int(reply.score)}/5) {_field(gold, 'pain_point') or gold_text[:80]}: {reply.rationale}"
-            )
+            else:
+                lines.append(f"GT{i} ({score}/5, best match: prediction {index}) {label}: {why}")
         score = sum(scores) / (MAX_SCORE * len(ground_truth))
         header = (
-            f"Coverage {sum(scores)}/{MAX_SCORE * len(ground_truth)} over {len(ground_truth)} reference propositions"
+            f"Coverage {sum(scores)}/{MAX_SCORE * len(ground_truth)} over {len(ground_truth)} reference propositions "
+            f"(each scored by its best-matching prediction; extra predictions earn nothing)"
         )
         if errors:
             header += f"; {errors} judge error(s)"

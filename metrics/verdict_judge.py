@@ -16,7 +16,7 @@ from typing import Any
 
 import dspy
 
-from memento.metrics.judge import JudgeError, LLMJudge
+from memento.metrics.judge import JudgeError, LLMJudge, as_data
 from memento.signatures.judge_verdict import JudgeVerdict
 
 __all__ = ["VerdictJudge"]
@@ -79,7 +79,9 @@ class VerdictJudge(LLMJudge):
         answer = self.answer_of(pred)
         if not answer.strip():
             return dspy.Prediction(score=0.0, feedback=f"No answer was given; expected {reference!r}.")
-        reply = self.judge(question=self.question_of(example), reference_answer=str(reference), predicted_answer=answer)
+        reply = self.judge(
+            question=self.question_of(example), reference_answer=str(reference), predicted_answer=as_data(answer)
+        )
         if reply is None:
             return dspy.Prediction(
                 score=0.0, feedback=f"judge error: {self.errors[-1] if self.errors else 'unusable reply'}"

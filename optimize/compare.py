@@ -413,6 +413,7 @@ class MementoRunner:
             batch_size=ctx.budget.memory_batch_size,
             threads=ctx.threads,
             roles=ctx.roles,
+            success_threshold=ctx.settings.trainer.success_threshold,
         )
         reports = trainer.fit(trainset)  # resumes a half-finished batch after a crash; never applies one twice
         searches, fetches = web.totals()
@@ -522,6 +523,7 @@ class CaseBankRunner:
             policy="q",
             retain=train,
             reward_fn=ctx.metric if train else None,
+            success_threshold=ctx.settings.trainer.success_threshold,
         )
         return agent, web
 

@@ -47,6 +47,7 @@ from memento.memory.canonicalizer import Candidate, Canonicalizer, is_no_data
 from memento.memory.memento_memory import MementoMemory
 from memento.memory.rule_book import RuleBook
 from memento.metrics.as_float import score_of
+from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
 from memento.optimize.batch_report import BatchReport, CharCounts, RuleCounts, summarize_trajectories
 from memento.programs.memento_program import injected_items
 from memento.signatures.distill_coverage import AssessCoverage
@@ -106,7 +107,8 @@ class MementoTrainer:
         roles: LM roles; the distillation stages run under ``roles.reflection_lm``.
         canonicalizer: defaults to a :class:`~memento.memory.canonicalizer.Canonicalizer` with the memory's
             embedder (or the default one).
-        success_threshold: a run scoring at least this succeeded (credits its rules) in Phase C.
+        success_threshold: a run scoring strictly above this succeeded (credits its rules) in Phase C
+            (``trainer.success_threshold``; the rule of :func:`memento.metrics.success.succeeded`).
         max_craft_entries: the size M1 is kept to when rewritten.
         on_event: called as ``on_event(batch, phase, detail)`` when a phase starts (the CLI's progress).
     """
@@ -121,7 +123,7 @@ class MementoTrainer:
         threads: int = 4,
         roles: Any = None,
         canonicalizer: Canonicalizer | None = None,
-        success_threshold: float = 0.5,
+        success_threshold: float = DEFAULT_SUCCESS_THRESHOLD,
         max_craft_entries: int = 12,
         on_event: Callable[[int, str, str], None] | None = None,
     ) -> None:
@@ -501,7 +503,7 @@ class MementoTrainer:
         ]
         credit: list[tuple[str, str, bool]] = []  # (rule id, task id, success)
         for _ex, run, traj in judged:
-            success = float(run["score"]) >= self.success_threshold
+            success = succeeded(run["score"], threshold=self.success_threshold)
             for rule_id in injected_items(traj).get("decomposition", []):
                 credit.append((rule_id, run["id"], success))
 

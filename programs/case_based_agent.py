@@ -48,6 +48,8 @@ import dspy
 from memento.errors import ConfigError, DataError, MementoError
 from memento.lm import raise_if_fatal
 from memento.memory.case_bank import DB_NAME, CaseBank, RetrievalPolicy
+from memento.metrics.judge import as_data
+from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
 from memento.programs.registry import register_method
 from memento.programs.research_program import ResearchCall, ResearchProgram
 from memento.programs.sub_question_agent import SubQuestionAgent
@@ -84,13 +86,14 @@ def _clip(text: str | None, n: int = _RESULT_CHARS) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def render_cases(cases: list[tuple[Case, float]]) -> str:
-    """Prompt text for retrieved cases; each is labelled SUCCESS (reward >= 0.5) or FAILURE with its reward."""
+def render_cases(cases: list[tuple[Case, float]], *, threshold: float = DEFAULT_SUCCESS_THRESHOLD) -> str:
+    """Prompt text for retrieved cases; each is labelled SUCCESS (reward strictly above ``threshold``, the rule of
+    :func:`memento.metrics.success.succeeded`) or FAILURE, with its reward."""
     if not cases:
         return ""
     blocks = []
     for i, (case, _score) in enumerate(cases, 1):
-        label = "SUCCESS" if case.reward >= 0.5 else "FAILURE"
+        label = "SUCCESS" if succeeded(case.reward, threshold=threshold) else "FAILURE"
         blocks.append(f"Case {i} [{label}, reward {case.reward:.2f}]\nTask: {case.task_text}\nPlan:\n{case.plan}")
     return "\n\n".join(blocks)
 
@@ -148,6 +151,8 @@ class CaseBasedAgent(ResearchProgram):
         learn: Update the Q-gate online when retaining.
         executor_bank: Optional executor-level case bank (sub-task, tool-call sequence, outcome).
         executor_k: Tool cases shown per sub-task.
+        success_threshold: a case whose reward is strictly above it is labelled SUCCESS for the planner, else
+            FAILURE (``trainer.success_threshold``, shared with the MEMENTO trainer).
         roles: LM roles (planner/executor on ``lm``, the reward judge on ``judge_lm``).
         memory: Optional MEMENTO memory provider (its text joins the planner's context).
 
@@ -182,6 +187,7 @@ class CaseBasedAgent(ResearchProgram):
         learn: bool = True,
         executor_bank: CaseBank | None = None,
         executor_k: int = 2,
+        success_threshold: float = DEFAULT_SUCCESS_THRESHOLD,
         **kwargs: Any,
     ) -> None:
         super().__init__(task, **kwargs)
@@ -203,6 +209,7 @@ class CaseBasedAgent(ResearchProgram):
         self.learn = learn
         self.executor_bank = executor_bank
         self.executor_k = executor_k
+        self.success_threshold = success_threshold
         self.planner = dspy.Predict(PlanFromCases)
         self.planner.usage_stage = "plan"
         self.executor = (
@@ -257,7 +264,7 @@ class CaseBasedAgent(ResearchProgram):
         root = Node(id=ROOT_ID, parent_id=None, wave=-1, question=call.task_text, status="decomposed")
         traj.nodes.append(root)
         executed: list[Node] = []
-        cases_text = render_cases(hits)
+        cases_text = render_cases(hits, threshold=self.success_threshold)
         for cycle in range(self.max_cycles):
             remaining = self.budgets.total_questions - len(executed)
             if remaining <= 0:
@@ -327,7 +334,7 @@ class CaseBasedAgent(ResearchProgram):
             tool_cases = self.executor_bank.retrieve(node.question, self.executor_k, exclude_ids=own)
             if tool_cases:
                 lines = [
-                    f"Sub-task: {c.task_text}\nOutcome: {'answered' if c.reward >= 0.5 else 'failed'}\n"
+                    f"Sub-task: {c.task_text}\nOutcome: {'answered' if succeeded(c.reward) else 'failed'}\n"
                     f"Tool calls:\n{c.plan}"
                     for c, _ in tool_cases
                 ]
@@ -387,9 +394,9 @@ class CaseBasedAgent(ResearchProgram):
             verdict = self.judge(
                 task=call.task_text,
                 task_goal=call.task_goal,
-                plan=info.get("plan", ""),
-                findings=findings,
-                final_answer=answer,
+                plan=as_data(info.get("plan", "")),
+                findings=as_data(findings),
+                final_answer=as_data(answer),
             )
         return float(verdict.reward)
 
@@ -504,6 +511,7 @@ def build_cbr(
         k=4,
         policy=policy,
         retain=not frozen,
+        success_threshold=settings.trainer.success_threshold,
     )
 
 

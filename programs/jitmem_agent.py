@@ -40,6 +40,7 @@ import dspy
 from memento.errors import ConfigError, MementoError
 from memento.lm import raise_if_fatal
 from memento.memory.trajectory_bank import BankPolicy, TrajectoryBank
+from memento.metrics.judge import as_data
 from memento.programs.jitmem_curator import JitMemCurator, TrajectoryDistiller, estimate_tokens, render_trajectory
 from memento.programs.registry import register_method
 from memento.programs.research_program import CONTROL_ARGS, EmptyQuestionError
@@ -147,8 +148,8 @@ class JitMemAgent(dspy.Module):
             verdict = self.judge(
                 task=trajectory.task_text,
                 task_goal=self.task.task_goal(),
-                trajectory=render_trajectory(trajectory, max_tokens=4000),
-                final_answer=answer,
+                trajectory=as_data(render_trajectory(trajectory, max_tokens=4000)),
+                final_answer=as_data(answer),
             )
         return bool(verdict.success), str(verdict.get("reasoning", "") or "")
 

@@ -109,7 +109,8 @@ def test_coverage_out_of_range_and_unparseable_are_judge_errors(lm, engine: Scri
     assert result.score == pytest.approx(4 / 15)
     assert result.judge_errors == 2 and judge.judge_errors == 2
     assert "2 judge error(s)" in result.feedback
-    assert any("outside 0-5" in e for e in judge.errors)
+    # 7 is outside the rubric's Literal[0..5]: the reply does not parse (or, parsed, is out of range)
+    assert any("outside 0-5" in e or "literal[0,1,2,3,4,5]" in e for e in judge.errors)
 
 
 def test_coverage_with_no_prediction_scores_zero_without_calls(lm, engine: ScriptedEngine) -> None:

@@ -137,6 +137,7 @@ def train(
             batch_size=batch_size,
             threads=settings.run.threads,
             roles=roles,
+            success_threshold=settings.trainer.success_threshold,
             on_event=on_event,
         )
         reports = trainer.fit(examples)
