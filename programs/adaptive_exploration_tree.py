@@ -414,6 +414,9 @@ class _TreeRun:
             findings.append(f"Synthesis of the research: {self.root.answer}")
         findings.append("Research tree:\n" + render_tree(self.traj.nodes, with_sources=True))
         pred = self.p.answer(context=self.call.context, research_findings="\n\n".join(findings), **self.call.inputs)
+        reasoning = pred.get("reasoning") if "reasoning" not in self.p.task.output_fields else None
+        if reasoning:  # the final predictor's own reasoning (short-answer tasks): kept in the trajectory
+            self.call.note(f"answer reasoning: {reasoning}")
         seconds = self.timed("answer_s", started)
         outputs = {name: pred.get(name) for name in self.p.task.output_fields}
         self.emit(TreeEvent("answer", -1, [self.root], text=str(outputs), seconds=seconds))

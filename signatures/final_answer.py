@@ -27,15 +27,27 @@ __all__ = ["answer_signature"]
 _CONTEXT_DESC = "extra guidance for this task from the caller (memory, curated notes); may be empty"
 _FINDINGS_DESC = (
     "the research findings: the synthesised answer to the task and the sub-questions answered on the way, "
-    "each with the URLs of its sources; ground the answer in them and cite their URLs"
+    "each with the URLs of its sources; ground the answer in them"
 )
+_CITE = "; cite the URLs of the findings the answer rests on in `sources`"
+_REASONING_DESC = (
+    "how the findings lead to the answer: the facts used, each hop or comparison, and conflicts resolved, "
+    "in a few sentences"
+)
+_CLOSED_BOOK_SOURCES = "leave empty: this answer is given without research, so it rests on no source"
 
-_cache: dict[tuple[type, str, bool], type[dspy.Signature]] = {}
+_cache: dict[tuple[type, str, bool, bool], type[dspy.Signature]] = {}
 _lock = threading.Lock()
 
 
 def answer_signature(task: Task, *, findings: bool, suffix: str | None = None) -> type[dspy.Signature]:
     """The task's final-answer signature with ``context`` (and ``research_findings`` when ``findings``) prepended.
+
+    The instructions agree with the outputs: the findings' description asks to cite URLs only when the task's
+    signature has a ``sources`` output; closed book (no findings, suffix ``ClosedBook``) ``sources``, if any, is asked
+    to stay empty (a tool-using agent, suffix ``ReAct``, keeps the task's description);
+    with findings and a short answer (``task.reason_before_answer``: multihop, qa) a ``reasoning`` output comes
+    first, in this predictor only (the task's signature, hence the baselines and saved programs, keep their shape).
 
     Args:
         task: the task whose signature (inputs -> outputs, docstring) is extended.
@@ -47,14 +59,23 @@ def answer_signature(task: Task, *, findings: bool, suffix: str | None = None) -
     """
     base = task.signature
     suffix = suffix or ("FromFindings" if findings else "ClosedBook")
-    key = (base, suffix, findings)
+    reason = findings and task.reason_before_answer and "reasoning" not in base.output_fields
+    key = (base, suffix, findings, reason)
     with _lock:
         cached = _cache.get(key)
         if cached is not None:
             return cached
         sig = base
+        has_sources = "sources" in base.output_fields
         if findings:
-            sig = sig.prepend("research_findings", dspy.InputField(desc=_FINDINGS_DESC), type_=str)
+            desc = _FINDINGS_DESC + (_CITE if has_sources else "")
+            sig = sig.prepend("research_findings", dspy.InputField(desc=desc), type_=str)
+            if reason:
+                sig = sig.prepend("reasoning", dspy.OutputField(desc=_REASONING_DESC), type_=str)
+        elif has_sources and suffix == "ClosedBook":  # no tools, no findings: nothing to cite
+            info = base.output_fields["sources"]
+            sig = sig.with_updated_fields("sources", desc=_CLOSED_BOOK_SOURCES)
+            sig = sig.with_updated_fields("sources", type_=info.annotation)
         sig = sig.prepend("context", dspy.InputField(desc=_CONTEXT_DESC), type_=str)
         named = type(f"{base.__name__}{suffix}", (sig,), {"__doc__": base.__doc__, "__module__": __name__})
         _cache[key] = named

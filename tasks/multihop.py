@@ -35,7 +35,7 @@ _KEEP = ("id", "gold_titles", "decomposition", "type", "level", "source", "cutof
 
 class AnswerMultiHopQuestion(dspy.Signature):
     """Answer a question that needs several facts chained together (a bridge entity found first, then a fact
-    about it, or a comparison of two entities). Work out each hop from the findings, then give the final answer
+    about it, or a comparison of two entities). Work out each hop, then give the final answer
     only: the shortest span that answers the question exactly (a name, a date, a number, yes/no), without an
     explanation or a full sentence."""
 
@@ -53,6 +53,7 @@ class MultiHopTask(Task):
 
     name = "multihop"
     signature = AnswerMultiHopQuestion
+    reason_before_answer = True
     metric_kinds = ("default", "f1", "em", "judge")
 
     def __init__(self, *, score: Literal["f1", "em"] = "f1") -> None:

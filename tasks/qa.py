@@ -14,8 +14,8 @@ __all__ = ["AnswerQuestion", "QATask"]
 
 
 class AnswerQuestion(dspy.Signature):
-    """Answer the question concisely from the research findings. Give the shortest answer that is complete
-    (a name, a date, a number or a short phrase), and list the URLs of the sources it rests on."""
+    """Answer the question concisely: give the shortest answer that is complete (a name, a date, a number or a
+    short phrase)."""
 
     question: str = dspy.InputField()
     answer: str = dspy.OutputField(desc="the concise final answer")
@@ -28,6 +28,7 @@ class QATask(Task):
 
     name = "qa"
     signature = AnswerQuestion
+    reason_before_answer = True
 
     def load(self, path: str | Path, *, limit: int | None = None) -> list[dspy.Example]:
         """JSONL rows ``{"question": ..., "answers": [...]?, "id"?, "cutoff"?}``."""

@@ -38,6 +38,9 @@ class Task:
     name: ClassVar[str] = ""
     signature: ClassVar[type[dspy.Signature]]
     undated_policy: ClassVar[Literal["keep", "drop"]] = "keep"
+    #: the task's answer is short (a span): the research programs' final predictor reasons over the findings first
+    #: (a ``reasoning`` output added there, never to the task signature, so baselines and saved programs keep shape)
+    reason_before_answer: ClassVar[bool] = False
     higher_is_better: ClassVar[bool] = True
 
     @property
