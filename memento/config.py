@@ -51,7 +51,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 ROLES: tuple[str, ...] = ("lm", "judge_lm", "reflection_lm", "curator_lm")
-_SECTIONS: tuple[str, ...] = ("budgets", "web", "memory", "cbr", "jitmem", "trainer", "run")
+_SECTIONS: tuple[str, ...] = ("budgets", "web", "memory", "cbr", "jitmem", "trainer", "run", "observe")
 DEFAULT_CONFIG_FILE = "memento.toml"
 _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar("memento_config_file", default=None)
 
@@ -181,6 +181,14 @@ class RunSettings(_Section):
     output_dir: Path = Path("runs")
 
 
+class ObserveSettings(_Section):
+    """What a run leaves for inspection: the LM call log and MLflow tracking (off by default)."""
+
+    log_lm: Path | None = None  # append one JSON line per LM call to this file (--log-lm)
+    mlflow: str | None = None  # MLflow tracking URI (--mlflow): file:/path, sqlite:///x.db, http://host:5000
+    mlflow_experiment: str = "memento"
+
+
 class _EnvSource(PydanticBaseSettingsSource):
     """``MEMENTO_*`` environment variables, with the role shorthand ``MEMENTO_LM=model``."""
 
@@ -274,6 +282,7 @@ class Settings(BaseSettings):
     jitmem: JitMemSettings = Field(default_factory=JitMemSettings)
     trainer: TrainerSettings = Field(default_factory=TrainerSettings)
     run: RunSettings = Field(default_factory=RunSettings)
+    observe: ObserveSettings = Field(default_factory=ObserveSettings)
 
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
 

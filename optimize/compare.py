@@ -67,6 +67,7 @@ from memento.usage import UsageMeter
 __all__ = [
     "MethodSpec",
     "CompareContext",
+    "CompareObserver",
     "TrainOutcome",
     "MethodRunner",
     "ProgramRunner",
@@ -250,6 +251,19 @@ class CountingWeb:
 
 
 # -- runners ------------------------------------------------------------------------------------------------------
+class CompareObserver(Protocol):
+    """Follows a comparison as it runs (the CLI's progress bars, MLflow tracking). Called from worker threads."""
+
+    def phase(self, method: str, phase: str, total: int | None) -> None:
+        """A method's ``train`` or ``test`` phase starts (``total``: its examples, ``None`` when unknown)."""
+
+    def example(self, method: str, phase: str, score: float, error: bool) -> None:
+        """One example of a phase finished."""
+
+    def method_done(self, result: MethodResult, method_dir: Path) -> None:
+        """A method finished (``result.status`` says how); its files are in ``method_dir``."""
+
+
 @dataclass
 class CompareContext:
     """What every runner shares: the task, its metric, the split, the settings and LM roles, the budget."""
@@ -265,6 +279,7 @@ class CompareContext:
     seed: int
     out_dir: Path
     embedder: Any = None
+    observer: CompareObserver | None = None
 
     def build(self, method: str, *, memory_dir: Path | None = None, frozen: bool = False) -> dspy.Module:
         """Build a registered program for this comparison's task, settings and roles (``frozen``: test time)."""
@@ -630,6 +645,7 @@ def _test_phase(
     """Evaluate the reloaded program on the test set; per-example records go to ``method_dir/test/``."""
     from memento.metrics.evaluation import evaluate, write_results
 
+    observer = ctx.observer
     with _metered(ctx.roles) as (meter, clock):
         result = evaluate(
             program,
@@ -640,6 +656,9 @@ def _test_phase(
             task=ctx.task.name,
             method=spec.name,
             seed=ctx.seed,
+            progress=None
+            if observer is None
+            else lambda r: observer.example(spec.name, "test", r.score, bool(r.error)),
         )
     write_results(result, method_dir / "test")
     searches = sum(row.usage.searches for row in result.examples)
@@ -671,6 +690,8 @@ def _run_method(
             log(f"{spec.name}: training already finished, testing the saved artefact")
         else:
             log(f"{spec.name}: training")
+            if ctx.observer is not None:
+                ctx.observer.phase(spec.name, "train", None)
             try:
                 with _metered(ctx.roles) as (meter, clock):
                     outcome = runner.train(ctx, spec, method_dir)
@@ -685,6 +706,8 @@ def _run_method(
             atomic_write_text(train_file, record.model_dump_json(indent=2))  # lets a rerun skip training
         phase = "test"
         log(f"{spec.name}: testing on {len(ctx.testset)} examples")
+        if ctx.observer is not None:
+            ctx.observer.phase(spec.name, "test", len(ctx.testset))
         program = runner.load(ctx, spec, method_dir)
         tested = _test_phase(ctx, spec, program, method_dir, models)
         record.scores, record.failed_examples, record.measures, record.costs.test = tested
@@ -706,6 +729,8 @@ def _run_method(
     if record.status == "done":
         atomic_write_text(done, record.finished_at.isoformat() + "\n")
     log(f"{spec.name}: {record.status}" + (f" ({record.error})" if record.error else ""))
+    if ctx.observer is not None:
+        ctx.observer.method_done(record, method_dir)
     return record
 
 
@@ -786,6 +811,7 @@ def compare(
     metric: str | Callable[..., Any] | None = None,
     progress: Callable[[str], None] | None = None,
     embedder: Any = None,
+    observer: CompareObserver | None = None,
 ) -> CompareReport:
     """Train and test every method on one split with one metric and write ``results.json``/``results.md``/plots.
 
@@ -807,6 +833,7 @@ def compare(
             feedback)``.
         progress: called with one line per step (the CLI prints them).
         embedder: the text embedder of the memory methods' stores (default: theirs, MiniLM when available).
+        observer: follows phases, examples and finished methods (progress bars, MLflow tracking).
 
     Returns:
         The :class:`CompareReport` that was written to ``out_dir``.
@@ -876,6 +903,7 @@ def compare(
         seed=seed,
         out_dir=out,
         embedder=embedder,
+        observer=observer,
     )
     report = CompareReport(
         task=task_obj.name,

@@ -25,6 +25,7 @@ __all__ = [
     "settings_from_flags",
     "cli_errors",
     "not_available",
+    "at_command_end",
 ]
 
 logger = logging.getLogger(__name__)
@@ -57,11 +58,26 @@ def settings_from_flags(
     return load_settings(config, flags=flags)
 
 
+_at_end: list[Callable[[], None]] = []
+
+
+def at_command_end(fn: Callable[[], None]) -> None:
+    """Run ``fn`` when the running command ends, normally or not (closes logs, trackers; latest first)."""
+    _at_end.append(fn)
+
+
+def _run_at_end() -> None:
+    while _at_end:
+        try:
+            _at_end.pop()()
+        except Exception:  # a closer must not hide the command's own outcome
+            logger.exception("cleanup at the end of the command failed")
+
+
 def cli_errors(fn: F) -> F:
     """Turn memento errors and fatal LM errors into one line on stderr and exit code 1 (2: not available)."""
 
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def guarded(*args: Any, **kwargs: Any) -> Any:
         from memento.lm import explain_lm_error
 
         try:
@@ -78,6 +94,13 @@ def cli_errors(fn: F) -> F:
                 raise
             err_console.print(f"memento: error: {message}", markup=False, highlight=False)
             raise typer.Exit(1) from None
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return guarded(*args, **kwargs)
+        finally:
+            _run_at_end()  # what the command opened (LM call log, MLflow run) closes even when it fails
 
     return wrapper  # type: ignore[return-value]
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -20,15 +21,16 @@ from memento.commands._common import (
     err_console,
     settings_from_flags,
 )
+from memento.commands._observe import LogLMOpt, observe, observe_flags, report_hint
 from memento.errors import ConfigError
 
 __all__ = ["register"]
 
 
-def _progress(line: str) -> None:
+def _progress(line: str, console: Console = err_console) -> None:
     """One progress line on stderr, printed literally (``gepa:closed_book:`` is a method name, not an emoji code;
     brackets are not markup)."""
-    err_console.print(f"[dim]compare[/dim] {escape(line)}", highlight=False, emoji=False)
+    console.print(f"[dim]compare[/dim] {escape(line)}", highlight=False, emoji=False)
 
 
 @cli_errors
@@ -91,6 +93,7 @@ def compare(
     memory_train_limit: Annotated[
         int | None, typer.Option("--memory-train-limit", min=1, help="Override the memory methods' train limit.")
     ] = None,
+    log_lm: LogLMOpt = None,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
@@ -105,7 +108,7 @@ def compare(
 
     web = {"corpus": corpus} if corpus is not None else {}
     run = {k: v for k, v in {"threads": threads, "seed": seed}.items() if v is not None}
-    settings = settings_from_flags(config, lm, api_base, judge_lm, web=web, run=run)
+    settings = settings_from_flags(config, lm, api_base, judge_lm, web=web, run=run, observe=observe_flags(log_lm))
     task_obj = get_task(task)
     if data is not None and (train is not None or test is not None):
         raise ConfigError("give either --data (split by seed) or --train and --test, not both")
@@ -135,19 +138,27 @@ def compare(
     else:
         kwargs["trainset"] = task_obj.load(train, limit=limit)
         kwargs["testset"] = task_obj.load(test, limit=limit)
-    report = run_compare(
-        task_obj,
-        methods,
-        out_dir=out,
-        settings=settings,
-        budget=budget,
-        budget_overrides=overrides,
-        baseline=baseline,
-        metric=metric,
-        embedder=vectors,
-        progress=_progress,
-        **kwargs,
-    )
+    import memento
+    from memento.progress import CompareProgress
+
+    roles = memento.configure(settings, set_default=False)
+    observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
+    with CompareProgress() as bars:  # on stderr: a bar per method and phase
+        report = run_compare(
+            task_obj,
+            methods,
+            out_dir=out,
+            settings=settings,
+            budget=budget,
+            budget_overrides=overrides,
+            baseline=baseline,
+            metric=metric,
+            embedder=vectors,
+            progress=lambda line: _progress(line, bars.console),
+            observer=bars,
+            roles=roles,
+            **kwargs,
+        )
     table = Table(
         title=f"memento compare: {report.task} ({report.split['n_train']} train / {report.split['n_test']} test)"
     )
@@ -174,6 +185,7 @@ def compare(
         )
     console.print(table)
     console.print(f"wrote {out / 'results.json'}, {out / 'results.md'} and plots")
+    report_hint(out)
     failed = [name for name, res in report.methods.items() if res.status == "error"]
     if failed:
         err_console.print(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -19,6 +19,7 @@ from memento.commands._common import (
     err_console,
     settings_from_flags,
 )
+from memento.commands._observe import JsonOpt, print_json
 
 __all__ = ["register", "corpus_app"]
 
@@ -83,6 +84,7 @@ def search(
     k: Annotated[int, typer.Option("-k", "--k", min=1, help="Number of results.")] = 10,
     before: Annotated[str | None, typer.Option("--before", help="Cutoff date YYYY-MM-DD (exclusive).")] = None,
     undated: Annotated[str, typer.Option("--undated", help="Undated documents under a cutoff: keep | drop.")] = "keep",
+    as_json: JsonOpt = False,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
@@ -101,6 +103,9 @@ def search(
     settings = settings_from_flags(config, lm, api_base, judge_lm)
     index = open_corpus(corpus, cache_dir=settings.web.cache_dir)
     results = index.search(query, k=k, before=cutoff, undated=undated)  # type: ignore[arg-type]
+    if as_json:
+        print_json({"query": query, "documents": len(index), "results": [_result_json(r) for r in results]})
+        return
     if not results:
         console.print(f"no results for {query!r}", markup=False)
         return
@@ -114,6 +119,10 @@ def search(
         snippet = r.snippet if len(r.snippet) <= 160 else r.snippet[:159] + "…"
         table.add_row(str(i), r.title, r.published.isoformat() if r.published else "", r.url, snippet)
     console.print(table)
+
+
+def _result_json(result: Any) -> dict[str, Any]:
+    return result.model_dump(mode="json")
 
 
 def register(app: typer.Typer) -> None:

@@ -26,6 +26,7 @@ from memento.commands._common import (
     err_console,
     settings_from_flags,
 )
+from memento.commands._observe import JsonOpt, LogLMOpt, eval_payload, observe, observe_flags, print_json, report_hint
 from memento.errors import ConfigError, DataError, LMUnavailableError
 from memento.usage import UsageMeter
 
@@ -108,6 +109,8 @@ def eval_(
             help="legal: also let the LM scrub names left in the facts after the deterministic replacement.",
         ),
     ] = False,
+    log_lm: LogLMOpt = None,
+    as_json: JsonOpt = False,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
@@ -118,6 +121,7 @@ def eval_(
     from memento.commands.run import resolve_task
     from memento.metrics.evaluation import evaluate, write_results
     from memento.programs.registry import build_program
+    from memento.progress import ScoreProgress
 
     if not data.exists():
         raise DataError(f"data file not found: {data}")
@@ -125,13 +129,16 @@ def eval_(
         raise ConfigError(f"program file not found: {program_file}")
     if train is not None and not train.exists():
         raise DataError(f"training file not found: {train}")
-    settings = settings_from_flags(config, lm, api_base, judge_lm, web={"corpus": corpus}, run={"threads": threads})
+    settings = settings_from_flags(
+        config, lm, api_base, judge_lm, web={"corpus": corpus}, run={"threads": threads}, observe=observe_flags(log_lm)
+    )
     task_spec = resolve_task(task)
     if llm_scrub and not hasattr(task_spec, "llm_scrub"):
         raise ConfigError(f"--llm-scrub applies to the legal task only, not {task_spec.name!r}")
     fallback_dir = settings.run.output_dir / f"eval-{task_spec.name}-{method}"
     out_dir = _writable_dir(out or fallback_dir)  # before any LM call: a bad --out must not cost a run
     roles = memento.configure(settings)
+    observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
     if hasattr(task_spec, "roles"):
         task_spec.roles = roles
     if llm_scrub:
@@ -163,18 +170,20 @@ def eval_(
         except Exception as exc:  # a file of another program or a corrupt one: one clear line
             raise ConfigError(f"cannot load program state from {program_file}: {type(exc).__name__}: {exc}") from None
     try:
-        result = evaluate(
-            program,
-            examples,
-            score,
-            threads=settings.run.threads,
-            roles=roles,
-            task=task_spec.name,
-            method=method,
-            seed=settings.run.seed,
-            metric_name=f"{task_spec.name} {metric} metric",
-            out_dir=out_dir,
-        )
+        with ScoreProgress(f"eval {method}", total=len(examples)) as bar:  # on stderr: elapsed, ETA, running mean
+            result = evaluate(
+                program,
+                examples,
+                score,
+                threads=settings.run.threads,
+                roles=roles,
+                task=task_spec.name,
+                method=method,
+                seed=settings.run.seed,
+                metric_name=f"{task_spec.name} {metric} metric",
+                progress=lambda record: bar.advance(score=record.score, error=bool(record.error)),
+                out_dir=out_dir,
+            )
     except LMUnavailableError as exc:
         partial = getattr(exc, "partial_result", None)
         if partial is not None:
@@ -196,7 +205,11 @@ def eval_(
             highlight=False,
         )
         path = write_results(result, fallback_dir)
+    if as_json:
+        print_json(eval_payload(path))
+        return
     print_summary(result, path)
+    report_hint(path.parent)
 
 
 def _writable_dir(path: Path) -> Path:

@@ -26,6 +26,7 @@ from memento.commands._common import (
     console,
     settings_from_flags,
 )
+from memento.commands._observe import JsonOpt, print_json
 
 __all__ = ["register", "app"]
 
@@ -101,6 +102,7 @@ def show(
 @cli_errors
 def stats(
     memory: MemoryOpt = None,
+    as_json: JsonOpt = False,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
@@ -109,6 +111,9 @@ def stats(
     """Counts per store and the version history."""
     mem = _open(memory, config)
     s = mem.stats()
+    if as_json:
+        print_json({"directory": str(mem.directory), **s, "versions": mem.versions()})
+        return
     table = Table(title=f"memory {escape(str(mem.directory))} · version {s['version']}")
     table.add_column("store", no_wrap=True)
     for col in ("items", "retired", "support", "contra", "contradicted", "chars"):

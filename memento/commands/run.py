@@ -30,6 +30,7 @@ from memento.commands._common import (
     err_console,
     settings_from_flags,
 )
+from memento.commands._observe import JsonOpt, LogLMOpt, observe, observe_flags, print_json, report_hint
 from memento.errors import ConfigError, DataError
 from memento.files import atomic_write_text
 
@@ -220,6 +221,8 @@ def run(
         str | None, typer.Option("--cutoff", help="Hide sources published on or after this date (YYYY-MM-DD).")
     ] = None,
     memory: Annotated[Path | None, typer.Option("--memory", help="Memory directory (memory-using methods).")] = None,
+    log_lm: LogLMOpt = None,
+    as_json: JsonOpt = False,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
@@ -244,8 +247,10 @@ def run(
             "total_questions": total_questions,
             "steps_per_question": steps_per_question,
         },
+        observe=observe_flags(log_lm),
     )
     roles = memento.configure(settings)
+    observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
     task_spec = resolve_task(task)
     if len(task_spec.input_fields) != 1:
         raise ConfigError(
@@ -265,9 +270,37 @@ def run(
             program.on_event = _trace_printer
         else:
             err_console.print(f"memento: --trace shows waves of the aet; method {method} has none", highlight=False)
-    pred = program(**{task_spec.input_fields[0]: question}, cutoff=cutoff)
+    from memento.progress import RunStatus
+
+    status = RunStatus(f"run {method}")  # a live line on stderr: wave, stage, sub-questions, LM calls, elapsed
+    if not trace and isinstance(program, AdaptiveExplorationTree):
+        program.on_event = status.on_tree_event
+    with status:
+        pred = program(**{task_spec.input_fields[0]: question}, cutoff=cutoff)
     trajectory: Trajectory = pred.trajectory
     trajectory.method = trajectory.method or method
+    if as_json:
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        fallback = Path(settings.run.output_dir).expanduser()
+        written = _save_trajectory(
+            trajectory, out_dir / (out_name or f"run-{stamp}-{trajectory.task_id}.json"), fallback
+        )
+        outputs = {name: pred.get(name) for name in task_spec.output_fields}
+        print_json(
+            {
+                "task": task_spec.name,
+                "method": trajectory.method,
+                "question": question,
+                "outputs": outputs,
+                "error": trajectory.error,
+                "usage": trajectory.usage.model_dump(mode="json"),
+                "sub_questions": max(0, len(trajectory.nodes) - 1),
+                "seconds": trajectory.timings.get("total_s", 0.0),
+                "trajectory": str(written),
+                "report": report_hint(written, quiet=True),
+            }
+        )
+        return
     console.print(render_tree_rich(trajectory))
     for name in task_spec.output_fields:
         value = pred.get(name)
@@ -285,6 +318,7 @@ def run(
     name = out_name or f"run-{stamp}-{trajectory.task_id}.json"
     written = _save_trajectory(trajectory, out_dir / name, Path(settings.run.output_dir).expanduser())
     console.print(f"trajectory written to {escape(str(written))}", soft_wrap=True)
+    report_hint(written)
 
 
 def register(app: typer.Typer) -> None:

@@ -25,6 +25,7 @@ from memento.commands._common import (
     console,
     settings_from_flags,
 )
+from memento.commands._observe import LogLMOpt, observe, observe_flags, report_hint
 from memento.errors import ConfigError, DataError
 
 __all__ = ["register", "train"]
@@ -60,13 +61,21 @@ def train(
     embedder: Annotated[
         str, typer.Option("--embedder", help="Embeddings for canonicalisation: minilm (bundled) or hashing (fast).")
     ] = "minilm",
+    log_lm: LogLMOpt = None,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
     judge_lm: JudgeLMOpt = None,
 ) -> None:
     """Train MEMENTO memory: per batch, forward pass + consolidation (A), scoring (B), reflection (C), new version."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     import memento
     from memento.commands.run import resolve_task
@@ -74,15 +83,24 @@ def train(
     from memento.optimize.batch_report import reports_table
     from memento.optimize.memento_trainer import MementoTrainer
     from memento.programs.memento_program import Memento
+    from memento.progress import progress_console
     from memento.web.factory import web_tools_factory
 
     if not data.exists():
         raise DataError(f"data file not found: {data}")
     budgets = {"exploration": exploration} if exploration is not None else {}
     settings = settings_from_flags(
-        config, lm, api_base, judge_lm, web={"corpus": corpus}, run={"threads": threads}, budgets=budgets
+        config,
+        lm,
+        api_base,
+        judge_lm,
+        web={"corpus": corpus},
+        run={"threads": threads},
+        budgets=budgets,
+        observe=observe_flags(log_lm),
     )
     roles = memento.configure(settings)
+    observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
     task_spec = resolve_task(task)
     if hasattr(task_spec, "roles"):
         task_spec.roles = roles
@@ -121,7 +139,8 @@ def train(
         MofNCompleteColumn(),
         TextColumn("{task.description}"),
         TimeElapsedColumn(),
-        console=console,
+        TimeRemainingColumn(),
+        console=progress_console(),  # progress on stderr, results on stdout
         transient=False,
     ) as progress:
         bar = progress.add_task("starting", total=batches * 4, batch=1)
@@ -143,6 +162,7 @@ def train(
         reports = trainer.fit(examples)
     console.print(reports_table(reports))
     console.print(f"memory {directory}: version {store.version}")
+    report_hint(Path(directory))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,314 @@
+"""The LM call log: one JSON line per LM call memento makes, appended to a file (``--log-lm FILE``).
+
+Each line holds the role (``lm``, ``judge_lm``, ...), the stage or predictor that made the call, the model, the
+prompt messages, the completion, the tokens, the latency, whether DSPy's cache served it, the retries with their
+errors, and the error that ended the call if any. Everything written goes through :func:`memento.scrub.scrub_data`,
+so API keys and URL credentials never reach the file.
+
+Retries happen inside DSPy (``dspy.clients.execution``) without a hook of their own; :func:`install_retry_hook`
+wraps its back-off delay function, which DSPy calls once per retry with the error, so each retry is logged at
+``-v`` (INFO) and attached to the call it belongs to.
+
+Example:
+    >>> from memento.lm_log import LMCallLog
+    >>> with LMCallLog("calls.jsonl", roles=roles):  # doctest: +SKIP
+    ...     program(question="...")
+    >>> LMCallLog.read("calls.jsonl")[0]["role"]  # doctest: +SKIP
+    'lm'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from dspy.utils.callback import BaseCallback
+
+from memento.scrub import scrub_data
+from memento.usage import _modules, current_stage
+
+__all__ = ["LMCallLog", "install_retry_hook", "add_retry_listener"]
+
+logger = logging.getLogger(__name__)
+
+_retry_local = threading.local()
+_hook_lock = threading.Lock()
+
+
+def _listeners() -> list[Callable[[int, BaseException, float], None]]:
+    listeners = getattr(_retry_local, "listeners", None)
+    if listeners is None:
+        listeners = _retry_local.listeners = []
+    return listeners
+
+
+@contextlib.contextmanager
+def add_retry_listener(fn: Callable[[int, BaseException, float], None]) -> Iterator[None]:
+    """Call ``fn(attempt, error, delay_s)`` for each retry DSPy makes in this thread while the block runs."""
+    listeners = _listeners()
+    listeners.append(fn)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            listeners.remove(fn)
+
+
+def install_retry_hook() -> None:
+    """Log every retry of an LM call at INFO (``-v``) and tell the listeners of the thread (idempotent)."""
+    try:
+        from dspy.clients import execution
+    except ImportError:  # pragma: no cover - another DSPy layout: retries stay silent
+        return
+    with _hook_lock:
+        original = execution._delay
+        if getattr(original, "_memento_hook", False):
+            return
+
+        def delay(exc: BaseException, attempt: int) -> float:
+            seconds = original(exc, attempt)
+            from memento.scrub import scrub
+
+            cause = str(exc).splitlines()[0] if str(exc) else ""
+            logger.info(
+                "LM call retry %d after %s: %s (waiting %.1fs)", attempt + 1, type(exc).__name__, scrub(cause), seconds
+            )
+            for listener in list(_listeners()):
+                with contextlib.suppress(Exception):
+                    listener(attempt + 1, exc, seconds)
+            return seconds
+
+        delay._memento_hook = True  # type: ignore[attr-defined]
+        execution._delay = delay
+
+
+class _Open:
+    __slots__ = ("record", "started", "billed", "retries", "listening")
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        self.record = record
+        self.listening = contextlib.ExitStack()
+        self.started = time.perf_counter()
+        self.billed = False
+        self.retries: list[dict[str, Any]] = []
+
+
+class _Sink:
+    """Stands in for ``dspy.settings.usage_tracker``: the tokens of each non-cached call (chains to the previous)."""
+
+    def __init__(self, log: LMCallLog) -> None:
+        self.log = log
+        self.parent: Any = None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Sink:
+        return self  # DSPy's parallel executors deep-copy the tracker into workers: share it
+
+    def add_usage(self, lm: str, usage_entry: dict[str, Any]) -> None:
+        if self.parent is not None:
+            self.parent.add_usage(lm, usage_entry)
+        calls = getattr(self.log._local, "calls", None)
+        if not calls:
+            return
+        call = calls[-1]
+        call.billed = True
+        tokens = call.record["tokens"]
+        tokens["prompt"] += int(usage_entry.get("prompt_tokens") or usage_entry.get("input_tokens") or 0)
+        tokens["completion"] += int(usage_entry.get("completion_tokens") or usage_entry.get("output_tokens") or 0)
+
+
+def _completion(outputs: Any) -> Any:
+    """The completion(s) of an LM call as JSON data: one text, or a list when the call asked for several."""
+    if outputs is None:
+        return None
+    items = outputs if isinstance(outputs, list) else [outputs]
+    texts: list[Any] = []
+    for item in items:
+        if isinstance(item, dict):
+            texts.append({k: v for k, v in item.items() if isinstance(v, str | int | float | bool | list | dict)})
+        else:
+            texts.append(item if isinstance(item, str) else str(item))
+    return texts[0] if len(texts) == 1 else texts
+
+
+def _messages(inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    messages = inputs.get("messages")
+    if not messages and inputs.get("prompt"):
+        messages = [{"role": "user", "content": inputs["prompt"]}]
+    out: list[dict[str, Any]] = []
+    for message in messages or []:
+        if isinstance(message, dict):
+            content = message.get("content")
+            if isinstance(content, list):  # multi-part content: keep the text parts
+                content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            out.append({"role": str(message.get("role", "user")), "content": "" if content is None else str(content)})
+        else:
+            out.append({"role": "user", "content": str(message)})
+    return out
+
+
+class LMCallLog(BaseCallback):
+    """Append one scrubbed JSON line per LM call to ``path``; thread-safe.
+
+    Args:
+        path: the JSONL file (created with its directory; appended to, never truncated).
+        roles: the role map from :func:`memento.configure`, to name each call's role; an LM that is not in it is
+            named by its model string.
+
+    Use it as a context manager: it installs itself with ``dspy.context`` (callbacks and usage tracker), which
+    DSPy's parallel executors and :func:`memento.threads.run_parallel` carry into worker threads. Meters
+    installed inside (:class:`memento.usage.UsageMeter`) chain to it.
+
+    Example:
+        >>> with LMCallLog("calls.jsonl"):  # doctest: +SKIP
+        ...     dspy.Predict("q -> a")(q="hi")
+    """
+
+    def __init__(self, path: str | Path, *, roles: Any | None = None) -> None:
+        self.path = Path(path).expanduser()
+        self.roles = roles
+        self.sink = _Sink(self)
+        self.lines = 0
+        self._lock = threading.Lock()
+        self._open: dict[str, _Open] = {}
+        self._local = threading.local()
+        self._ctx: contextlib.ExitStack | None = None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a", encoding="utf-8")
+
+    # -- DSPy callback hooks -------------------------------------------------------------------------------
+    def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        _modules.set((*_modules.get(), instance))
+
+    def on_module_end(self, call_id: str, outputs: Any | None, exception: Exception | None = None) -> None:
+        stack = _modules.get()
+        if stack:
+            _modules.set(stack[:-1])
+
+    def _role(self, instance: Any) -> str:
+        role = self.roles.role_of(instance) if self.roles is not None else None
+        if role is None and self.roles is not None:  # a copy of a role's LM (optimisers copy programs): by model
+            matches = [name for name, lm in self.roles.items() if getattr(lm, "model", None) == instance.model]
+            role = matches[0] if len(matches) == 1 else None
+        return role or str(getattr(instance, "model", "lm"))
+
+    def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        record = {
+            "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+            "role": self._role(instance),
+            "stage": current_stage(),
+            "model": str(getattr(instance, "model", "")),
+            "messages": _messages(inputs),
+            "completion": None,
+            "tokens": {"prompt": 0, "completion": 0},
+            "latency_s": 0.0,
+            "cached": False,
+            "retries": [],
+            "error": None,
+        }
+        call = _Open(record)
+        calls = getattr(self._local, "calls", None)
+        if calls is None:
+            calls = self._local.calls = []
+        calls.append(call)
+
+        def on_retry(attempt: int, exc: BaseException, delay: float) -> None:
+            if calls and calls[-1] is call:
+                message = str(exc).splitlines()[0] if str(exc) else ""
+                call.retries.append({"attempt": attempt, "error": f"{type(exc).__name__}: {message}", "delay_s": delay})
+
+        call.listening.enter_context(add_retry_listener(on_retry))
+        with self._lock:
+            self._open[call_id] = call
+
+    def on_lm_end(self, call_id: str, outputs: Any | None, exception: Exception | None = None) -> None:
+        with self._lock:
+            call = self._open.pop(call_id, None)
+        if call is None:
+            return
+        calls = getattr(self._local, "calls", None)
+        if calls and calls[-1] is call:
+            calls.pop()
+        record = call.record
+        call.listening.close()
+        record["latency_s"] = round(time.perf_counter() - call.started, 4)
+        record["cached"] = exception is None and not call.billed
+        record["completion"] = _completion(outputs)
+        record["retries"] = call.retries
+        if exception is not None:
+            message = str(exception).splitlines()[0] if str(exception) else ""
+            record["error"] = f"{type(exception).__name__}: {message}"
+        self.write(record)
+
+    # -- output --------------------------------------------------------------------------------------------
+    def write(self, record: dict[str, Any]) -> None:
+        """Append one record (scrubbed) as a JSON line and flush."""
+        line = json.dumps(scrub_data(record), ensure_ascii=False, default=str)
+        with self._lock:
+            if self._file.closed:
+                return
+            self._file.write(line + "\n")
+            self._file.flush()
+            self.lines += 1
+
+    def close(self) -> None:
+        """Close the file (further calls are not logged)."""
+        with self._lock:
+            self._file.close()
+
+    @staticmethod
+    def read(path: str | Path) -> list[dict[str, Any]]:
+        """The records of a log file, in order."""
+        text = Path(path).read_text(encoding="utf-8")
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    # -- installation --------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def activate(self) -> Iterator[LMCallLog]:
+        """Log the LM calls of the enclosed block (this thread and the workers DSPy's context reaches)."""
+        import dspy
+
+        install_retry_hook()
+        callbacks = [*dspy.settings.get("callbacks", []), self]
+        previous = dspy.settings.get("usage_tracker")
+        self.sink.parent = previous if previous is not self.sink else None
+        with dspy.context(callbacks=callbacks, usage_tracker=self.sink):
+            yield self
+
+    def install(self) -> None:
+        """Add this log to DSPy's global settings (callbacks and usage tracker) until :meth:`uninstall`."""
+        import dspy
+
+        install_retry_hook()
+        previous = dspy.settings.get("usage_tracker")
+        self._previous_tracker = previous
+        self.sink.parent = previous if previous is not self.sink else None
+        dspy.configure(callbacks=[*dspy.settings.get("callbacks", []), self], usage_tracker=self.sink)
+
+    def uninstall(self) -> None:
+        """Remove what :meth:`install` added (other callbacks stay)."""
+        import dspy
+
+        callbacks = [c for c in dspy.settings.get("callbacks", []) if c is not self]
+        tracker = dspy.settings.get("usage_tracker")
+        dspy.configure(
+            callbacks=callbacks,
+            usage_tracker=getattr(self, "_previous_tracker", None) if tracker is self.sink else tracker,
+        )
+
+    def __enter__(self) -> LMCallLog:
+        self._ctx = contextlib.ExitStack()
+        self._ctx.enter_context(self.activate())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._ctx is not None
+        self._ctx.close()
+        self._ctx = None
+        self.close()
