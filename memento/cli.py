@@ -1,6 +1,6 @@
 """The ``memento`` command line (typer + rich).
 
-Commands: ``run``, ``train``, ``eval``, ``compare``, ``memory``, ``corpus``, ``config`` and ``--version``.
+Commands: ``run``, ``train``, ``eval``, ``compare``, ``memory``, ``corpus``, ``report``, ``config`` and ``--version``.
 Every command takes ``--config``, ``--lm``, ``--api-base`` and ``--judge-lm``. A :class:`memento.errors.MementoError`
 is printed as one line on stderr with a non-zero exit, never as a traceback.
 """
@@ -80,9 +80,9 @@ def config_show(
 
 
 def _register_commands() -> None:
-    from memento.commands import compare, corpus, eval, memory, run, train
+    from memento.commands import compare, corpus, eval, memory, report, run, train
 
-    for module in (run, train, eval, compare, memory, corpus):
+    for module in (run, train, eval, compare, memory, corpus, report):
         module.register(app)
 
 
