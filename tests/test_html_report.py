@@ -46,7 +46,7 @@ def make_trajectory(task_text: str = "What profession do John Lanchester and Ala
                 ),
                 Evidence(url="corpus://doc-7", title=HOSTILE, snippet="a page whose title carries markup"),
             ],
-        ),  # fmt: skip
+        ),
         Node(
             id="q2",
             parent_id="root",
@@ -55,7 +55,7 @@ def make_trajectory(task_text: str = "What profession do John Lanchester and Ala
             answer="A novelist.",
             status="answered",
             steps=2,
-        ),  # fmt: skip
+        ),
         Node(id="q3", parent_id="root", wave=1, question="Are they related?", status="failed", error="step budget"),
     ]
     calls = [
@@ -67,7 +67,7 @@ def make_trajectory(task_text: str = "What profession do John Lanchester and Ala
             ms=120.5,
             cached=True,
             node_id="q1.1",
-        ),  # fmt: skip
+        ),
         ToolCall(kind="search_web", args={"query": "Alan Dean Foster"}, result=HOSTILE, ms=35.0, node_id="q2"),
         ToolCall(kind="search_memory", args={"query": "novelists"}, result="", ms=2.0, error="memory empty"),
     ]
@@ -103,25 +103,50 @@ def make_memory(directory: Path) -> Path:
 def make_compare(directory: Path) -> Path:
     from memento.metrics.evaluation import EvalResult, ExampleResult, write_results
     from memento.optimize.costs import PhaseCost
-    from memento.optimize.report import BaselineDiff, CompareReport, MethodResult, write_report as write_compare
+    from memento.optimize.report import BaselineDiff, CompareReport, MethodResult
+    from memento.optimize.report import write_report as write_compare
 
-    report = CompareReport(task="multihop", metric="multihop:default", baseline="closed_book", seed=42,
-                           split={"n_train": 2, "n_test": 2}, lm_roles={"lm": "openai/x"})  # fmt: skip
-    for name, slug, mean, kind in (("closed_book", "closed_book", 0.5, "program"), ("gepa:react", "gepa-react", 1.0,
-                                   "optimizer")):  # fmt: skip
-        res = MethodResult(method=name, kind=kind, base="react", status="done", scores=[mean, mean],
-                           example_ids=["a", "b"], mean=mean, ci_low=mean - 0.25, ci_high=min(1.0, mean + 0.25))  # fmt: skip
-        res.costs.train = PhaseCost(lm_calls=0 if kind == "program" else 40, prompt_tokens=0 if kind == "program"
-                                    else 9000, wall_seconds=1.5)  # fmt: skip
+    report = CompareReport(
+        task="multihop",
+        metric="multihop:default",
+        baseline="closed_book",
+        seed=42,
+        split={"n_train": 2, "n_test": 2},
+        lm_roles={"lm": "openai/x"},
+    )
+    for name, slug, mean, kind in (
+        ("closed_book", "closed_book", 0.5, "program"),
+        ("gepa:react", "gepa-react", 1.0, "optimizer"),
+    ):
+        res = MethodResult(
+            method=name,
+            kind=kind,
+            base="react",
+            status="done",
+            scores=[mean, mean],
+            example_ids=["a", "b"],
+            mean=mean,
+            ci_low=mean - 0.25,
+            ci_high=min(1.0, mean + 0.25),
+        )
+        res.costs.train = PhaseCost(
+            lm_calls=0 if kind == "program" else 40, prompt_tokens=0 if kind == "program" else 9000, wall_seconds=1.5
+        )
         res.costs.test = PhaseCost(lm_calls=4, prompt_tokens=800, wall_seconds=0.7)
         if name != "closed_book":
             res.vs_baseline = BaselineDiff(baseline="closed_book", diff=0.5, ci_low=0.5, ci_high=0.5, n=2)
         report.methods[name] = res
         examples = [
-            ExampleResult(index=i, id=ex, inputs={"question": f"q {ex}"}, prediction={"answer": "novelist"},
-                          score=mean, trajectory=make_trajectory(f"{name} question {ex}"))
+            ExampleResult(
+                index=i,
+                id=ex,
+                inputs={"question": f"q {ex}"},
+                prediction={"answer": "novelist"},
+                score=mean,
+                trajectory=make_trajectory(f"{name} question {ex}"),
+            )
             for i, ex in enumerate(("a", "b"))
-        ]  # fmt: skip
+        ]
         write_results(
             EvalResult(task="multihop", method=name, n=2, mean=mean, examples=examples), directory / slug / "test"
         )
@@ -174,9 +199,18 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     os.environ["SE_OFFLINE"] = "true"  # selenium manager never looks anything up
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
-    for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-                "--window-size=1280,1600", f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):  # fmt: skip
+    for arg in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1600",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
