@@ -27,10 +27,10 @@ from memento.errors import ConfigError
 __all__ = ["register"]
 
 
-def _progress(line: str, console: Console = err_console) -> None:
+def _progress(line: str, console: Console | None = None) -> None:
     """One progress line on stderr, printed literally (``gepa:closed_book:`` is a method name, not an emoji code;
     brackets are not markup)."""
-    console.print(f"[dim]compare[/dim] {escape(line)}", highlight=False, emoji=False)
+    (console or err_console).print(f"[dim]compare[/dim] {escape(line)}", highlight=False, emoji=False)
 
 
 @cli_errors
