@@ -136,7 +136,7 @@ class LMCallCounter(BaseCallback):
     def __init__(self, *, on_call: Any = None) -> None:
         self.calls = 0
         self.stage = ""
-        self.on_call = on_call  # called with the running count after each call
+        self.on_call = on_call  # called with the running count after each call and when the stage changes
         self._lock = threading.Lock()
 
     def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
@@ -150,7 +150,10 @@ class LMCallCounter(BaseCallback):
     def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         stage = current_stage()
         with self._lock:
-            self.stage = stage
+            changed, self.stage = stage != self.stage, stage
+            calls = self.calls
+        if changed and self.on_call is not None:
+            self.on_call(calls)
 
     def on_lm_end(self, call_id: str, outputs: Any | None, exception: Exception | None = None) -> None:
         with self._lock:
@@ -178,7 +181,7 @@ class RunStatus:
 
         self.label = label
         self.console = console or progress_console()
-        self.counter = LMCallCounter()
+        self.counter = LMCallCounter(on_call=lambda calls: self.refresh())
         self.wave: int | None = None
         self.sub_questions = 0
         self.started = time.perf_counter()
@@ -194,7 +197,12 @@ class RunStatus:
             self.wave = event.wave if event.kind == "decompose" else event.wave + 1
         elif event.kind == "wave":
             self.wave = event.wave
-        self.live.update(self.render())
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Redraw the line now (a stage change or an event shows even between the periodic redraws)."""
+        if self.live.is_started:
+            self.live.update(self.render(), refresh=True)
 
     def render(self) -> Text:
         """The status line as it is now."""
