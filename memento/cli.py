@@ -24,6 +24,7 @@ from memento.commands._common import (
     console,
     settings_from_flags,
 )
+from memento.terminal import install_log_filters
 
 __all__ = ["app", "main"]
 
@@ -54,6 +55,7 @@ def _root(
     """Research agents that learn from the web across sessions, without touching model weights."""
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    install_log_filters()  # no secret, URL password or terminal escape in a log line
 
 
 config_app = typer.Typer(help="Inspect the effective settings.", no_args_is_help=True)

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, Valid
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from memento.errors import ConfigError
+from memento.scrub import scrub
 
 __all__ = [
     "ROLES",
@@ -111,7 +112,8 @@ class WebSettings(_Section):
     timeout: float = Field(default=20.0, gt=0)
     max_bytes: int = Field(default=5_000_000, ge=1)
     undated: Literal["keep", "drop"] = "keep"
-    allow_private: bool = False
+    allow_private: bool = False  # fetch private/loopback targets (link-local, e.g. 169.254.169.254, only when listed)
+    allowed_private_hosts: list[str] = Field(default_factory=list)  # only these private hosts/IPs (no other)
     offline: bool = False  # serve pages only from the URL cache (replay a run without network)
 
 
@@ -335,6 +337,8 @@ class Settings(BaseSettings):
                 value = getattr(model, field)
                 if isinstance(value, SecretStr):
                     value = "****" if value.get_secret_value() else ""
+                elif isinstance(value, str):
+                    value = scrub(value)  # a password in a URL (api_base, searxng_url) is masked too
                 if section in ROLES and section != "lm" and field != "api_key" and value is None:
                     inherited = getattr(self.role(section), field)
                     value = f"{inherited} (from lm)" if inherited is not None else None

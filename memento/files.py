@@ -44,5 +44,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write UTF-8 ``text`` to ``path`` atomically (newlines written as given)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+    """Write UTF-8 ``text`` to ``path`` atomically (newlines written as given), secrets scrubbed
+    (:func:`memento.scrub.scrub`: registered API keys, key-shaped tokens, URL passwords)."""
+    from memento.scrub import scrub
+
+    atomic_write_bytes(path, scrub(text).encode("utf-8"))

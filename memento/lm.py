@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from memento.config import ROLES, LMRole, Settings
 from memento.errors import LMNotConfiguredError, LMUnavailableError
+from memento.scrub import register_secret, scrub
 
 if TYPE_CHECKING:
     import dspy
@@ -69,8 +70,11 @@ def build_lm(role: LMRole, *, name: str = "lm") -> dspy.LM:
         kwargs["api_base"] = role.api_base
     key = role.secret()
     if key:
+        register_secret(key)  # scrubbed from every message memento prints, logs or saves
         kwargs["api_key"] = key
-    elif role.api_base and _is_local(role.api_base) and not os.environ.get(_provider_key_var(role.model)):
+    else:
+        register_secret(os.environ.get(_provider_key_var(role.model)))  # the client will read it: scrub it too
+    if not key and role.api_base and _is_local(role.api_base) and not os.environ.get(_provider_key_var(role.model)):
         # Local OpenAI-compatible servers (vLLM, llama.cpp, LM Studio) usually need no key, but the client
         # refuses to send a request without one. A remote endpoint keeps the provider's usual variable.
         kwargs["api_key"] = "not-needed"
@@ -132,7 +136,7 @@ def explain_lm_error(exc: BaseException, *, model: str | None = None, api_base: 
 
     where = f" at {api_base}" if api_base else ""
     label = model or getattr(exc, "model", None) or "the model"
-    cause = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    cause = scrub(str(exc).splitlines()[0]) if str(exc).strip() else type(exc).__name__
     if isinstance(exc, dx.LMTransportError):
         return f"LM server unreachable{where} ({label}): {cause}"
     if isinstance(exc, dx.LMAuthError):

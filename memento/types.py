@@ -14,7 +14,7 @@ import datetime as dt
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "Evidence",
@@ -86,6 +86,14 @@ class ToolCall(_Record):
     ms: float = 0.0
     error: str | None = None
     node_id: str | None = None
+
+    @field_validator("args", "result", "result_urls", "error")
+    @classmethod
+    def _scrubbed(cls, value: Any) -> Any:
+        """Secrets and URL passwords never enter a tool record (so never a trajectory or a prompt built from it)."""
+        from memento.scrub import scrub_data
+
+        return scrub_data(value)
 
 
 class StageUsage(_Record):

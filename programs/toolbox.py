@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from memento.errors import MementoError
 from memento.programs.bound_react import tool_spec
+from memento.scrub import scrub, scrub_url
 from memento.types import Evidence, ToolCall
-from memento.web.url_cache import redact_url
 from memento.web.web_tools import clean_url as web_clean_url
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def clean_url(url: str | None) -> str:
 
 
 def _norm_url(url: str) -> str:
-    return clean_url(url).rstrip("/").lower()
+    return scrub_url(clean_url(url)).rstrip("/").lower()
 
 
 def _error_text(kind: str, exc: BaseException) -> str:
@@ -295,9 +295,9 @@ class Toolbox:
         except MementoError:
             raise
         except Exception as exc:  # a tool never raises into the agent: it reads the error and goes on
-            text = _error_text("scrape", exc).replace(url, redact_url(url))  # no password in logs or records
-            logger.warning("scrape of %s: %s", redact_url(url), text)
-        self._claim("scrape", {"url": url}, text, started)
+            text = scrub(_error_text("scrape", exc))  # no password in logs, records or the agent's text
+            logger.warning("scrape of %s: %s", scrub_url(url), text)
+        self._claim("scrape", {"url": scrub_url(url)}, text, started)
         page = _parse_page(text)
         if page is not None:
             known = self.seen.get(_norm_url(page.url))
@@ -365,7 +365,7 @@ class Toolbox:
                 urls = [page.url]
             error = text[len("error: ") :][:200] if text.startswith("error: ") else None
             if "url" in args:  # a password in a URL never reaches the trajectory
-                args = {**args, "url": redact_url(str(args["url"]))}
+                args = {**args, "url": scrub_url(str(args["url"]))}
             record = ToolCall(
                 kind=kind,
                 args=dict(args),

@@ -149,5 +149,5 @@ def test_the_toolbox_own_record_of_a_failed_scrape_hides_a_password(engine, lm):
     text = box.scrape("https://user:hunter2@ex.org/page.")
     assert text.startswith("error: scrape failed (ValueError")
     [call] = box.calls
-    assert call.args == {"url": "https://user:***@ex.org/page"} and call.error
+    assert call.args == {"url": "https://***:***@ex.org/page"} and call.error
     assert "hunter2" not in call.model_dump_json()

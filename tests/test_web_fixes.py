@@ -8,8 +8,9 @@ import time
 import pytest
 
 from memento.config import load_settings
+from memento.scrub import scrub_url
 from memento.web.factory import make_fetcher, make_web_tools
-from memento.web.url_cache import normalize_url, redact_url
+from memento.web.url_cache import normalize_url
 from memento.web.web_tools import WebTools, clean_url
 
 
@@ -31,7 +32,7 @@ def test_clean_url(raw: str, clean: str) -> None:
 
 def test_passwords_never_stored_or_recorded() -> None:
     url = "https://user:hunter2@example.org/page"
-    assert "hunter2" not in redact_url(url) and redact_url(url).startswith("https://user:***@example.org")
+    assert "hunter2" not in scrub_url(url) and scrub_url(url).startswith("https://***:***@example.org")
     key = normalize_url(url)
     assert "hunter2" not in key
     assert key != normalize_url("https://user:other@example.org/page")

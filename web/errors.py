@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from memento.errors import ConfigError, DataError, MementoError
+from memento.scrub import scrub, scrub_url
 
 __all__ = [
     "WebError",
@@ -32,11 +33,11 @@ class SearchError(WebError):
 
 
 class FetchError(WebError):
-    """A page could not be served. ``url`` is the URL asked for."""
+    """A page could not be served. ``url`` is the URL asked for (message and URL without URL credentials)."""
 
     def __init__(self, message: str, *, url: str = "") -> None:
-        super().__init__(message)
-        self.url = url
+        super().__init__(scrub(message))
+        self.url = scrub_url(url)
 
 
 class RobotsDisallowed(FetchError):

@@ -107,6 +107,7 @@ def make_fetcher(settings: Settings, *, offline: bool | None = None) -> Any:
         max_bytes=web.max_bytes,
         max_concurrent=web.max_concurrent_fetches,
         allow_private=web.allow_private,
+        allowed_private_hosts=set(web.allowed_private_hosts),
         undated=web.undated,
         offline=web.offline if offline is None else offline,
     )

@@ -12,8 +12,10 @@ Every outcome of :meth:`Fetcher.fetch` is a :class:`Page` or a typed :class:`~me
   Content-Length and while streaming, a **content-type allowlist** (html, xhtml, plain text).
 * **Redirects** are followed by hand, repeating the cache, SSRF and robots checks at every hop.
 * **SSRF guard**: non-http(s) schemes and hosts resolving to private, loopback, link-local, reserved or
-  multicast addresses are refused before any connection, unless ``allow_private=True`` (optionally narrowed to
-  ``allowed_private_hosts``).
+  multicast addresses are refused before any connection, including IPv6 forms that embed such an IPv4 address
+  (``::a.b.c.d``, ``::ffff:a.b.c.d``, NAT64, 6to4, Teredo, ISATAP). ``allowed_private_hosts`` admits the listed
+  hosts or addresses (and no other); ``allow_private=True`` without a list admits all private space except
+  link-local (cloud metadata). A cached page fetched from a private host is served only while the policy admits it.
 * **Retries** with exponential backoff (tenacity) only on 429, 5xx and connection errors, honouring
   ``Retry-After`` (capped by ``max_retry_wait``).
 * **Extraction** with trafilatura: main text, title, publication date. A page dated on or after the cutoff is
@@ -46,6 +48,7 @@ from urllib.parse import urljoin, urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
+from memento.scrub import scrub_url
 from memento.web.errors import (
     AfterCutoff,
     Blocked,
@@ -60,7 +63,7 @@ from memento.web.errors import (
 )
 from memento.web.limits import host_spacer, process_semaphore
 from memento.web.search_result import UndatedPolicy, coerce_date, parse_date, passes_cutoff
-from memento.web.url_cache import URLCache, normalize_url, redact_url
+from memento.web.url_cache import URLCache, normalize_url
 
 __all__ = ["Page", "Fetcher", "DEFAULT_USER_AGENT", "ALLOWED_CONTENT_TYPES"]
 
@@ -107,19 +110,62 @@ class _Raw:
         self.body = body
 
 
+class _Watchdog:
+    """Shut a response's socket down when ``seconds`` have passed (unblocks a read that a dripping server keeps
+    alive); ``expired`` tells the reader why its read ended."""
+
+    def __init__(self, resp: Any, seconds: float) -> None:
+        self._resp = resp
+        self._seconds = seconds
+        self._timer: threading.Timer | None = None
+        self.expired = False
+
+    def __enter__(self) -> _Watchdog:
+        self._timer = threading.Timer(self._seconds, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _fire(self) -> None:
+        self.expired = True
+        sock = _socket_of(self._resp)
+        try:
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+            else:
+                self._resp.close()
+        except OSError:
+            pass
+
+
+def _socket_of(resp: Any) -> socket.socket | None:
+    """The socket a streaming ``requests`` response reads from (the connection's, or the one behind the body's
+    file object once http.client has detached it from a closing connection)."""
+    raw = getattr(resp, "raw", None)
+    sock = getattr(getattr(raw, "connection", None), "sock", None)
+    if sock is None:
+        fileobj = getattr(getattr(raw, "_fp", None), "fp", None)
+        sock = getattr(getattr(fileobj, "raw", None), "_sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
 class Fetcher:
     """Fetch web pages politely and safely, with a persistent URL cache (see the module docstring).
 
     Args:
         cache_dir: the URL cache directory (``None``: no cache: every fetch hits the network).
         user_agent: the User-Agent sent and matched against robots.txt.
-        timeout: read timeout in seconds (also the total time budget of one body download).
+        timeout: read timeout in seconds; a body download must also finish within ``2 × timeout`` in total.
         connect_timeout: connect timeout (default ``min(timeout, 10)``).
         max_bytes: size cap of a body.
         max_concurrent: requests in flight across the whole process (shared by every Fetcher with this limit).
         host_interval: minimum seconds between two requests to one host (process-wide).
-        allow_private: allow private/loopback/link-local targets (local test servers, intranets).
-        allowed_private_hosts: with ``allow_private``, only these hosts/IPs may be private (``{"127.0.0.1"}``).
+        allow_private: allow private/loopback targets (local test servers, intranets); link-local only if listed.
+        allowed_private_hosts: these hosts/IPs may be private (``{"127.0.0.1"}``), and no other.
         undated: the default policy for undated pages under a cutoff (``"keep"`` | ``"drop"``).
         offline: serve only cached pages (:class:`NotCached` otherwise); no request is ever sent.
         retries: extra attempts on 429/5xx/connection errors.
@@ -225,7 +271,7 @@ class Fetcher:
                     self._failures[key] = exc
             raise
         except Exception as exc:  # anything unexpected still becomes a typed error
-            logger.warning("unexpected error fetching %s: %r", redact_url(url), exc)
+            logger.warning("unexpected error fetching %s: %r", scrub_url(url), exc)
             raise FetchFailed(f"{url}: {type(exc).__name__}: {exc}", url=url) from exc
         cutoff = coerce_date(before)
         policy = undated or self.undated
@@ -239,16 +285,18 @@ class Fetcher:
     def _fetch(self, url: str) -> Page:
         current = url.strip()
         chain: list[str] = []
+        private: set[str] = set()  # hosts of this chain that resolved to non-public addresses
         for _hop in range(self.max_redirects + 1):
             chain.append(current)
-            cached = self.cache.get_page(current) if self.cache is not None else None
+            cached = self._cached(current, original=url)
             if cached is not None:
                 page = _page_from_cache(url, cached)
-                self._remember(chain[:-1], page)
+                self._remember(chain[:-1], page, private | set(cached["private_hosts"]))
                 return page
             if self.offline:
                 raise NotCached(f"{current} is not in the URL cache (offline mode)", url=url)
-            self._check_target(current, original=url)
+            if self._check_target(current, original=url):
+                private.add(_host(current))
             if self.obey_robots and not self._robots_allow(current):
                 raise RobotsDisallowed(f"robots.txt of {_origin(current)} disallows {current}", url=url)
             raw = self._request(current, original=url)
@@ -261,21 +309,41 @@ class Fetcher:
             if not 200 <= raw.status < 300:
                 raise FetchFailed(f"{current}: HTTP {raw.status}", url=url, status=raw.status)
             page = self._extract(url, current, raw)
-            self._remember(chain, page)
+            self._remember(chain, page, private)
             return page
         raise FetchFailed(f"{url}: more than {self.max_redirects} redirects", url=url)
 
-    def _remember(self, urls: list[str], page: Page) -> None:
+    def _cached(self, current: str, *, original: str) -> dict[str, Any] | None:
+        """The cache entry of ``current`` when the current policy admits every private host it was fetched from.
+
+        An entry fetched under a wider policy (``allow_private``) is not served to a stricter fetcher: it is
+        fetched again through the guards (offline, where nothing may be fetched, it is :class:`Blocked`)."""
+        if self.cache is None:
+            return None
+        row = self.cache.get_page(current)
+        if row is None:
+            return None
+        refused = [h for h in row["private_hosts"] if not self._admits_private(h, _literal_ip(h))]
+        if not refused:
+            return row
+        if self.offline:
+            raise Blocked(f"refused {current}: cached from the non-public host {refused[0]}", url=original)
+        return None
+
+    def _remember(self, urls: list[str], page: Page, private: set[str]) -> None:
         if self.cache is None:
             return
         record = page.model_dump()
-        record["url"], record["final_url"] = redact_url(record["url"]), redact_url(record["final_url"])
+        record["private_hosts"] = sorted(private)
         for u in urls:
             self.cache.put_page(u, record)
 
     # --------------------------------------------------------------------------------------------- guards
-    def _check_target(self, url: str, *, original: str) -> None:
-        """Refuse non-http(s) URLs and private targets, resolving the host without connecting to it."""
+    def _check_target(self, url: str, *, original: str) -> bool:
+        """Refuse non-http(s) URLs and private targets, resolving the host without connecting to it.
+
+        Returns:
+            Whether the host resolved to a non-public address that the policy admits."""
         try:
             parts = urlsplit(url)
         except ValueError as exc:
@@ -300,18 +368,24 @@ class Fetcher:
         for ip in addresses:
             if not self._address_allowed(host, ip):
                 raise Blocked(f"refused {url}: {host} resolves to the non-public address {ip}", url=original)
+        return not all(_is_public(ip) for ip in addresses)
 
     def _address_allowed(self, host: str, ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-        """Public unicast addresses always; others only with ``allow_private`` (and the allowlist, when set)."""
-        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-            ip = ip.ipv4_mapped
-        if ip.is_global and not ip.is_multicast:
+        """Public unicast addresses always (an IPv6 address only when every IPv4 address it embeds is public too);
+        a non-public one when its host or address is in ``allowed_private_hosts``, or under ``allow_private``
+        without a list (link-local, the cloud metadata range, only when listed)."""
+        if _is_public(ip):
             return True
-        return self.allow_private and (
-            self.allowed_private_hosts is None
-            or host in self.allowed_private_hosts
-            or str(ip) in self.allowed_private_hosts
-        )
+        return self._admits_private(host, ip)
+
+    def _admits_private(self, host: str, ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None = None) -> bool:
+        """Whether the current policy lets ``host`` (resolving to the non-public ``ip``) be fetched."""
+        if self.allowed_private_hosts is not None:
+            names = {host} | ({str(ip)} | {str(v4) for v4 in _embedded_ipv4(ip)} if ip is not None else set())
+            return bool(names & self.allowed_private_hosts)
+        if not self.allow_private:
+            return False
+        return ip is None or not any(a.is_link_local for a in (ip, *_embedded_ipv4(ip)))
 
     def _peer_guard(self, host: str, peer: str) -> None:
         """Check the address a connection actually reached (the client resolves the name again: DNS rebinding)."""
@@ -449,28 +523,42 @@ class Fetcher:
                 resp.close()
 
     def _read_body(self, resp: Any, *, url: str, original: str, headers: dict[str, str], limit: int) -> bytes:
+        """The body, within the size cap and a total deadline of ``2 × timeout`` for the whole download.
+
+        The read timeout alone restarts with every byte a server sends (a page dripping one byte a second would
+        hold a slot forever), so a watchdog shuts the connection down when the deadline passes.
+        """
         import requests
 
         length = headers.get("content-length")
         if length and length.isdigit() and int(length) > limit:
             raise TooLarge(f"{url}: Content-Length {length} exceeds the {limit}-byte cap", url=original)
-        deadline = time.monotonic() + max(self.timeout, 1.0) * 3
+        budget = max(self.timeout, 0.5) * 2
+        watchdog = _Watchdog(resp, budget)
         chunks: list[bytes] = []
         size = 0
+        too_slow = FetchFailed(f"{url}: the download took longer than {budget:g}s", url=original)
         try:
-            for chunk in resp.iter_content(chunk_size=65_536):
-                size += len(chunk)
-                if size > limit:
-                    raise TooLarge(f"{url}: body exceeds the {limit}-byte cap", url=original)
-                if time.monotonic() > deadline:
-                    raise FetchFailed(f"{url}: download took too long", url=original)
-                chunks.append(chunk)
+            with watchdog:
+                for chunk in resp.iter_content(chunk_size=16_384):
+                    if watchdog.expired:
+                        raise too_slow
+                    size += len(chunk)
+                    if size > limit:
+                        raise TooLarge(f"{url}: body exceeds the {limit}-byte cap", url=original)
+                    chunks.append(chunk)
         except requests.exceptions.ConnectionError as exc:
+            if watchdog.expired:
+                raise too_slow from None
             if "Read timed out" in str(exc):
                 raise FetchFailed(f"{url}: timed out while reading", url=original) from None
             raise _Retryable(f"connection error while reading: {_short(exc)}") from None
         except requests.exceptions.RequestException as exc:
+            if watchdog.expired:
+                raise too_slow from None
             raise FetchFailed(f"{url}: {_short(exc)}", url=original) from None
+        if watchdog.expired:  # the shut-down socket looked like the end of a body without Content-Length
+            raise too_slow
         return b"".join(chunks)
 
     # ------------------------------------------------------------------------------------------ extraction
@@ -482,7 +570,7 @@ class Fetcher:
         if ctype == "text/plain" or (not ctype and not body.lstrip()[:1] == b"<"):
             charset = _charset(raw.headers.get("content-type")) or "utf-8"
             text = body.decode(charset, errors="replace").strip()
-            return Page(url=url, final_url=final_url, title="", text=text, published=None, status=raw.status)
+            return Page(url=scrub_url(url), final_url=scrub_url(final_url), title="", text=text, status=raw.status)
         import trafilatura
 
         doc = trafilatura.bare_extraction(
@@ -501,16 +589,72 @@ class Fetcher:
             m = _TITLE.search(body[:200_000])
             if m:
                 title = " ".join(m.group(1).decode("utf-8", errors="replace").split())
-        return Page(url=url, final_url=final_url, title=title, text=text, published=published, status=raw.status)
+        return Page(
+            url=scrub_url(url),
+            final_url=scrub_url(final_url),
+            title=title,
+            text=text,
+            published=published,
+            status=raw.status,
+        )
 
 
 # -------------------------------------------------------------------------------------------------- helpers
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215 local-use translation: never public
+_ISATAP_IDS = (0x00005EFE, 0x02005EFE)
+
+
+def _embedded_ipv4(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries: IPv4-mapped (``::ffff:a.b.c.d``), IPv4-compatible
+    (``::a.b.c.d``), NAT64 (``64:ff9b::/96`` and the local-use ``64:ff9b:1::/48``), 6to4 (``2002::/16``),
+    Teredo (``2001::/32``, server and client) and ISATAP interface identifiers."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return []
+    value = int(ip)
+    low = ipaddress.IPv4Address(value & 0xFFFFFFFF)
+    found: list[ipaddress.IPv4Address] = []
+    if ip.ipv4_mapped is not None:
+        found.append(ip.ipv4_mapped)
+    if value >> 32 == 0 and value > 1:  # ::a.b.c.d (deprecated IPv4-compatible form)
+        found.append(low)
+    if ip in _NAT64 or ip in _NAT64_LOCAL:
+        found.append(low)
+    if ip.sixtofour is not None:
+        found.append(ip.sixtofour)
+    if ip.teredo is not None:
+        found.extend(ip.teredo)
+    if (value >> 32) & 0xFFFFFFFF in _ISATAP_IDS:
+        found.append(low)
+    return found
+
+
+def _is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """A global unicast address whose embedded IPv4 addresses (if any) are global unicast too."""
+    if not ip.is_global or ip.is_multicast:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip in _NAT64_LOCAL:
+        return False
+    return all(v4.is_global and not v4.is_multicast for v4 in _embedded_ipv4(ip))
+
+
 def _permanent(exc: FetchError) -> bool:
     """Failures that another request would only repeat: 4xx other than 408/429, wrong type, too large."""
     if isinstance(exc, TooLarge | UnsupportedContent):
         return True
     status = getattr(exc, "status", None)
     return isinstance(exc, FetchFailed) and status is not None and 400 <= status < 500 and status not in (408, 429)
+
+
+def _host(url: str) -> str:
+    return (urlsplit(url).hostname or "").lower()
+
+
+def _literal_ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
 
 
 def _origin(url: str) -> str:
@@ -567,7 +711,7 @@ def _retry_after(value: str | None) -> float | None:
 
 def _page_from_cache(url: str, row: dict[str, Any]) -> Page:
     return Page(
-        url=url,
+        url=scrub_url(url),
         final_url=row["final_url"],
         title=row["title"],
         text=row["text"],

@@ -19,22 +19,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-__all__ = ["URLCache", "normalize_url", "redact_url"]
+from memento.scrub import scrub_url
+
+__all__ = ["URLCache", "normalize_url"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def redact_url(url: str) -> str:
-    """The URL with any password replaced by ``***`` (for logs, tool records and stored pages)."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return url
-    if not password:
-        return url
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit((parts.scheme, f"{parts.username}:***@{host}", parts.path, parts.query, parts.fragment))
 
 
 def normalize_url(url: str) -> str:
@@ -72,7 +61,8 @@ CREATE TABLE IF NOT EXISTS pages (
     text TEXT NOT NULL,
     published TEXT,
     status INTEGER NOT NULL,
-    fetched_at REAL NOT NULL
+    fetched_at REAL NOT NULL,
+    private_hosts TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS robots (
     origin TEXT PRIMARY KEY,
@@ -105,32 +95,44 @@ class URLCache:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(_SCHEMA)
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(pages)")}
+        if "private_hosts" not in columns:  # a cache written before the column existed
+            self._conn.execute("ALTER TABLE pages ADD COLUMN private_hosts TEXT NOT NULL DEFAULT ''")
 
     def get_page(self, url: str) -> dict[str, Any] | None:
-        """The cached page of ``url`` (any spelling that normalises to the same key), else ``None``."""
+        """The cached page of ``url`` (any spelling that normalises to the same key), else ``None``.
+
+        ``private_hosts`` lists the hosts of its redirect chain that resolved to non-public addresses (the
+        fetcher serves the page only when its current policy admits them)."""
         with self._lock:
             row = self._conn.execute(
-                "SELECT url, final_url, title, text, published, status FROM pages WHERE key = ?", (normalize_url(url),)
+                "SELECT url, final_url, title, text, published, status, private_hosts FROM pages WHERE key = ?",
+                (normalize_url(url),),
             ).fetchone()
         if row is None:
             return None
-        return dict(zip(("url", "final_url", "title", "text", "published", "status"), row, strict=True))
+        page = dict(zip(("url", "final_url", "title", "text", "published", "status"), row[:6], strict=True))
+        page["private_hosts"] = [h for h in (row[6] or "").split(",") if h]
+        return page
 
     def put_page(self, url: str, page: dict[str, Any]) -> None:
-        """Store a page under the key of ``url`` (replacing an older copy)."""
+        """Store a page under the key of ``url`` (replacing an older copy). URL credentials are never stored:
+        the key keeps a digest of a password, the stored URLs have it masked."""
         published = page.get("published")
         with self._lock:
             self._conn.execute(
-                "INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO pages (key, url, final_url, title, text, published, status, fetched_at,"
+                " private_hosts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     normalize_url(url),
-                    url,
-                    page.get("final_url") or url,
+                    scrub_url(url),
+                    scrub_url(page.get("final_url") or url),
                     page.get("title") or "",
                     page.get("text") or "",
                     published.isoformat() if hasattr(published, "isoformat") else published,
                     int(page.get("status") or 200),
                     time.time(),
+                    ",".join(sorted(page.get("private_hosts") or ())),
                 ),
             )
 

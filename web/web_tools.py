@@ -14,10 +14,11 @@ import time
 from typing import Any
 
 from memento.errors import DataError
+from memento.scrub import scrub, scrub_data, scrub_url
 from memento.types import ToolCall
 from memento.web.errors import FetchError
 from memento.web.search_result import SearchBackend, UndatedPolicy, coerce_date, filter_by_cutoff
-from memento.web.url_cache import normalize_url, redact_url
+from memento.web.url_cache import normalize_url
 
 __all__ = ["WebTools", "clean_url"]
 
@@ -126,19 +127,19 @@ class WebTools:
             else:
                 self._seen.add(key)
         if not url:
-            return self._record("scrape", {"url": redact_url(url)}, "error: empty url", start, error="empty url")
+            return self._record("scrape", {"url": scrub_url(url)}, "error: empty url", start, error="empty url")
         try:
             page = self._open(url)
         except FetchError as exc:
             msg = _one_line(exc)
             return self._record(
-                "scrape", {"url": redact_url(url)}, f"error: {msg}", start, error=f"{type(exc).__name__}: {msg}"
+                "scrape", {"url": scrub_url(url)}, f"error: {msg}", start, error=f"{type(exc).__name__}: {msg}"
             )
         except Exception as exc:  # never raise into the agent
-            logger.warning("scrape failed for %s: %s", url, exc)
+            logger.warning("scrape failed for %s: %s", scrub_url(url), exc)
             msg = _one_line(exc)
             return self._record(
-                "scrape", {"url": redact_url(url)}, f"error: {msg}", start, error=f"{type(exc).__name__}: {msg}"
+                "scrape", {"url": scrub_url(url)}, f"error: {msg}", start, error=f"{type(exc).__name__}: {msg}"
             )
         cached = bool(getattr(page, "from_cache", False))
         if cached:
@@ -152,10 +153,10 @@ class WebTools:
         header = f"Title: {' '.join((page.title or '').split())}\nURL: {page.final_url or page.url}{date}\n\n"
         return self._record(
             "scrape",
-            {"url": redact_url(url)},
+            {"url": scrub_url(url)},
             header + body,
             start,
-            result_urls=[redact_url(page.final_url or page.url)],
+            result_urls=[scrub_url(page.final_url or page.url)],
             cached=cached,
         )
 
@@ -205,9 +206,10 @@ class WebTools:
         cached: bool = False,
         error: str | None = None,
     ) -> str:
+        text = scrub(text)  # what the agent reads (and so the LM prompt) never carries a secret or URL password
         call = ToolCall(
             kind=kind,
-            args=args,
+            args=scrub_data(args),
             result=_clip(text, _RESULT_CHARS),
             result_urls=result_urls or [],
             cached=cached,

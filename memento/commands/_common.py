@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 
 from memento import __version__
 from memento.config import Settings, load_settings
 from memento.errors import MementoError, NotAvailableYetError
+from memento.terminal import SafeConsole
 
 __all__ = [
     "console",
@@ -30,8 +30,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)  # an error stays one line at any terminal width
+console = SafeConsole()  # secrets scrubbed, control characters neutralised
+err_console = SafeConsole(stderr=True, soft_wrap=True)  # an error stays one line at any terminal width
 logger = logging.getLogger(__name__)
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="TOML settings file (default: ./memento.toml).")]

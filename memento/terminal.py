@@ -1,0 +1,86 @@
+"""What memento prints to a terminal: secrets scrubbed, control characters neutralised.
+
+A question, a page or a memory item can carry terminal escape sequences (``ESC[2J``, an OSC title change, a bell,
+a bidirectional override) that would act on the user's terminal if printed raw. :func:`neutralize` writes every
+control character as a visible escape (``\\x1b``); :class:`SafeConsole` is a rich ``Console`` that applies it, and
+:func:`memento.scrub.scrub`, to every piece of text it renders (rich's own styling is added after, so colours
+still work). :class:`TerminalFilter` does the same for log records.
+
+Example:
+    >>> from memento.terminal import neutralize
+    >>> neutralize("red \\x1b[31mtext\\x07")
+    'red \\\\x1b[31mtext\\\\x07'
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console
+from rich.segment import Segment
+
+from memento.scrub import ScrubFilter, scrub
+
+__all__ = ["neutralize", "SafeConsole", "TerminalFilter", "install_log_filters"]
+
+# C0 controls except tab and newline, DEL, C1 controls, and the bidirectional overrides and isolates
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group(0))
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def neutralize(text: str) -> str:
+    """``text`` with every control character (but tab and newline) written as a visible escape."""
+    return _CONTROL.sub(_visible, text) if text else text
+
+
+class SafeConsole(Console):
+    """A rich ``Console`` whose rendered text is scrubbed of secrets and of control characters.
+
+    Example:
+        >>> import io
+        >>> out = io.StringIO()
+        >>> SafeConsole(file=out).print("title \\x1b]0;pwned\\x07", markup=False)
+        >>> out.getvalue()
+        'title \\\\x1b]0;pwned\\n'
+    """
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        """``Console.print`` with string arguments scrubbed whole first (wrapping could split a secret)."""
+        super().print(*(scrub(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        safe = (
+            segment if segment.control else Segment(neutralize(scrub(segment.text)), segment.style, None)
+            for segment in buffer
+        )
+        return super()._render_buffer(safe)
+
+
+class TerminalFilter(logging.Filter):
+    """A logging filter that neutralises the control characters of a record's message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is left to the handler
+            return True
+        clean = neutralize(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
+
+
+def install_log_filters(handlers: Iterable[Any] | None = None) -> None:
+    """Add :class:`~memento.scrub.ScrubFilter` and :class:`TerminalFilter` to the root logger's handlers (or to
+    ``handlers``), once each."""
+    for handler in handlers if handlers is not None else logging.getLogger().handlers:
+        for kind in (ScrubFilter, TerminalFilter):
+            if not any(isinstance(f, kind) for f in handler.filters):
+                handler.addFilter(kind())

@@ -1,0 +1,119 @@
+"""Fixtures of the adversarial suite: a hostile local web site and a file grep for leaked secrets."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+PAGE = (
+    "<html><head><title>Harbour history</title></head><body><article><p>"
+    + "The harbour of the old town was rebuilt after the great storm and its people returned. " * 8
+    + "</p></article></body></html>"
+).encode()
+
+
+class HostileSite:
+    """A local site with a dripping page, redirects to URLs carrying credentials, and ordinary pages.
+
+    Routes: ``/page`` (html), ``/drip`` (one byte every 0.25 s, Content-Length announced), ``/drip-open`` (the same
+    without Content-Length), ``/to-creds`` (redirects to ``/page`` with ``user:<password>@`` in the URL),
+    ``/to-private`` (redirects to 10.0.0.1), ``/to-metadata`` (to 169.254.169.254), ``/to-v6loop`` (to ``[::1]``),
+    ``/missing`` (404).
+    """
+
+    password = "Hunter2-redirect-pw"
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.stop = threading.Event()
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                site.paths.append(self.path)
+                site.route(self)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def route(self, h: BaseHTTPRequestHandler) -> None:
+        path = h.path.split("?")[0]
+
+        def send(status: int, body: bytes = b"", ctype: str = "text/html; charset=utf-8", **headers: str) -> None:
+            h.send_response(status)
+            h.send_header("Content-Type", ctype)
+            h.send_header("Content-Length", str(len(body)))
+            for k, v in headers.items():
+                h.send_header(k.replace("_", "-"), v)
+            h.end_headers()
+            h.wfile.write(body)
+
+        redirects = {
+            "/to-creds": f"http://user:{self.password}@127.0.0.1:{self.port}/page",
+            "/to-private": "http://10.0.0.1/admin",
+            "/to-metadata": "http://169.254.169.254/latest/meta-data/",
+            "/to-v6loop": f"http://[::1]:{self.port}/page",
+        }
+        if path == "/robots.txt":
+            send(200, b"User-agent: *\nAllow: /\n", "text/plain")
+        elif path == "/page":
+            send(200, PAGE)
+        elif path in ("/drip", "/drip-open"):
+            h.send_response(200)
+            h.send_header("Content-Type", "text/html")
+            if path == "/drip":
+                h.send_header("Content-Length", "100000")
+            h.end_headers()
+            try:
+                for _ in range(400):  # 100 s of drip at most
+                    if self.stop.is_set():
+                        break
+                    h.wfile.write(b"<")
+                    h.wfile.flush()
+                    time.sleep(0.25)
+            except OSError:
+                pass
+            h.close_connection = True
+        elif path in redirects:
+            send(302, b"", Location=redirects[path])
+        else:
+            send(404, b"nope", "text/plain")
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def hostile_site() -> Iterator[HostileSite]:
+    site = HostileSite()
+    yield site
+    site.close()
+
+
+def files_containing(root: Path, needles: list[str]) -> list[str]:
+    """Every file under ``root`` whose bytes contain one of ``needles`` (``"path: needle"``)."""
+    hits = []
+    for path in sorted(p for p in Path(root).rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        hits.extend(f"{path}: {n}" for n in needles if n.encode() in data)
+    return hits
+
+
+@pytest.fixture
+def leaked_in() -> Callable[[Path, list[str]], list[str]]:
+    """``leaked_in(directory, secrets)``: the files under a directory that contain a secret (empty: none)."""
+    return files_containing
