@@ -247,10 +247,10 @@ class _TomlSource(PydanticBaseSettingsSource):
 
 def read_toml(path: Path) -> dict[str, Any]:
     """Read a settings TOML file; a role may be given as a plain model string (``lm = "openai/x"``)."""
+    from memento.paths import read_text
+
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise ConfigError(f"config file not found: {path}") from exc
+        data = tomllib.loads(read_text(path, what="config file", error=ConfigError))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML in {path}: {exc}") from exc
     for role in ROLES:

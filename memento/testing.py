@@ -356,8 +356,11 @@ class OpenAICompatServer:
         *,
         status_sequence: list[int] | None = None,
         known_models: set[str] | None = None,
+        echo_key_status: int | None = None,
     ) -> None:
         self.engine = engine or ScriptedEngine()
+        # a careless provider: every chat request fails with this status and an error that quotes the API key
+        self.echo_key_status = echo_key_status
         self.known_models = known_models  # None: any model name is served
         self.requests: list[dict[str, Any]] = []
         self.chat_requests = 0
@@ -408,6 +411,11 @@ class OpenAICompatServer:
                     forced = outer._status_sequence.pop(0) if outer._status_sequence else None
                 if not self.path.endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"unknown path {self.path}"}})
+                    return
+                if outer.echo_key_status is not None:
+                    key = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+                    message = f"Incorrect API key provided: {key}. You can find your API key in your account."
+                    self._send(outer.echo_key_status, {"error": {"message": message, "code": "invalid_api_key"}})
                     return
                 model = str(body.get("model", ""))
                 if outer.known_models is not None and model not in outer.known_models:

@@ -405,7 +405,10 @@ class MementoMemory:
 
     def export(self, out_dir: str | Path, *, version: int | None = None) -> Path:
         """Write ``memory.json`` and one markdown file per store; deterministic (same version -> same bytes)."""
-        out = Path(out_dir)
+        from memento.errors import DataError
+        from memento.paths import writable_dir
+
+        out = writable_dir(out_dir, what="export directory", error=DataError)
         snap = self.snapshot(version)
         atomic_write_text(out / "memory.json", json.dumps(snap, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         header = f"(memory version {snap['version']}, batch {snap['batch']})"

@@ -265,6 +265,14 @@ class Transaction:
         self.changed += 1
 
 
+def _connect(target: str, path: Path, *, uri: bool = False) -> sqlite3.Connection:
+    """A connection to the memory database, or a one-line :class:`DataError` naming it."""
+    try:
+        return sqlite3.connect(target, uri=uri, check_same_thread=False, isolation_level=None, timeout=30)
+    except sqlite3.Error as exc:
+        raise DataError(f"cannot open the memory database {path}: {exc}") from None
+
+
 class SQLiteStore:
     """The database of one memory directory (``<dir>/memory.db``), safe to share between threads.
 
@@ -282,14 +290,21 @@ class SQLiteStore:
         self.path = self.directory / DB_NAME
         self.frozen = read_only
         self.lock = threading.RLock()
+        if self.directory.exists() and not self.directory.is_dir():
+            raise DataError(f"memory directory {self.directory} is a file, not a directory")
+        if self.path.is_dir():
+            raise DataError(f"{self.path} is a directory, not a memory database")
         if read_only:
             if not self.path.exists():
                 raise DataError(f"no memory at {self.directory} (missing {DB_NAME})")
             uri = f"file:{self.path}?mode=ro"
-            self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None, timeout=30)
+            self.conn = _connect(uri, self.path, uri=True)
         else:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None, timeout=30)
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise DataError(f"cannot create the memory directory {self.directory}: {exc.strerror or exc}") from None
+            self.conn = _connect(str(self.path), self.path)
         try:
             self.conn.execute("PRAGMA busy_timeout=30000")
             if not read_only:

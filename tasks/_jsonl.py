@@ -9,7 +9,7 @@ from typing import Any
 
 from memento.errors import DataError
 
-__all__ = ["jsonl_rows"]
+__all__ = ["jsonl_rows", "answer_list"]
 
 
 def jsonl_rows(path: str | Path, *, kind: str, required: Sequence[str] = ()) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -19,23 +19,43 @@ def jsonl_rows(path: str | Path, *, kind: str, required: Sequence[str] = ()) -> 
         DataError: the file is missing, or a line is not a JSON object with the ``required`` keys (the message
             names the file and line and says it is not a ``kind`` row).
     """
-    try:
-        handle = Path(path).open(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(f"data file not found: {path}") from None
+    from memento.paths import read_text
+
+    text = read_text(path, what="data file")  # missing, directory, binary, not UTF-8: one line naming the file
     article = "an" if kind[:1].lower() in "aeiou" else "a"
-    with handle:
-        for lineno, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{where}: not {article} {kind} row (JSONDecodeError: {exc})") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{where}: not {article} {kind} row (a JSON {type(row).__name__}, not an object)")
-            missing = [key for key in required if key not in row]
-            if missing:
-                raise DataError(f"{where}: not {article} {kind} row (KeyError: missing {', '.join(missing)})")
-            yield where, row
+    for lineno, line in enumerate(text.split("\n"), 1):  # not splitlines(): U+2028 may sit inside a JSON string
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{where}: not {article} {kind} row (JSONDecodeError: {exc})") from None
+        if not isinstance(row, dict):
+            raise DataError(f"{where}: not {article} {kind} row (a JSON {type(row).__name__}, not an object)")
+        missing = [key for key in required if key not in row]
+        if missing:
+            raise DataError(f"{where}: not {article} {kind} row (KeyError: missing {', '.join(missing)})")
+        yield where, row
+
+
+def answer_list(value: Any, *, where: str, required: bool = True) -> list[str]:
+    """The accepted answers of a row as strings: a string is one answer; ``null`` entries are not answers (never
+    the string ``"None"``); numbers are written as text.
+
+    Raises:
+        DataError: not a string or a list, or (``required``) no usable answer.
+    """
+    if value is None and not required:
+        return []
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, list):
+        raise DataError(f"{where}: answers must be a list of strings, not a JSON {type(value).__name__}")
+    bad = [a for a in value if a is not None and not (isinstance(a, str | int | float) and not isinstance(a, bool))]
+    if bad:
+        raise DataError(f"{where}: answers must be strings, not {json.dumps(bad[0])}")
+    answers = [str(a).strip() for a in value if a is not None and str(a).strip()]
+    if required and not answers:
+        raise DataError(f"{where}: a row needs a non-empty answers list (null and blank answers do not count)")
+    return answers

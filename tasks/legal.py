@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import io
 import logging
 import re
 import sys
@@ -123,6 +124,18 @@ class LegalLoadReport:
         return "; ".join(parts)
 
 
+def _csv_rows(reader: csv.DictReader, path: str | Path) -> Any:
+    """The rows of a CSV reader; a malformed line is a :class:`DataError` naming the file and line."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise DataError(f"{path}:{reader.line_num}: not a CSV row ({exc})") from None
+        yield row
+
+
 @register_task
 class LegalTask(Task):
     """Supreme Court outcome prediction on JUSTICE; accuracy on the winning party.
@@ -160,12 +173,15 @@ class LegalTask(Task):
         csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
         report = LegalLoadReport(path=str(path))
         pending: list[tuple[dict[str, Any], str, str]] = []
-        with Path(path).open(encoding="utf-8", newline="") as handle:
+        from memento.paths import read_text
+
+        text = read_text(path, what="JUSTICE file")  # missing, directory, binary, not UTF-8: one line
+        with io.StringIO(text, newline="") as handle:
             reader = csv.DictReader(handle)
             missing = [c for c in _REQUIRED if c not in (reader.fieldnames or [])]
             if missing:
                 raise DataError(f"{path}: not a JUSTICE file (missing columns: {', '.join(missing)})")
-            for row in reader:
+            for row in _csv_rows(reader, path):
                 if limit is not None and len(pending) >= limit:
                     break
                 report.rows += 1
@@ -205,6 +221,8 @@ class LegalTask(Task):
             examples.append(dspy.Example(**data).with_inputs("facts", "cutoff"))
         report.loaded = len(examples)
         self.last_load_report = report
+        if report.rows and not examples and (limit is None or limit > 0):
+            raise DataError(f"no usable rows in {path}: {report.summary()}")
         if report.skipped:
             logger.info("legal: %s", report.summary())
         return examples

@@ -24,7 +24,7 @@ from typing import Any, Literal
 import dspy
 
 from memento.errors import ConfigError, DataError
-from memento.tasks._jsonl import jsonl_rows
+from memento.tasks._jsonl import answer_list, jsonl_rows
 from memento.tasks.task import Task, register_task
 
 __all__ = ["AnswerMultiHopQuestion", "MultiHopTask"]
@@ -69,12 +69,10 @@ class MultiHopTask(Task):
         """
         examples: list[dspy.Example] = []
         for where, row in jsonl_rows(path, kind="multi-hop", required=("question", "answers")):
-            question, answers = str(row["question"]).strip(), row["answers"]
-            if isinstance(answers, str):
-                answers = [answers]
-            if not question or not isinstance(answers, list) or not answers:
+            question = str(row["question"]).strip()
+            if not question:
                 raise DataError(f"{where}: a row needs a question and a non-empty answers list")
-            data: dict[str, Any] = {"question": question, "answers": [str(a) for a in answers]}
+            data: dict[str, Any] = {"question": question, "answers": answer_list(row["answers"], where=where)}
             data.update({key: row[key] for key in _KEEP if key in row})
             examples.append(dspy.Example(**data).with_inputs("question"))
             if limit is not None and len(examples) >= limit:

@@ -7,7 +7,7 @@ from typing import Any
 
 import dspy
 
-from memento.tasks._jsonl import jsonl_rows
+from memento.tasks._jsonl import answer_list, jsonl_rows
 from memento.tasks.task import Task, register_task
 
 __all__ = ["AnswerQuestion", "QATask"]
@@ -33,8 +33,9 @@ class QATask(Task):
     def load(self, path: str | Path, *, limit: int | None = None) -> list[dspy.Example]:
         """JSONL rows ``{"question": ..., "answers": [...]?, "id"?, "cutoff"?}``."""
         examples: list[dspy.Example] = []
-        for _where, row in jsonl_rows(path, kind="question", required=("question",)):
-            data: dict[str, Any] = {"question": row["question"], "answers": row.get("answers", [])}
+        for where, row in jsonl_rows(path, kind="question", required=("question",)):
+            answers = answer_list(row.get("answers"), where=where, required=False)
+            data: dict[str, Any] = {"question": row["question"], "answers": answers}
             for key in ("id", "cutoff"):
                 if key in row:
                     data[key] = row[key]

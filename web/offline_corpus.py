@@ -335,7 +335,9 @@ class OfflineCorpus:
         import numpy as np
 
         start = time.perf_counter()
-        out = Path(out_dir).expanduser()
+        from memento.paths import writable_dir
+
+        out = writable_dir(out_dir, what="corpus index directory", error=CorpusError)
         if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not cls.is_index(out))):
             raise CorpusError(f"{out} exists and is not an offline corpus index; refusing to replace it")
         sources = [Path(s).expanduser() for s in sources]

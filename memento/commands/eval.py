@@ -8,7 +8,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,6 +27,7 @@ from memento.commands._common import (
 )
 from memento.commands._observe import JsonOpt, LogLMOpt, eval_payload, observe, observe_flags, print_json, report_hint
 from memento.errors import ConfigError, DataError, LMUnavailableError
+from memento.paths import writable_dir
 from memento.usage import UsageMeter
 
 __all__ = ["register", "eval_", "print_summary"]
@@ -136,7 +136,8 @@ def eval_(
     if llm_scrub and not hasattr(task_spec, "llm_scrub"):
         raise ConfigError(f"--llm-scrub applies to the legal task only, not {task_spec.name!r}")
     fallback_dir = settings.run.output_dir / f"eval-{task_spec.name}-{method}"
-    out_dir = _writable_dir(out or fallback_dir)  # before any LM call: a bad --out must not cost a run
+    # checked before any LM call (a bad --out must not cost a run), created only when results are written
+    out_dir = writable_dir(out or fallback_dir, what="--out")
     roles = memento.configure(settings)
     observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
     if hasattr(task_spec, "roles"):
@@ -210,19 +211,6 @@ def eval_(
         return
     print_summary(result, path)
     report_hint(path.parent)
-
-
-def _writable_dir(path: Path) -> Path:
-    """``path`` as an existing writable directory (created if needed), else a one-line :class:`ConfigError`."""
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"--out {path} is a file, not a directory (results.json is written inside it)")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create the output directory {path}: {exc.strerror or exc}") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise ConfigError(f"the output directory {path} is not writable")
-    return path
 
 
 def register(app: typer.Typer) -> None:

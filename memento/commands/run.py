@@ -11,7 +11,6 @@ import datetime as dt
 import importlib
 import json
 import logging
-import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -33,6 +32,7 @@ from memento.commands._common import (
 from memento.commands._observe import JsonOpt, LogLMOpt, observe, observe_flags, print_json, report_hint
 from memento.errors import ConfigError, DataError
 from memento.files import atomic_write_text
+from memento.paths import writable_dir
 
 if TYPE_CHECKING:
     from memento.programs.adaptive_exploration_tree import TreeEvent
@@ -131,13 +131,8 @@ def _trace_printer(event: TreeEvent) -> None:
 
 
 def _writable_dir(path: Path, flag: str) -> None:
-    """Create ``path`` if needed and check it is a writable directory, else a one-line :class:`ConfigError`."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"{flag}: cannot create the directory {path}: {exc.strerror or exc}") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise ConfigError(f"{flag}: the directory {path} is not writable")
+    """Check ``path`` can be created or written (it is created when the trajectory is written)."""
+    writable_dir(path, what=flag)
 
 
 def _check_out(out: Path | None, output_dir: Path) -> tuple[Path, str | None]:
