@@ -4,8 +4,10 @@
 :class:`memento.optimize.budgets.CompareBudget`, the same LM roles as every other compared method, and the task's
 metric:
 
-- **GEPA** gets the metric as is (our metrics return ``dspy.Prediction(score, feedback)``, and GEPA reflects on the
-  feedback) and the ``reflection_lm`` role. GEPA matches captured traces to predictors by signature, so every
+- **GEPA** gets the metric wrapped in :class:`memento.metrics.predictor_feedback.PredictorFeedback` (same score;
+  the feedback is written for the predictor GEPA rewrites: uncovered targets for planners, the node's outcome and
+  sources for the solver, format versus content errors for the answer) and the ``reflection_lm`` role. GEPA
+  matches captured traces to predictors by signature, so every
   predictor of the program must have a distinct signature: :func:`check_distinct_signatures` refuses a program
   where two are equal instead of letting GEPA mix their traces silently.
 - **MIPROv2** and **BootstrapFewShot** get the metric as a float (a Prediction is always truthy). MIPROv2 proposes
@@ -127,8 +129,10 @@ def _compile_gepa(
         "val_size": len(valset),
         "reflection_lm": str(getattr(reflection_lm, "model", "")),
     }
+    from memento.metrics.predictor_feedback import PredictorFeedback
+
     gepa = dspy.GEPA(
-        metric=metric,
+        metric=PredictorFeedback(metric, lm=reflection_lm),  # feedback written for the predictor being rewritten
         max_metric_calls=budget.gepa_max_metric_calls,
         reflection_minibatch_size=applied["reflection_minibatch_size"],
         reflection_lm=reflection_lm,
