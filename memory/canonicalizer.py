@@ -1,10 +1,10 @@
 """Canonicalisation of memory candidates: reject the unsupported, merge near-duplicates, detect contradictions.
 
 Before a candidate (craft insight, rule or fact) is stored, :class:`Canonicalizer` first rejects empty and
-"no data" candidates (a cheap pattern check, then the :class:`~memento.signatures.distill_candidate_check.
+"no data" candidates (a cheap pattern check, then the :class:`~memento.signatures.check_candidate.
 CheckCandidate` LLM check when an LM is available). It then looks for near-duplicates among the stored items
 (SQLite FTS5 prefilter, then embedding cosine similarity) and among the candidates accepted so far; a pair
-above the threshold goes to the :class:`~memento.signatures.distill_canonical_merge.MergeCanonical` LLM
+above the threshold goes to the :class:`~memento.signatures.merge_canonical.MergeCanonical` LLM
 judgement: ``same`` merges (counts summed), ``contradicts`` supersedes (facts) or is rejected (rules and
 craft), ``distinct`` adds. Planning makes the LLM calls; the caller applies the plan in one transaction.
 
@@ -135,7 +135,7 @@ class Canonicalizer:
         if not self.check or lm is None:
             return True, "pattern check only"
         from memento.lm import raise_if_fatal
-        from memento.signatures.distill_candidate_check import CheckCandidate
+        from memento.signatures.check_candidate import CheckCandidate
 
         text = f"[{candidate.entity}] {candidate.text}" if candidate.entity else candidate.text
         try:
@@ -168,7 +168,7 @@ class Canonicalizer:
         if lm is None:
             return "distinct", ""
         from memento.lm import raise_if_fatal
-        from memento.signatures.distill_canonical_merge import MergeCanonical
+        from memento.signatures.merge_canonical import MergeCanonical
 
         try:
             out = dspy.Predict(MergeCanonical)(kind=_KINDS[store], stored=stored, candidate=candidate, lm=lm)

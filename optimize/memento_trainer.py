@@ -5,14 +5,14 @@ For each batch of the training set, :meth:`MementoTrainer.fit`:
 * **Phase A** runs the program over the batch in parallel with the current memory (each run excludes what its
   own task wrote), then consolidates without ground truth: M1 is rewritten from per-sample craft insights of
   the valid runs (:class:`~memento.signatures.distill_craft_insights.DistillCraftInsights`,
-  :class:`~memento.signatures.distill_craft_consolidation.ConsolidateCraftKnowledge`), M3 is updated from the
+  :class:`~memento.signatures.consolidate_craft_knowledge.ConsolidateCraftKnowledge`), M3 is updated from the
   search logs (:class:`~memento.signatures.distill_web_rules.DistillWebRules`) and M4 folds the facts extracted
-  from the runs (:class:`~memento.signatures.distill_facts.ExtractFacts`), every candidate going through the
+  from the runs (:class:`~memento.signatures.extract_facts.ExtractFacts`), every candidate going through the
   :class:`~memento.memory.canonicalizer.Canonicalizer`.
 * **Phase B** scores each prediction with the metric (an LLM judge where the task has one); failed runs are
   excluded from Phase C.
 * **Phase C** reflects with supervision: per target element, whether a sub-question covered it and correctly
-  (:class:`~memento.signatures.distill_coverage.AssessCoverage`); M2 rules injected into successful runs gain
+  (:class:`~memento.signatures.assess_coverage.AssessCoverage`); M2 rules injected into successful runs gain
   support, those injected into failed runs gain contradiction; the LLM proposes add / reinforce / contradict /
   remove operations (:class:`~memento.signatures.distill_decomposition_rules.DistillDecompositionRules`),
   canonicalised before they are applied.
@@ -50,12 +50,12 @@ from memento.metrics.as_float import score_of
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
 from memento.optimize.batch_report import BatchReport, CharCounts, RuleCounts, summarize_trajectories
 from memento.programs.memento_program import injected_items
-from memento.signatures.distill_coverage import AssessCoverage
-from memento.signatures.distill_craft_consolidation import ConsolidateCraftKnowledge
+from memento.signatures.assess_coverage import AssessCoverage
+from memento.signatures.consolidate_craft_knowledge import ConsolidateCraftKnowledge
 from memento.signatures.distill_craft_insights import DistillCraftInsights
 from memento.signatures.distill_decomposition_rules import DistillDecompositionRules
-from memento.signatures.distill_facts import ExtractFacts
 from memento.signatures.distill_web_rules import DistillWebRules
+from memento.signatures.extract_facts import ExtractFacts
 from memento.threads import run_parallel
 from memento.types import Trajectory
 from memento.usage import UsageMeter

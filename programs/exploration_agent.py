@@ -23,7 +23,7 @@ from memento.lm import raise_if_fatal
 from memento.memory.canonicalizer import is_no_data
 from memento.programs.bound_react import BoundReAct
 from memento.programs.toolbox import SCRAPE, SEARCH_WEB
-from memento.signatures.distill_exploration import ExploreResearchCraft
+from memento.signatures.explore_research_craft import ExploreResearchCraft
 
 if TYPE_CHECKING:
     from memento.web.web_tools import WebTools

@@ -28,7 +28,8 @@ import dspy
 
 from memento.errors import ConfigError
 from memento.memory.sqlite_store import estimate_tokens  # the estimate every memory budget uses (re-exported)
-from memento.signatures.curate_memory import CurateMemory, CurateMemoryBlind
+from memento.signatures.curate_memory import CurateMemory
+from memento.signatures.curate_memory_blind import CurateMemoryBlind
 from memento.signatures.distill_trajectory import DistillTrajectory
 from memento.types import ToolCall, Trajectory
 

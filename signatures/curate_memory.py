@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-__all__ = ["CurateMemory", "CurateMemoryBlind"]
+__all__ = ["CurateMemory"]
 
 
 class CurateMemory(dspy.Signature):
@@ -31,20 +31,3 @@ class CurateMemory(dspy.Signature):
     payload: str = dspy.OutputField(
         desc="Curated guidance: relevant past experiences, strategies that worked, specific guidance for this task"
     )
-
-
-class CurateMemoryBlind(dspy.Signature):
-    """You are a memory curator for a research agent. You are given a few raw trajectories of past tasks (each with
-    its task, the steps taken, the tool calls and results, and the final answer; a label says whether it succeeded
-    when one is shown). You do not know the agent's next task.
-
-    Write general guidance the agent should read before its next task:
-    1. Relevant past experiences: what these past tasks established (facts, sources, entities).
-    2. Strategies that worked: the search queries, sources and decomposition steps that led to good answers, and
-       the dead ends or mistakes to avoid (especially from runs labelled as failures).
-    3. General guidance: concrete habits and checks that transfer to similar tasks.
-
-    Be concise and concrete, and never copy the trajectories wholesale."""
-
-    past_trajectories: str = dspy.InputField(desc="Raw trajectories of past tasks")
-    payload: str = dspy.OutputField(desc="Curated guidance: past experiences, strategies that worked, general advice")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-from memento.signatures.distill_rule_op import RuleOp
+from memento.signatures.rule_op import RuleOp
 
 __all__ = ["DistillDecompositionRules"]
 
