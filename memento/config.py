@@ -61,6 +61,9 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+_INHERITED = ("temperature", "max_tokens", "num_retries", "cache", "max_concurrency", "requests_per_minute")
+
+
 class LMRole(_Section):
     """One LM role. Unset fields of a role other than ``lm`` are taken from ``lm``.
 
@@ -77,6 +80,8 @@ class LMRole(_Section):
     max_tokens: int | None = Field(default=None, ge=1)
     num_retries: int | None = Field(default=None, ge=0, le=20)
     cache: bool | None = None
+    max_concurrency: int | None = Field(default=None, ge=1)  # LM requests of this role in flight, whole process
+    requests_per_minute: float | None = Field(default=None, gt=0)  # optional rate limit of this role
 
     def secret(self) -> str | None:
         """The API key: the explicit one, else the variable named by ``api_key_env``; never logged."""
@@ -307,12 +312,12 @@ class Settings(BaseSettings):
         own: LMRole = getattr(self, name)
         if name == "lm" or own.model is None:
             merged = base.model_copy()
-            for field in ("temperature", "max_tokens", "num_retries", "cache"):
+            for field in _INHERITED:
                 if getattr(own, field) is not None:
                     setattr(merged, field, getattr(own, field))
             return merged
         merged = own.model_copy()
-        for field in ("temperature", "max_tokens", "num_retries", "cache"):
+        for field in _INHERITED:
             if getattr(merged, field) is None:
                 setattr(merged, field, getattr(base, field))
         if merged.api_base is None and base.api_base and _provider(merged.model) == _provider(base.model):

@@ -18,17 +18,18 @@ import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 from urllib.parse import urlsplit
 
+import dspy
+
+from memento.cancel import check_cancelled
 from memento.config import ROLES, LMRole, Settings
 from memento.errors import LMNotConfiguredError, LMUnavailableError
+from memento.lm_limiter import limiter_for, set_role_limits
 from memento.scrub import register_secret, scrub
 
-if TYPE_CHECKING:
-    import dspy
-
-__all__ = ["Roles", "build_lm", "configure", "explain_lm_error", "role_lm"]
+__all__ = ["MementoLM", "Roles", "build_lm", "configure", "explain_lm_error", "role_lm"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,14 +56,35 @@ class Roles:
         return None
 
 
+class MementoLM(dspy.LM):
+    """A ``dspy.LM`` that stops on a cancel and respects its role's concurrency limit.
+
+    Every call first checks the process-wide cancel flag (so AET waves, ReAct steps and thread pools stop between
+    LM calls after Ctrl-C), then takes a slot of its role's :class:`memento.lm_limiter.LMLimiter`
+    (``max_concurrency``, ``requests_per_minute``) for the duration of the request.
+    """
+
+    memento_role: str | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        check_cancelled()
+        limiter = limiter_for(self.memento_role)
+        if limiter is None:
+            return super().__call__(*args, **kwargs)
+        with limiter.slot():
+            return super().__call__(*args, **kwargs)
+
+    async def acall(self, *args: Any, **kwargs: Any) -> Any:
+        check_cancelled()
+        return await super().acall(*args, **kwargs)
+
+
 def build_lm(role: LMRole, *, name: str = "lm") -> dspy.LM:
     """Build the ``dspy.LM`` of one resolved role.
 
     Raises:
         LMNotConfiguredError: the role has no model.
     """
-    import dspy
-
     if not role.model:
         raise LMNotConfiguredError(name)
     kwargs: dict[str, object] = {}
@@ -84,7 +106,10 @@ def build_lm(role: LMRole, *, name: str = "lm") -> dspy.LM:
         kwargs["max_tokens"] = role.max_tokens
     kwargs["num_retries"] = role.num_retries if role.num_retries is not None else 3
     kwargs["cache"] = role.cache if role.cache is not None else True
-    return dspy.LM(role.model, **kwargs)
+    set_role_limits(name, max_concurrency=role.max_concurrency, requests_per_minute=role.requests_per_minute)
+    lm = MementoLM(role.model, **kwargs)
+    lm.memento_role = name
+    return lm
 
 
 def _provider_key_var(model: str) -> str:
@@ -113,8 +138,6 @@ def configure(settings: Settings, *, set_default: bool = True) -> Roles:
     Raises:
         LMNotConfiguredError: no model for ``lm``.
     """
-    import dspy
-
     lms = {name: build_lm(settings.role(name), name=name) for name in ROLES}
     roles = Roles(**lms)
     if set_default:

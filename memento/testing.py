@@ -357,10 +357,16 @@ class OpenAICompatServer:
         status_sequence: list[int] | None = None,
         known_models: set[str] | None = None,
         echo_key_status: int | None = None,
+        latency: float = 0.0,
+        always_status: int | None = None,
     ) -> None:
         self.engine = engine or ScriptedEngine()
         # a careless provider: every chat request fails with this status and an error that quotes the API key
         self.echo_key_status = echo_key_status
+        self.latency = latency  # seconds each chat request takes (a slow server)
+        self.always_status = always_status  # answer every chat request with this HTTP status (a broken server)
+        self.in_flight = 0  # chat requests being served now
+        self.max_in_flight = 0  # the most chat requests served at once
         self.known_models = known_models  # None: any model name is served
         self.requests: list[dict[str, Any]] = []
         self.chat_requests = 0
@@ -424,11 +430,25 @@ class OpenAICompatServer:
                         {"error": {"message": f"The model `{model}` does not exist", "code": "model_not_found"}},
                     )
                     return
+                if forced is None and outer.always_status is not None:
+                    forced = outer.always_status
                 if forced is not None and forced != 200:
                     self._send(forced, {"error": {"message": f"forced status {forced}", "type": "server_error"}})
                     return
                 with outer._lock:
                     outer.chat_requests += 1
+                    outer.in_flight += 1
+                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                try:
+                    payload = self._answer(body)
+                finally:  # counted in flight until answered, not until the client has read the answer
+                    with outer._lock:
+                        outer.in_flight -= 1
+                self._send(200, payload)
+
+            def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
+                if outer.latency:
+                    time.sleep(outer.latency)
                 messages = [
                     {"role": m.get("role", "user"), "content": _content_text(m.get("content"))}
                     for m in body.get("messages", [])
@@ -436,23 +456,20 @@ class OpenAICompatServer:
                 text = outer.engine.reply("", messages)
                 prompt_tokens = sum(len(m["content"]) for m in messages) // 4 + 1
                 completion_tokens = len(text) // 4 + 1
-                self._send(
-                    200,
-                    {
-                        "id": f"chatcmpl-{len(outer.requests)}",
-                        "object": "chat.completion",
-                        "created": int(time.time()),
-                        "model": body.get("model", "x"),
-                        "choices": [
-                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-                        ],
-                        "usage": {
-                            "prompt_tokens": prompt_tokens,
-                            "completion_tokens": completion_tokens,
-                            "total_tokens": prompt_tokens + completion_tokens,
-                        },
+                return {
+                    "id": f"chatcmpl-{len(outer.requests)}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", "x"),
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                    ],
+                    "usage": {
+                        "prompt_tokens": prompt_tokens,
+                        "completion_tokens": completion_tokens,
+                        "total_tokens": prompt_tokens + completion_tokens,
                     },
-                )
+                }
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

@@ -166,6 +166,7 @@ class Trajectory(_Record):
     memory_version: int | None = None
     error: str | None = None
     created_at: dt.datetime = Field(default_factory=utcnow)
+    provenance: dict[str, Any] | None = None  # what produced it: settings, models, versions (memento.provenance)
 
     def node(self, node_id: str) -> Node:
         """The node with this id (``KeyError`` when absent)."""

@@ -27,7 +27,7 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, Field
 
-from memento.errors import LMUnavailableError, MementoError
+from memento.errors import Cancelled, LMUnavailableError, MementoError
 from memento.files import atomic_write_text
 from memento.lm import raise_if_fatal
 from memento.metrics.stats import bootstrap_ci
@@ -80,6 +80,9 @@ class EvalResult(BaseModel):
     complete: bool = True  # False: the run stopped early (``error`` says why); ``examples`` holds the finished ones
     error: str | None = None
     total: int = 0  # examples the run was given (``n`` of them finished)
+    resumed: int = 0  # finished examples reused from an earlier, interrupted run with the same run key
+    run_key: dict[str, Any] | None = None  # what changes answers (memento.provenance.run_key): resume when equal
+    provenance: dict[str, Any] | None = None  # settings, models, versions, data hashes, times (memento.provenance)
     examples: list[ExampleResult] = Field(default_factory=list)
 
     @property
@@ -155,6 +158,8 @@ def evaluate(
     metric_name: str | None = None,
     progress: Callable[[ExampleResult], None] | None = None,
     out_dir: str | Path | None = None,
+    previous: Sequence[ExampleResult] = (),
+    labels: dict[str, Any] | None = None,
 ) -> EvalResult:
     """Run ``program`` on every example and score it with ``metric``.
 
@@ -169,6 +174,9 @@ def evaluate(
         metric_name: the metric's label in the result (default: its ``__name__``).
         progress: called with each finished example (from worker threads).
         out_dir: where a partial ``results.json`` goes if the run stops early (the caller writes the full one).
+        previous: finished examples of an interrupted run with the same run key: those (same index and id,
+            no error) are kept and not run again.
+        labels: extra fields of the result (``run_key``, ``provenance``), written into partial results too.
 
     Returns:
         An :class:`EvalResult`; examples keep the input order.
@@ -177,6 +185,7 @@ def evaluate(
         LMUnavailableError: the LM cannot be used (unreachable server, refused key, unknown model). The examples
             finished until then are kept: the exception's ``partial_result`` is an :class:`EvalResult` marked
             ``complete=False``, also written to ``out_dir/results.json`` when ``out_dir`` is given.
+        Cancelled: a cancel (Ctrl-C, SIGTERM) stopped the run; the finished examples are kept the same way.
     """
     started = time.perf_counter()
     finished: list[ExampleResult] = []
@@ -232,14 +241,23 @@ def evaluate(
             progress(record)
         return record
 
+    extra = dict(labels or {})
     labels = {"task": task, "method": method, "seed": seed, "total": len(examples)}
     labels["metric_name"] = metric_name or getattr(metric, "__name__", type(metric).__name__)
+    reused = {}
+    for record in previous:
+        if record.error is None and 0 <= record.index < len(examples):
+            if record.id == _example_id(examples[record.index], record.index):
+                reused[record.index] = record
+    finished.extend(reused.values())
+    todo = [(i, ex) for i, ex in enumerate(examples) if i not in reused]
+    extra["resumed"] = len(reused)
     try:
-        records = run_parallel(run_one, list(enumerate(examples)), threads=threads)
-    except LMUnavailableError as exc:
+        run_parallel(run_one, todo, threads=threads)
+    except (LMUnavailableError, Cancelled) as exc:
         with finished_lock:
             done = sorted(finished, key=lambda r: r.index)
-        partial = _aggregate(done, metric, started, **labels)
+        partial = _aggregate(done, metric, started, **labels).model_copy(update=extra)
         partial.complete, partial.error = False, _one_line(exc)
         exc.partial_result = partial  # type: ignore[attr-defined]
         if out_dir is not None:
@@ -250,7 +268,8 @@ def evaluate(
             except OSError as write_exc:
                 logger.error("could not write the partial results to %s: %s", out_dir, write_exc)
         raise
-    return _aggregate(records, metric, started, **labels)
+    records = sorted(finished, key=lambda r: r.index)
+    return _aggregate(records, metric, started, **labels).model_copy(update=extra)
 
 
 def _aggregate(
@@ -308,8 +327,29 @@ def write_results(result: EvalResult, out_dir: str | Path) -> Path:
     text = json.dumps(_jsonable(data), indent=2, ensure_ascii=False)
     path = out / "results.json"
     atomic_write_text(path, text + "\n")
-    trajectories = [r.trajectory for r in result.examples if r.trajectory is not None]
-    if trajectories:
-        lines = [t.model_dump_json() for t in trajectories]
+    lines = []
+    for record in result.examples:
+        if record.trajectory is not None:
+            if result.provenance is not None and record.trajectory.provenance is None:
+                record.trajectory.provenance = result.provenance
+            lines.append(record.trajectory.model_dump_json())
+    lines.extend(_kept_trajectories(result, out / "trajectories.jsonl"))
+    if lines:
         atomic_write_text(out / "trajectories.jsonl", "\n".join(lines) + "\n")
     return path
+
+
+def _kept_trajectories(result: EvalResult, path: Path) -> list[str]:
+    """Lines of an earlier ``trajectories.jsonl`` that belong to the examples a resumed run reused."""
+    if not result.resumed or not path.exists():
+        return []
+    wanted = {json.dumps(r.inputs, sort_keys=True) for r in result.examples if r.trajectory is None}
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            inputs = json.loads(line).get("inputs")
+        except (json.JSONDecodeError, AttributeError):
+            continue
+        if json.dumps(inputs, sort_keys=True) in wanted:
+            kept.append(line)
+    return kept

@@ -11,8 +11,9 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from memento import __version__
+from memento.cancel import cancel_exit_code, handle_signals
 from memento.config import Settings, load_settings
-from memento.errors import MementoError, NotAvailableYetError
+from memento.errors import Cancelled, MementoError, NotAvailableYetError
 from memento.terminal import SafeConsole
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "JudgeLMOpt",
     "settings_from_flags",
     "cli_errors",
+    "cancellable",
     "not_available",
     "at_command_end",
 ]
@@ -75,13 +77,22 @@ def _run_at_end() -> None:
 
 
 def cli_errors(fn: F) -> F:
-    """Turn memento errors and fatal LM errors into one line on stderr and exit code 1 (2: not available)."""
+    """Turn memento errors and fatal LM errors into one line on stderr and exit code 1 (2: not available).
+
+    A cancelled run (:class:`~memento.errors.Cancelled`) prints its one line and exits 130 (SIGINT) or 143 (SIGTERM).
+    """
 
     def guarded(*args: Any, **kwargs: Any) -> Any:
         from memento.lm import explain_lm_error
 
         try:
             return fn(*args, **kwargs)
+        except Cancelled as exc:
+            err_console.print(f"memento: {exc}", markup=False, highlight=False)
+            raise typer.Exit(cancel_exit_code()) from None
+        except KeyboardInterrupt:  # a second Ctrl-C while a cancelled run was winding down
+            err_console.print("memento: interrupted", markup=False, highlight=False)
+            raise typer.Exit(130) from None
         except NotAvailableYetError as exc:
             err_console.print(f"memento: {exc}", markup=False, highlight=False)
             raise typer.Exit(2) from None
@@ -101,6 +112,24 @@ def cli_errors(fn: F) -> F:
             return guarded(*args, **kwargs)
         finally:
             _run_at_end()  # what the command opened (LM call log, MLflow run) closes even when it fails
+
+    return wrapper  # type: ignore[return-value]
+
+
+def cancellable(fn: F) -> F:
+    """Run a long command with SIGINT/SIGTERM setting the cancel flag (see :mod:`memento.cancel`).
+
+    The command's loops stop at their next check; the command writes what finished and raises ``Cancelled``.
+    Put it under :func:`cli_errors`: ``@cli_errors`` then ``@cancellable``.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from memento.cancel import reset_cancel
+
+        reset_cancel()
+        with handle_signals():
+            return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 

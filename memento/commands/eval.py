@@ -7,6 +7,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,13 +21,14 @@ from memento.commands._common import (
     ConfigOpt,
     JudgeLMOpt,
     LMOpt,
+    cancellable,
     cli_errors,
     console,
     err_console,
     settings_from_flags,
 )
 from memento.commands._observe import JsonOpt, LogLMOpt, eval_payload, observe, observe_flags, print_json, report_hint
-from memento.errors import ConfigError, DataError, LMUnavailableError
+from memento.errors import Cancelled, ConfigError, DataError, LMUnavailableError, MementoError
 from memento.paths import writable_dir
 from memento.usage import UsageMeter
 
@@ -78,6 +80,7 @@ def print_summary(result: Any, path: Path, *, show: int = 10) -> None:
 
 
 @cli_errors
+@cancellable
 def eval_(
     task: Annotated[str, typer.Option("--task", help="Task spec: qa, multihop, legal, opinion, sales.")],
     data: Annotated[Path, typer.Option("--data", help="The task's data file (JSONL or the JUSTICE CSV).")],
@@ -111,17 +114,31 @@ def eval_(
     ] = False,
     log_lm: LogLMOpt = None,
     as_json: JsonOpt = False,
+    fresh: Annotated[
+        bool,
+        typer.Option(
+            "--fresh", help="Replace results already in --out instead of resuming them (or refusing other results)."
+        ),
+    ] = False,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
     judge_lm: JudgeLMOpt = None,
 ) -> None:
-    """Evaluate a method on a task's data: per-example scores, mean with 95% CI, usage; writes results.json."""
+    """Evaluate a method on a task's data: per-example scores, mean with 95% CI, usage; writes results.json.
+
+    Ctrl-C stops the run within seconds and keeps the finished examples (complete: false); rerunning the same
+    command resumes them. An --out holding results of another method or settings is refused (use --fresh).
+    """
     import memento
     from memento.commands.run import resolve_task
     from memento.metrics.evaluation import evaluate, write_results
     from memento.programs.registry import build_program
     from memento.progress import ScoreProgress
+    from memento.provenance import file_sha256, provenance, run_key
+    from memento.types import utcnow
+
+    started_at = utcnow().isoformat()
 
     if not data.exists():
         raise DataError(f"data file not found: {data}")
@@ -138,6 +155,12 @@ def eval_(
     fallback_dir = settings.run.output_dir / f"eval-{task_spec.name}-{method}"
     # checked before any LM call (a bad --out must not cost a run), created only when results are written
     out_dir = writable_dir(out or fallback_dir, what="--out")
+    extra: dict[str, Any] = {"llm_scrub": llm_scrub, "memory": str(memory) if memory else None}
+    for label, path in (("program_sha256", program_file), ("train_sha256", train)):
+        extra[label] = file_sha256(path) if path is not None else None
+    data_sha = file_sha256(data)
+    key = run_key(settings, task=task_spec.name, method=method, metric=metric, data_sha256=data_sha, extra=extra)
+    previous = [] if fresh else previous_results(out_dir / "results.json", key)
     roles = memento.configure(settings)
     observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
     if hasattr(task_spec, "roles"):
@@ -170,6 +193,15 @@ def eval_(
             program.load(str(program_file))
         except Exception as exc:  # a file of another program or a corrupt one: one clear line
             raise ConfigError(f"cannot load program state from {program_file}: {type(exc).__name__}: {exc}") from None
+    if previous:
+        err_console.print(
+            f"memento: resuming {out_dir / 'results.json'}: {sum(1 for r in previous if not r.error)} finished "
+            "examples are kept",
+            markup=False,
+            highlight=False,
+        )
+    data_files = {"data": data, "train": train, "program": program_file}
+    labels = {"run_key": key, "provenance": provenance(settings, data_files=data_files, started_at=started_at)}
     try:
         with ScoreProgress(f"eval {method}", total=len(examples)) as bar:  # on stderr: elapsed, ETA, running mean
             result = evaluate(
@@ -184,17 +216,23 @@ def eval_(
                 metric_name=f"{task_spec.name} {metric} metric",
                 progress=lambda record: bar.advance(score=record.score, error=bool(record.error)),
                 out_dir=out_dir,
+                previous=previous,
+                labels=labels,
             )
-    except LMUnavailableError as exc:
+    except (LMUnavailableError, Cancelled) as exc:
         partial = getattr(exc, "partial_result", None)
-        if partial is not None:
-            err_console.print(
-                f"memento: stopped after {partial.n} of {partial.total} examples; partial results (complete: false) "
-                f"in {out_dir / 'results.json'}",
-                markup=False,
-                highlight=False,
-            )
+        if partial is None:
+            raise
+        where = f"partial results (complete: false) in {out_dir / 'results.json'}"
+        if isinstance(exc, Cancelled):
+            raise Cancelled(
+                f"{exc} after {partial.n} of {partial.total} examples; {where}; rerun the same command to finish"
+            ) from None
+        err_console.print(
+            f"memento: stopped after {partial.n} of {partial.total} examples; {where}", markup=False, highlight=False
+        )
         raise
+    result.provenance = provenance(settings, data_files=data_files, started_at=started_at)
     try:
         path = write_results(result, out_dir)
     except OSError as exc:
@@ -208,9 +246,35 @@ def eval_(
         path = write_results(result, fallback_dir)
     if as_json:
         print_json(eval_payload(path))
-        return
-    print_summary(result, path)
-    report_hint(path.parent)
+    else:
+        print_summary(result, path)
+        report_hint(path.parent)
+    if result.n and result.errors == result.n:
+        raise MementoError(f"every example of {method} failed ({result.n} of {result.n}); see {path}")
+
+
+def previous_results(path: Path, key: dict[str, Any]) -> list[Any]:
+    """Finished examples of an earlier run at ``path`` with the same run key; refuses (one line) another run's."""
+    from memento.metrics.evaluation import ExampleResult
+    from memento.provenance import key_mismatch
+
+    if not path.exists():
+        return []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        old_key = data.get("run_key")
+        examples = [ExampleResult.model_validate(e) for e in data.get("examples") or []]
+    except (OSError, ValueError, AttributeError) as exc:
+        message = f"{path} exists but cannot be read ({type(exc).__name__}); use another --out or --fresh"
+        raise ConfigError(message) from None
+    if not isinstance(old_key, dict):
+        raise ConfigError(f"{path} holds results without a run key (older memento); use another --out or --fresh")
+    diff = key_mismatch(old_key, key)
+    if diff is not None:
+        raise ConfigError(
+            f"{path} holds results of another run ({diff}); use another --out, or --fresh to replace them"
+        )
+    return examples
 
 
 def register(app: typer.Typer) -> None:
