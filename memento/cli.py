@@ -55,7 +55,7 @@ def _root(
     """Research agents that learn from the web across sessions, without touching model weights."""
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    install_log_filters()  # no secret, URL password or terminal escape in a log line
+    install_log_filters(level=level)  # no secret, URL password, terminal escape or library DEBUG line
 
 
 config_app = typer.Typer(help="Inspect the effective settings.", no_args_is_help=True)

@@ -77,10 +77,13 @@ class TerminalFilter(logging.Filter):
         return True
 
 
-def install_log_filters(handlers: Iterable[Any] | None = None) -> None:
+def install_log_filters(handlers: Iterable[Any] | None = None, *, level: int | None = None) -> None:
     """Add :class:`~memento.scrub.ScrubFilter` and :class:`TerminalFilter` to the root logger's handlers (or to
-    ``handlers``), once each."""
+    ``handlers``), once each. ``level`` also becomes the level of the plain stream handlers (the console's): a
+    library that sets its own logger to DEBUG (bm25s does) then prints nothing below the chosen verbosity."""
     for handler in handlers if handlers is not None else logging.getLogger().handlers:
+        if level is not None and type(handler) is logging.StreamHandler:
+            handler.setLevel(level)
         for kind in (ScrubFilter, TerminalFilter):
             if not any(isinstance(f, kind) for f in handler.filters):
                 handler.addFilter(kind())

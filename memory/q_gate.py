@@ -293,7 +293,12 @@ class QGateLearner:
 
     def load(self, path: str | os.PathLike) -> None:
         """Restore from :meth:`save` output (the gate's architecture must match)."""
-        state = torch.load(Path(path), map_location="cpu", weights_only=True)
+        try:
+            state = torch.load(Path(path), map_location="cpu", weights_only=True)
+        except Exception as exc:  # garbage bytes, a truncated file, another format: never a traceback
+            raise ValueError(f"{path} is not a saved Q-gate ({type(exc).__name__}: {exc})".splitlines()[0]) from None
+        if not isinstance(state, dict) or not {"dim", "gate", "optimizer", "replay"} <= state.keys():
+            raise ValueError(f"{path} is not a saved Q-gate (unexpected content)")
         if int(state["dim"]) != self.dim:
             raise ValueError(f"saved Q-gate has dim {state['dim']}, this one has {self.dim}")
         with self._lock:

@@ -161,13 +161,13 @@ class _Index:
 
         try:
             watermark = json.loads((directory / _WATERMARK).read_text(encoding="utf-8"))
-            if watermark.get("max_seq") != max_seq:
+            if not isinstance(watermark, dict) or watermark.get("max_seq") != max_seq:
                 return None
             count = int(watermark["count"])
             seqs = np.load(directory / "seqs.npy")
             task_ids = json.loads((directory / "task_ids.json").read_text(encoding="utf-8"))
             model = bm25s.BM25.load(str(directory / "model")) if count else None
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # damaged files: rebuild
             logger.info("rebuilding the BM25 index of %s: %s", directory.parent, exc)
             return None
         return cls(model, seqs, task_ids)

@@ -141,7 +141,21 @@ def parse_methods(methods: str | Sequence[str]) -> list[MethodSpec]:
             specs.append(MethodSpec(name, "memory", name))
         else:
             specs.append(MethodSpec(name, "program", name))
+    _check_known(specs)
     return specs
+
+
+def _check_known(specs: list[MethodSpec]) -> None:
+    """Refuse unknown methods (and unknown bases of optimisers) before any method runs."""
+    from memento.programs.registry import method_names
+
+    known = set(method_names()) | set(MEMORY_METHODS)
+    unknown = [s.name for s in specs if s.kind != "memory" and s.base not in known]
+    if unknown:
+        raise ConfigError(
+            f"unknown method{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+            f"available: {', '.join(sorted(known))} (and <optimiser>:<method> with {', '.join(OPTIMIZERS)})"
+        )
 
 
 # -- data ---------------------------------------------------------------------------------------------------------
@@ -774,6 +788,23 @@ def _resolve_metric(task: Task, metric: str | Callable[..., Any] | None, roles: 
     return make(kind, roles=roles)
 
 
+def _check_overlap(
+    trainset: Sequence[dspy.Example], testset: Sequence[dspy.Example], task: Task, log: Callable[[str], None]
+) -> None:
+    """Refuse a test set that lies wholly inside the training set; warn when they share some examples."""
+    train_ids = {example_id(ex, task) for ex in trainset}
+    shared = [i for i in (example_id(ex, task) for ex in testset) if i in train_ids]
+    if shared and len(shared) == len(testset):
+        raise ConfigError(
+            f"every test example is also a training example ({len(shared)} of {len(testset)}): the scores would "
+            "measure memorisation; give a separate test file or split one file with --data"
+        )
+    if shared:
+        message = f"warning: {len(shared)} of {len(testset)} test examples are also training examples"
+        logger.warning("%s", message)
+        log(message)
+
+
 def _check_split(out_dir: Path, split: dict[str, Any]) -> None:
     """Refuse to resume a directory that holds a comparison with another split, task, metric, LM roles or budget
     (finished methods would be reported next to ones run under different conditions)."""
@@ -865,6 +896,7 @@ def compare(
         trainset, testset = split_examples(data, n_train=n_train, n_test=n_test, seed=seed)
     if not trainset or not testset:
         raise ConfigError("the train and test sets must both be non-empty")
+    _check_overlap(trainset, testset, task_obj, log)
     roles = roles if roles is not None else configure(settings, set_default=False)
     models = role_models(roles)
     if hasattr(task_obj, "roles") and getattr(task_obj, "roles", None) is None:

@@ -233,7 +233,17 @@ def test_compare_cli_end_to_end_counts_resume_and_reload(multihop: dict, tmp_pat
         assert replayed == _recorded(out, "gepa-react")
 
 
-def test_a_crashing_method_is_recorded_and_the_others_finish(multihop: dict, tmp_path: Path) -> None:
+def test_a_crashing_method_is_recorded_and_the_others_finish(
+    multihop: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memento.programs import registry
+
+    registry.method_names()  # loads the built-in methods first
+
+    def refusing(**_: object) -> None:
+        raise ConfigError("unknown method 'no_such_program' (this builder refuses every input)")
+
+    monkeypatch.setitem(registry._BUILDERS, "no_such_program", refusing)  # a known name whose builder crashes
     engine = _engine(multihop["gold"])
     task = get_task("multihop")
     data = task.load(multihop["questions"])

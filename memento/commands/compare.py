@@ -114,9 +114,14 @@ def compare(
         raise ConfigError("give either --data (split by seed) or --train and --test, not both")
     if data is None and (train is None or test is None):
         raise ConfigError("give --train and --test, or --data with --n-train/--n-test")
+    from memento.optimize.compare import parse_methods
+    from memento.paths import readable_file
+
+    parse_methods([*methods.split(","), baseline])  # unknown methods or baseline: refused before any work
     for path in (p for p in (data, train, test) if p is not None):
-        if not path.exists():
-            raise ConfigError(f"data file not found: {path}")
+        readable_file(path, what="data file", error=ConfigError)
+    if train is not None and test is not None and train.resolve() == test.resolve():
+        raise ConfigError(f"--train and --test are the same file ({train}): the scores would measure memorisation")
     if embedder not in ("minilm", "hashing"):
         raise ConfigError(f"unknown embedder {embedder!r}: use minilm or hashing")
     from memento.memory.embedder import HashingEmbedder, default_embedder
