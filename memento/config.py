@@ -156,6 +156,8 @@ class CBRSettings(_Section):
     min_pairs: int = Field(default=32, ge=0)
     qgate_hidden: int = Field(default=256, ge=1)
     qgate_lr: float = Field(default=1e-3, gt=0)
+    passes: int = Field(default=1, ge=1)  # compare's CBR training: passes over the training set (iteration table)
+    own_cases: bool = False  # multi-pass only: a task may read its own earlier case
 
 
 class JitMemSettings(_Section):
@@ -169,6 +171,7 @@ class JitMemSettings(_Section):
     stream_batch: int = Field(default=10, ge=1)
     orderings: int = Field(default=1, ge=1)
     warm: bool = False
+    train_gate: Literal["judge", "ground_truth"] = "judge"  # what admits a training trajectory to the bank
 
 
 class TrainerSettings(_Section):

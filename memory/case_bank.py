@@ -14,7 +14,11 @@ Storage (one directory):
 
 Retrieval (``retrieve``): ``cosine`` = FAISS top-k; ``q`` = FAISS prefilter to ``prefilter`` candidates, then rank by
 the gate's ``Q = p(useful | query, case)``; ``softmax`` = sample k candidates without replacement with probabilities
-``softmax(Q / alpha)`` (Gumbel top-k, i.e. sequential draws: the first draw follows ``softmax(Q/alpha)`` exactly).
+``softmax(logit(Q) / alpha)``: ``alpha`` is a temperature over the gate's logits (Gumbel top-k, i.e. sequential
+draws: the first draw follows that softmax exactly; alpha -> 0 is greedy Q, a large alpha is uniform). The gate
+ranks only once ``min_pairs`` (query, case, reward) pairs are logged; before that ``Q`` is the cosine similarity
+(and ``softmax`` samples from ``softmax(cosine / alpha)``), since a gate trained on a handful of pairs only adds
+noise. It still learns online from the first pair.
 A bank opened with ``base_namespace`` searches that shared namespace alongside its own and merges by score.
 
 Beyond the paper (flags): ``capacity`` + ``eviction=True`` keeps at most ``capacity`` live cases in the namespace,
@@ -62,6 +66,7 @@ __all__ = [
     "RetrievalPolicy",
     "StoredEmbedder",
     "sample_softmax",
+    "q_logits",
     "DB_NAME",
     "GATE_FILE",
 ]
@@ -130,9 +135,22 @@ def _unusable(path: Path, exc: BaseException) -> CaseBankError:
 
 def sample_softmax(scores: np.ndarray, k: int, *, alpha: float = 1.0, rng: np.random.Generator) -> np.ndarray:
     """Indices of ``k`` items drawn without replacement, each draw with probability ``softmax(scores / alpha)``
-    over the items not yet drawn (Gumbel top-k: exact, one vectorised pass)."""
-    logits = np.asarray(scores, dtype=np.float64).reshape(-1) / alpha
+    over the items not yet drawn (Gumbel top-k: exact, one vectorised pass).
+
+    ``alpha`` is a temperature: as it goes to 0 the draw is the greedy top-k of ``scores`` (ties in index order);
+    a large ``alpha`` draws nearly uniformly.
+    """
+    scores = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if alpha < 1e-6:  # the limit alpha -> 0: greedy (dividing by ~0 would overflow the Gumbel perturbation)
+        return np.argsort(-scores, kind="stable")[: max(0, k)]
+    logits = scores / alpha
     return np.argsort(-(logits + rng.gumbel(size=len(logits))), kind="stable")[: max(0, k)]
+
+
+def q_logits(q: np.ndarray) -> np.ndarray:
+    """``logit(Q) = log(Q / (1 - Q))`` of gate probabilities (clipped away from 0 and 1)."""
+    p = np.clip(np.asarray(q, dtype=np.float64), 1e-6, 1.0 - 1e-6)
+    return np.log(p) - np.log1p(-p)
 
 
 class StoredEmbedder:
@@ -255,6 +273,8 @@ class CaseBank:
         gate: A custom torch ``nn.Module`` gate (``forward(q, c) -> probs``); default :class:`QGate`.
         gate_options: Keyword options of :class:`~memento.memory.q_gate.QGateLearner` (lr, steps_per_update, ...).
         prefilter: Default number of FAISS candidates re-scored by the gate for ``q``/``softmax``.
+        min_pairs: Logged (query, case, reward) pairs before the gate replaces cosine in ranking (``[cbr]
+            min_pairs``; 0: from the first update).
         hnsw_threshold: Live-case count from which a namespace index switches from exact to HNSW (exact search
             over 100k cases takes ~9 ms p95 on 2 cores, and HNSW recall on poorly clustered texts is low: see
             docs/benchmarks.md).
@@ -286,6 +306,7 @@ class CaseBank:
         gate: Any = None,
         gate_options: dict[str, Any] | None = None,
         prefilter: int = 32,
+        min_pairs: int = 32,
         hnsw_threshold: int = 200_000,
         hnsw_m: int = 32,
         ef_search: int = 128,
@@ -311,6 +332,9 @@ class CaseBank:
         self.capacity = capacity
         self.eviction = eviction
         self.prefilter = int(prefilter)
+        if min_pairs < 0:
+            raise ConfigError(f"case bank min_pairs must be >= 0, got {min_pairs}")
+        self.min_pairs = int(min_pairs)
         self.hnsw_threshold = int(hnsw_threshold)
         self.hnsw_m = int(hnsw_m)
         self.ef_search = int(ef_search)
@@ -735,6 +759,15 @@ class CaseBank:
         """Whether the gate has learned from any pair (online or offline)."""
         return (self.dir / GATE_FILE).exists() or (self._learner is not None and self._learner.pairs_trained > 0)
 
+    def pairs_logged(self) -> int:
+        """Logged (query, case, reward) pairs, every namespace (the gate is shared by the directory)."""
+        return int(self._conn.execute("SELECT COUNT(*) FROM gate_pairs").fetchone()[0])
+
+    @property
+    def gate_ready(self) -> bool:
+        """Whether the gate ranks: it has learned and at least ``min_pairs`` pairs are logged (else cosine)."""
+        return self.gate_trained and self.pairs_logged() >= self.min_pairs
+
     def q_scores(self, query: str | np.ndarray, case_ids: Sequence[str]) -> np.ndarray:
         """``Q(query, case)`` for stored cases (query text or an embedding row)."""
         qv = self._query_vec(query)
@@ -765,9 +798,10 @@ class CaseBank:
             query: Task text (embedded with the bank's embedder) or a precomputed embedding row.
             k: Number of cases.
             policy: ``cosine`` (FAISS top-k), ``q`` (prefilter, then top-k by the gate), ``softmax`` (prefilter,
-                then k draws without replacement from ``softmax(Q / alpha)``). Until the gate has learned from a
-                first pair, an untrained network would only add noise: ``Q`` is then the cosine similarity.
-            alpha: Softmax temperature (> 0).
+                then k draws without replacement from ``softmax(logit(Q) / alpha)``). Until ``min_pairs`` pairs
+                are logged (:attr:`gate_ready`), a barely trained network would only add noise: ``Q`` is then the
+                cosine similarity, and ``softmax`` samples from ``softmax(cosine / alpha)``.
+            alpha: Softmax temperature over the gate's logits (> 0; -> 0 is greedy, large is uniform).
             prefilter: FAISS candidates re-scored by the gate (default: the bank's ``prefilter``, at least ``k``).
             rng / seed: Randomness of ``softmax`` (default: the bank's own seeded generator).
             exclude_ids: Case ids never returned (e.g. the task's own case).
@@ -792,7 +826,8 @@ class CaseBank:
             cands = [c for c in cands if c[0].id not in excluded][:n_cand]
             if policy == "cosine" or not cands:
                 return [(c, float(s)) for c, s, _, _ in cands[:k]]
-            if not self.gate_trained:  # an untrained gate is noise: Q falls back to cosine until it has learned
+            ready = self.gate_ready
+            if not ready:  # a gate that has seen fewer than min_pairs pairs is noise: Q is cosine until then
                 q = np.asarray([s for _, s, _, _ in cands], dtype=np.float32)
             else:
                 vecs = np.zeros((len(cands), self.dim), dtype=np.float32)
@@ -804,7 +839,7 @@ class CaseBank:
             order = np.argsort(-q, kind="stable")[:k]
         else:
             gen = rng if rng is not None else (np.random.default_rng(seed) if seed is not None else self._rng)
-            order = sample_softmax(q, k, alpha=alpha, rng=gen)
+            order = sample_softmax(q_logits(q) if ready else q, k, alpha=alpha, rng=gen)
         return [(cands[i][0], float(q[i])) for i in order]
 
     # -- learning ------------------------------------------------------------------------------------------------

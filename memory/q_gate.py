@@ -121,6 +121,7 @@ class QGateLearner:
         steps_per_update: Gradient steps per online update.
         replay_capacity: Reservoir size (0 disables replay).
         seed: Seed of initialisation and sampling.
+        hidden: Hidden width of the default :class:`QGate` (ignored when ``gate`` is given).
         torch_threads: ``torch.set_num_threads`` value; by default
             :func:`~memento.memory.embedder.compute_threads` (1: the gate's batches are tiny, and more OpenMP threads
             only contend with FAISS and the agent's worker threads).
@@ -144,6 +145,7 @@ class QGateLearner:
         replay_capacity: int = 4096,
         seed: int = 0,
         torch_threads: int | None = None,
+        hidden: int = 256,
     ) -> None:
         if torch_threads:
             torch.set_num_threads(int(torch_threads))
@@ -153,7 +155,7 @@ class QGateLearner:
         if gate is None:
             if dim is None:
                 raise ValueError("QGateLearner needs dim when no gate is given")
-            gate = QGate(dim)
+            gate = QGate(dim, hidden=hidden)
         dim = int(dim if dim is not None else getattr(gate, "dim", 0))
         if dim <= 0:
             raise ValueError("QGateLearner cannot tell the gate's input dim: pass dim=")

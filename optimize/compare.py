@@ -527,62 +527,71 @@ class JitMemRunner:
 
 
 class CaseBankRunner:
-    """Memento CBR: the case-based agent runs over the training set in batches, retaining (task, plan, reward) with
-    the metric's score as reward and updating its Q-gate online; retrieval uses the learned gate (policy ``q``; an
-    untrained gate falls back to cosine). At test time the bank is frozen and nothing is retained. A crashed training
-    phase starts over from an empty bank (cases are not batch-versioned)."""
+    """Memento CBR: the agent built by the ``cbr`` method's builder (the ``[cbr]`` settings) trains with
+    :func:`memento.programs.case_based_agent.fit_cases` (the one CBR training loop) over the training set in batches,
+    retaining (task, plan, reward) with the metric's score as reward and updating its Q-gate online. Training
+    retrieval follows ``cbr.train_policy`` (softmax over the gate's logits: exploration), testing ``cbr.policy``
+    (greedy Q); the gate ranks after ``cbr.min_pairs`` logged pairs. ``cbr.passes > 1`` runs the training set again
+    with the bank growing (Memento's iteration table; ``cbr.own_cases`` lets a task read its own earlier case), the
+    score of every pass in ``info["passes"]``. At test time the bank is frozen and nothing is retained. A crashed
+    training phase starts over from an empty bank (cases are not batch-versioned)."""
 
-    def _agent(self, ctx: CompareContext, bank_dir: Path, *, train: bool) -> tuple[Any, Any]:
-        from memento.memory.case_bank import CaseBank
-        from memento.memory.embedder import default_embedder
-        from memento.programs.case_based_agent import CaseBasedAgent
+    def _agent(self, ctx: CompareContext, method_dir: Path, *, train: bool) -> tuple[Any, Any]:
+        from memento.programs.case_based_agent import build_cbr
         from memento.web.factory import web_tools_factory
 
-        embedder = ctx.embedder if ctx.embedder is not None else default_embedder()
-        bank = CaseBank(bank_dir, embedder, seed=ctx.seed, frozen=not train)
         web = CountingWeb(web_tools_factory(ctx.settings))
-        agent = CaseBasedAgent(
-            ctx.task,
-            bank=bank,
-            web=web,
-            budgets=ctx.settings.budgets.model_copy(),
-            threads=ctx.settings.run.threads,
+        agent = build_cbr(
+            task=ctx.task,
+            settings=ctx.settings,
             roles=ctx.roles,
-            k=4,
-            policy="q",
-            retain=train,
+            memory_dir=method_dir / MEMORY_DIR,
+            frozen=not train,
+            embedder=ctx.embedder,
             reward_fn=ctx.metric if train else None,
-            success_threshold=ctx.settings.trainer.success_threshold,
+            web=web,
         )
         return agent, web
 
     def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
         import shutil
 
-        from memento.threads import run_parallel
+        from memento.programs.case_based_agent import fit_cases
 
         bank_dir = method_dir / MEMORY_DIR / "cbr"
         if bank_dir.exists():
             shutil.rmtree(bank_dir)
-        agent, web = self._agent(ctx, bank_dir, train=True)
+        agent, web = self._agent(ctx, method_dir, train=True)
         limit = ctx.budget.memory_train_limit
         trainset = ctx.trainset[:limit] if limit is not None else ctx.trainset
-        size = ctx.budget.memory_batch_size
+        cbr = ctx.settings.cbr
+        passes = fit_cases(
+            agent,
+            list(trainset),
+            batch_size=ctx.budget.memory_batch_size,
+            threads=ctx.threads,
+            passes=cbr.passes,
+            own_cases=cbr.own_cases,
+            task_id=lambda ex: example_id(ex, ctx.task),
+        )
         curve: list[dict[str, Any]] = []
         growth: list[dict[str, Any]] = []
-
-        def run_one(example: dspy.Example) -> float | None:
-            # labels ride along (the agent's reward_fn scores with them); the task never retrieves its own case
-            pred = agent(**dict(example.items()), task_id=example_id(example, ctx.task))
-            return pred.cbr.get("reward")
-
-        for batch, start in enumerate(range(0, len(trainset), size), 1):
-            rewards = run_parallel(run_one, trainset[start : start + size], threads=ctx.threads)
-            scored = [r for r in rewards if r is not None]
-            curve.append({"batch": batch, "score": sum(scored) / len(scored) if scored else None, "n": len(rewards)})
-            growth.append({"batch": batch, "size": agent.bank.count(), "unit": "cases"})
-        info = {"cases": agent.bank.count(), "gate_trained": bool(agent.bank.gate_trained), "policy": agent.policy}
-        agent.bank.save()
+        for result in passes:
+            for row in result.batches:
+                batch = len(curve) + 1
+                curve.append({"batch": batch, "score": row["score"], "n": row["n"], "pass": result.index})
+                growth.append({"batch": batch, "size": row["cases"], "unit": "cases"})
+        info = {
+            "cases": agent.bank.count(),
+            "gate_trained": bool(agent.bank.gate_trained),
+            "gate_ready": bool(agent.bank.gate_ready),
+            "pairs_logged": agent.bank.pairs_logged(),
+            "policy": agent.policy,
+            "test_policy": cbr.policy,
+            "alpha": agent.alpha,
+            "passes": [{"pass": r.index, "score": r.score, "n": len(r.rewards)} for r in passes],
+            "own_cases": cbr.own_cases,
+        }
         agent.bank.close()
         searches, fetches = web.totals()
         return TrainOutcome(
@@ -596,7 +605,7 @@ class CaseBankRunner:
         )
 
     def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
-        agent, _ = self._agent(ctx, method_dir / MEMORY_DIR / "cbr", train=False)
+        agent, _ = self._agent(ctx, method_dir, train=False)
         return agent
 
 

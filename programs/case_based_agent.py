@@ -4,7 +4,8 @@ One call:
 
 1. **Read**: retrieve ``k`` past cases (task, plan, reward; failures included) for this task from a
    :class:`memento.memory.case_bank.CaseBank` by ``policy`` (``cosine``, the learned Q-gate ``q``, or ``softmax``
-   sampling from ``softmax(Q/alpha)``). A task never retrieves a case written by a run with its own ``task_id``.
+   sampling from ``softmax(logit(Q)/alpha)``). A task never retrieves a case written by a run with its own
+   ``task_id`` (unless the multi-pass runner's ``own_cases`` switch is on).
 2. **Plan**: the planner (:class:`memento.signatures.plan_from_cases.PlanFromCases`) reads the cases, successes and
    failures labelled with their rewards, and writes sub-tasks.
 3. **Execute**: the executor (:class:`memento.programs.sub_question_agent.SubQuestionAgent` by default) solves the
@@ -21,7 +22,9 @@ One call:
 Beyond the paper, ``executor_bank`` adds an executor-level case bank: before each sub-task the executor is shown the
 tool-call sequences of the most similar past sub-tasks (with their outcome), and each finished sub-task is stored.
 
-Registered as method ``cbr`` (bank under ``<memory_dir>/cbr``).
+:func:`fit_cases` is the one training loop (batches, passes over the same task set, per-pass scores); ``memento
+compare`` trains ``cbr`` with it. Registered as method ``cbr`` (bank under ``<memory_dir>/cbr``, options from the
+``[cbr]`` settings).
 
 Example:
     >>> from memento.memory.case_bank import CaseBank
@@ -40,6 +43,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -64,7 +68,7 @@ if TYPE_CHECKING:
     from memento.config import Settings
     from memento.lm import Roles
 
-__all__ = ["CaseBasedAgent", "RewardFn", "render_cases", "render_tool_plan"]
+__all__ = ["CaseBasedAgent", "PassResult", "RewardFn", "fit_cases", "render_cases", "render_tool_plan"]
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +148,7 @@ class CaseBasedAgent(ResearchProgram):
         threads: Sub-tasks executed in parallel.
         k: Cases retrieved (4, the paper's best).
         policy: ``cosine``, ``q`` or ``softmax`` retrieval.
-        alpha: Softmax temperature for ``policy="softmax"``.
+        alpha: Softmax temperature over the gate's logits for ``policy="softmax"``.
         max_cycles: Planning cycles (plan, execute, replan...).
         retain: Store (task, plan, reward) after each call and update the Q-gate.
         reward_fn: Training reward (a metric ``fn(example, pred)``); without it a judge gives the reward.
@@ -210,6 +214,7 @@ class CaseBasedAgent(ResearchProgram):
         self.executor_bank = executor_bank
         self.executor_k = executor_k
         self.success_threshold = success_threshold
+        self.own_cases = False  # the multi-pass runner's switch: may a task read its own earlier case?
         self.planner = dspy.Predict(PlanFromCases)
         self.planner.usage_stage = "plan"
         self.executor = (
@@ -323,7 +328,7 @@ class CaseBasedAgent(ResearchProgram):
     def _retrieve(self, call: ResearchCall) -> list[tuple[Case, float]]:
         if self.k == 0 or len(self.bank) == 0 and self.bank.base_namespace is None:
             return []
-        own = self.bank.case_ids_for_ref(call.task_id)
+        own = [] if self.own_cases else self.bank.case_ids_for_ref(call.task_id)
         key = call.retrieval_key or call.task_text
         return self.bank.retrieve(key, self.k, policy=self.policy, alpha=self.alpha, exclude_ids=own)
 
@@ -466,6 +471,86 @@ class CaseBasedAgent(ResearchProgram):
         return case
 
 
+@dataclass
+class PassResult:
+    """One pass of :meth:`CaseBasedAgent.fit` over the task set: its batches and mean reward."""
+
+    index: int
+    rewards: list[float | None] = field(default_factory=list)
+    batches: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def score(self) -> float | None:
+        """Mean reward of the pass's scored tasks (``None`` when none was scored)."""
+        scored = [r for r in self.rewards if r is not None]
+        return sum(scored) / len(scored) if scored else None
+
+
+def fit_cases(
+    agent: CaseBasedAgent,
+    examples: list[Any],
+    *,
+    batch_size: int = 10,
+    threads: int = 1,
+    passes: int = 1,
+    own_cases: bool = False,
+    task_id: Callable[[Any], str] | None = None,
+    on_batch: Callable[[int, int, list[float | None]], None] | None = None,
+) -> list[PassResult]:
+    """CBR training: run ``agent`` (retaining) over ``examples`` in batches, ``passes`` times, the bank growing.
+
+    Every call is the same one ``memento run --method cbr`` makes (retrieve by the agent's policy, plan, execute,
+    answer, retain with the agent's reward and update the Q-gate); this only orders the calls. Labels ride along in
+    the keyword arguments, so an agent with a ``reward_fn`` scores with them. ``passes > 1`` is Memento's iteration
+    table: the same task set again, reading the cases of earlier passes. A task never reads a case written by a run
+    with its own task id, unless ``own_cases=True`` (the explicit switch of the multi-pass runner; the paper's
+    iterations may retrieve a task's own earlier case).
+
+    Returns one :class:`PassResult` per pass (``batches``: ``{"batch", "score", "n", "cases"}`` after each batch).
+    """
+    if passes < 1:
+        raise ConfigError(f"passes must be >= 1, got {passes}")
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+    if not agent.retain_cases:
+        raise ConfigError("fit_cases needs an agent that retains cases (retain=True, a writable bank)")
+    ident = task_id or (lambda ex: str(ex.get("id", None) or new_id("t-")))
+    ids = [ident(ex) for ex in examples]
+    previous = agent.own_cases
+    agent.own_cases = own_cases
+    results: list[PassResult] = []
+    try:
+        for index in range(1, passes + 1):
+            result = PassResult(index=index)
+
+            def run_one(pos: int) -> float | None:
+                example = examples[pos]
+                data = dict(example.items()) if hasattr(example, "items") else dict(example)
+                pred = agent(**data, task_id=ids[pos])
+                return pred.cbr.get("reward")
+
+            for batch, start in enumerate(range(0, len(examples), batch_size), 1):
+                positions = list(range(start, min(start + batch_size, len(examples))))
+                rewards = run_parallel(run_one, positions, threads=threads)
+                result.rewards.extend(rewards)
+                scored = [r for r in rewards if r is not None]
+                result.batches.append(
+                    {
+                        "batch": batch,
+                        "score": sum(scored) / len(scored) if scored else None,
+                        "n": len(rewards),
+                        "cases": agent.bank.count(),
+                    }
+                )
+                if on_batch is not None:
+                    on_batch(index, batch, rewards)
+            results.append(result)
+    finally:
+        agent.own_cases = previous
+    agent.bank.save()
+    return results
+
+
 @register_method("cbr")
 def build_cbr(
     *,
@@ -474,44 +559,61 @@ def build_cbr(
     roles: Roles | None = None,
     trainset: list[Any] | None = None,
     memory_dir: Path | None = None,
-    policy: RetrievalPolicy = "q",
+    policy: RetrievalPolicy | None = None,
     frozen: bool = False,
+    embedder: Any = None,
+    reward_fn: RewardFn | None = None,
+    web: Any = None,
 ) -> CaseBasedAgent:
-    """The ``cbr`` method: a case bank in ``<memory_dir>/cbr``, K=4 retrieval by the learned Q-gate, judge rewards,
-    3 cycles.
+    """The ``cbr`` method from the ``[cbr]`` settings: a case bank in ``<memory_dir>/cbr``, ``cbr.k`` cases, 3 cycles.
 
-    ``policy`` defaults to ``q`` (the gate re-ranks cosine candidates; until it has learned from a first pair it
-    ranks by cosine); ``cosine`` and ``softmax`` are the alternatives. An existing bank is opened with the embedder
-    it was built with; ``frozen=True`` (test time, ``memento eval``) opens it read-only and retains no cases, and a
-    missing bank is then a DataError (nothing is created).
+    Retrieval: a writing (training) agent samples with ``cbr.train_policy`` (default ``softmax`` over the gate's
+    logits at temperature ``cbr.alpha``: exploration, so the gate also learns about cases it ranks low); a frozen
+    (test) agent uses ``cbr.policy`` (default ``q``: greedy by the gate). The gate ranks only after ``cbr.min_pairs``
+    logged pairs (cosine before). ``policy`` overrides both. Rewards come from ``reward_fn`` (a metric, with labels)
+    or else the judge. An existing bank is opened with the embedder it was built with (or ``embedder``);
+    ``frozen=True`` (test time, ``memento eval``) opens it read-only and retains no cases, and a missing bank is then
+    a DataError (nothing is created). ``web`` replaces the settings' web-tools factory (e.g. a counting wrapper).
     """
     from memento.memory.case_bank import StoredEmbedder
     from memento.memory.embedder import default_embedder, embedder_for
     from memento.web.factory import web_tools_factory
 
+    cbr = settings.cbr
     root = Path(memory_dir or settings.memory.dir)
     directory = root / "cbr"
     if frozen and not (directory / DB_NAME).is_file():
         raise DataError(
             f"no case bank at {directory}: fill one first (`memento run --method cbr --memory {root}` retains cases)"
         )
-    if (directory / DB_NAME).exists():
-        stored = StoredEmbedder.of(directory)
-        embedder = embedder_for(stored.name, stored.dim)
-    else:
-        embedder = default_embedder()
-    bank = CaseBank(directory, embedder, seed=settings.run.seed, frozen=frozen)
+    if embedder is None:
+        if (directory / DB_NAME).exists():
+            stored = StoredEmbedder.of(directory)
+            embedder = embedder_for(stored.name, stored.dim)
+        else:
+            embedder = default_embedder()
+    bank = CaseBank(
+        directory,
+        embedder,
+        seed=settings.run.seed,
+        frozen=frozen,
+        prefilter=cbr.prefilter,
+        min_pairs=cbr.min_pairs,
+        gate_options={"lr": cbr.qgate_lr, "hidden": cbr.qgate_hidden},
+    )
     return CaseBasedAgent(
         task,
         bank=bank,
-        web=web_tools_factory(settings),
+        web=web if web is not None else web_tools_factory(settings),
         budgets=settings.budgets.model_copy(),
         threads=settings.run.threads,
         roles=roles,
-        k=4,
-        policy=policy,
+        k=cbr.k,
+        policy=policy or (cbr.policy if frozen else cbr.train_policy),
+        alpha=cbr.alpha,
         retain=not frozen,
         success_threshold=settings.trainer.success_threshold,
+        reward_fn=reward_fn,
     )
 
 

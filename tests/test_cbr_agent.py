@@ -201,7 +201,7 @@ def test_registry_builds_cbr_with_a_bank_under_memory_dir(tmp_path):
     settings = load_settings(flags={"memory": {"dir": str(tmp_path)}, "web": {"backend": "offline"}})
     agent = build_program("cbr", task="multihop", settings=settings)
     assert isinstance(agent, CaseBasedAgent)
-    assert agent.bank.dir == tmp_path / "cbr" and agent.k == 4 and agent.policy == "q"
+    assert agent.bank.dir == tmp_path / "cbr" and agent.k == 4 and agent.policy == "softmax"  # training explores
 
 
 def test_frozen_bank_needs_retain_false(tmp_path, engine, lm):
@@ -231,3 +231,29 @@ def test_executor_bank_never_shows_a_task_its_own_tool_cases(tmp_path, engine, l
     agent(question=question, task_id="t-other")  # another task does see them
     later = [c for c in engine.calls[n_before:] if "next_tool_name" in c.output_fields]
     assert any("Tool use on similar past sub-tasks" in c.inputs["context"] for c in later)
+
+
+def test_fit_cases_runs_passes_over_the_same_tasks_and_own_cases_is_an_explicit_switch(tmp_path, engine, lm):
+    from memento.programs.case_based_agent import fit_cases
+
+    script(engine, answer="Paris")
+    task = get_task("multihop")
+    examples = [
+        dspy.Example(question="What is the capital of the country where the Eiffel Tower is?", answers=["Paris"], id="a"),
+        dspy.Example(question="What is the capital of the country where the Colosseum is?", answers=["Rome"], id="b"),
+    ]
+    agent = make_agent(tmp_path, reward_fn=task.metric, k=4, policy="cosine")
+    passes = fit_cases(agent, examples, batch_size=1, passes=2)
+    assert [p.index for p in passes] == [1, 2] and [p.rewards for p in passes] == [[1.0, 0.0], [1.0, 0.0]]
+    assert [p.score for p in passes] == [0.5, 0.5]
+    assert [b["cases"] for b in passes[0].batches + passes[1].batches] == [1, 2, 3, 4]
+    # off by default: the second pass of task "a" read only task "b"'s cases, never its own
+    planner_calls = [c for c in engine.calls if _is_planner(c) and "Eiffel" in c.inputs["task"] and c.inputs["past_cases"]]
+    assert planner_calls and all("Eiffel" not in c.inputs["past_cases"] for c in planner_calls)
+    assert agent.own_cases is False
+
+    engine.calls.clear()
+    fit_cases(agent, examples[:1], batch_size=1, passes=1, own_cases=True)
+    first = next(c for c in engine.calls if _is_planner(c) and "Eiffel" in c.inputs["task"])
+    assert "Eiffel" in first.inputs["past_cases"]  # with the switch on, its own earlier cases are readable
+    assert agent.own_cases is False  # the switch does not outlive the runner

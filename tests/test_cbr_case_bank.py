@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from memento.errors import ConfigError, MemoryFrozenError
-from memento.memory.case_bank import CaseBank, CaseBankError, sample_softmax
+from memento.memory.case_bank import CaseBank, CaseBankError, q_logits, sample_softmax
 from memento.memory.embedder import HashingEmbedder
 from memento.threads import run_parallel
 
@@ -204,9 +204,11 @@ def test_retrieve_softmax_follows_gate_q(tmp_path):
     cases = [bank.add(f"{TOPICS[0]} variant {i}", f"plan {i}", reward=1.0) for i in range(4)]
     for _ in range(15):
         bank.record(TOPICS[0], cases, rewards=[1.0, 0.7, 0.3, 0.0])
+    assert bank.gate_ready  # 60 logged pairs >= min_pairs (32)
     q = bank.q_scores(TOPICS[0], [c.id for c in cases])
-    alpha = 0.2
-    p = np.exp(q / alpha) / np.exp(q / alpha).sum()
+    alpha = 0.5
+    logits = q_logits(q)  # alpha is a temperature over the gate's logits
+    p = np.exp(logits / alpha) / np.exp(logits / alpha).sum()
     rng = np.random.default_rng(1)
     n = 3000
     counts = {c.id: 0 for c in cases}
@@ -221,7 +223,7 @@ def test_retrieve_softmax_follows_gate_q(tmp_path):
 
 
 def test_forward_hook_sees_every_gate_score(tmp_path):
-    bank = CaseBank(tmp_path, HashingEmbedder(dim=64))
+    bank = CaseBank(tmp_path, HashingEmbedder(dim=64), min_pairs=0)
     cases = _fill(bank, 12)
     bank.record(TOPICS[1], cases[:4], rewards=1.0)
     seen: list[np.ndarray] = []
@@ -288,3 +290,53 @@ def test_unchanged_index_is_not_rewritten_on_close(tmp_path):
     writer.add("one more case", "plan", reward=1.0)
     writer.close()
     assert index_file.stat().st_mtime_ns != stamp
+
+
+def test_gate_ranks_only_after_min_pairs_logged_pairs(tmp_path):
+    bank = CaseBank(tmp_path, HashingEmbedder(dim=64), seed=0, min_pairs=12, gate_options={"lr": 5e-2})
+    query = TOPICS[0]
+    # distinct cosine similarities (no ties), falling with i: cosine ranks 0, 1, 2, 3
+    cases = [bank.add(query + "".join(f" extra{j}" for j in range(i)), f"plan {i}", reward=1.0) for i in range(6)]
+    cosine = [(c.id, round(s, 6)) for c, s in bank.retrieve(query, k=4, policy="cosine")]
+    # two tasks log 8 pairs: the gate has learned (and saved) but ranking stays cosine below min_pairs
+    for _ in range(2):
+        bank.record(query, cases[:4], rewards=[0.0, 0.0, 1.0, 1.0])
+    assert bank.gate_trained and bank.pairs_logged() == 8 and not bank.gate_ready
+    assert [(c.id, round(s, 6)) for c, s in bank.retrieve(query, k=4, policy="q")] == cosine
+    seen: list[int] = []
+    handle = bank.gate.gate.register_forward_hook(lambda mod, inputs, out: seen.append(len(out)))
+    bank.retrieve(query, k=4, policy="softmax", alpha=0.5, seed=0)
+    assert seen == []  # not even consulted for sampling
+    bank.record(query, cases[:4], rewards=[0.0, 0.0, 1.0, 1.0])  # 12 pairs: the gate takes over
+    assert bank.gate_ready
+    ranked = bank.retrieve(query, k=4, policy="q")
+    handle.remove()
+    assert seen and [round(s, 6) for _, s in ranked] != [s for _, s in cosine]
+    q = bank.q_scores(query, [c.id for c, _ in ranked])
+    assert np.allclose([s for _, s in ranked], q) and list(q) == sorted(q, reverse=True)  # ranked by the gate's Q
+
+
+def test_softmax_alpha_to_zero_is_greedy_and_large_alpha_is_uniform():
+    rng = np.random.default_rng(0)
+    q = np.array([0.2, 0.9, 0.55, 0.1, 0.7])
+    logits = q_logits(q)
+    greedy = list(np.argsort(-logits, kind="stable")[:3])
+    for alpha in (1e-9, 1e-3):
+        assert all(list(sample_softmax(logits, 3, alpha=alpha, rng=rng)) == greedy for _ in range(200))
+    n = 20_000
+    firsts = np.bincount([sample_softmax(logits, 1, alpha=1e4, rng=rng)[0] for _ in range(n)], minlength=5) / n
+    assert np.max(np.abs(firsts - 0.2)) < 0.015  # uniform within ~4 standard errors
+    # alpha is a temperature on the logits: at alpha=1 the first draw follows Q's odds, p_i ∝ Q_i / (1 - Q_i)
+    odds = q / (1 - q)
+    firsts = np.bincount([sample_softmax(logits, 1, alpha=1.0, rng=rng)[0] for _ in range(n)], minlength=5) / n
+    assert np.max(np.abs(firsts - odds / odds.sum())) < 0.015
+
+
+def test_bank_retrieve_softmax_at_tiny_alpha_equals_greedy_q(tmp_path):
+    bank = CaseBank(tmp_path, HashingEmbedder(dim=64), seed=0, min_pairs=0, gate_options={"lr": 1e-2})
+    cases = [bank.add(f"{TOPICS[0]} variant {i}", f"plan {i}", reward=1.0) for i in range(6)]
+    for _ in range(5):
+        bank.record(TOPICS[0], cases, rewards=[1.0, 0.8, 0.6, 0.4, 0.2, 0.0])
+    greedy = [c.id for c, _ in bank.retrieve(TOPICS[0], k=4, policy="q")]
+    for seed in range(20):
+        assert [c.id for c, _ in bank.retrieve(TOPICS[0], k=4, policy="softmax", alpha=1e-8, seed=seed)] == greedy

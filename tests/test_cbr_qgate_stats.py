@@ -46,7 +46,7 @@ def _bank_with_pairs(path, *, tasks: int = 120, dim: int = 16) -> CaseBank:
     for t in range(tasks):
         vec, sign = draw(u)
         emb.table[f"query {t}"] = vec
-        hits = bank.retrieve(f"query {t}", k=4, policy="softmax", alpha=0.3, prefilter=20, seed=t)
+        hits = bank.retrieve(f"query {t}", k=4, policy="softmax", alpha=3.0, prefilter=20, seed=t)
         bank.record(f"query {t}", [c for c, _ in hits], [float(signs[c.id] == sign) for c, _ in hits])
     return bank
 

@@ -318,7 +318,9 @@ def test_memory_methods_train_in_batches_and_test_frozen(multihop: dict, tmp_pat
         assert jitmem.costs.train.searches == 12  # the scripted ReAct executor searches once per task
         assert [p["size"] for p in cbr.growth] == [4, 8, 12]  # every training task retained one case
         assert cbr.costs.train.judge_calls == 0  # training rewards come from the metric, not the judge
-        assert cbr.info["policy"] == "q"  # the learned gate retrieves (cosine until it is trained)
+        # training explores (softmax over the gate's logits), testing is greedy Q
+        assert cbr.info["policy"] == "softmax" and cbr.info["test_policy"] == "q"
+        assert cbr.info["passes"] == [{"pass": 1, "score": cbr.info["passes"][0]["score"], "n": 12}]
         tested = [json.loads(line) for line in (out / "cbr" / "test" / "trajectories.jsonl").read_text().splitlines()]
         assert tested and all(any(" cases by q" in n for n in t["notes"]) for t in tested)
         assert (out / "learning_curve.png").exists() and (out / "memory_growth.png").exists()

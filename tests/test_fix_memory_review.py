@@ -64,15 +64,28 @@ def test_cli_rollback_1_then_2_is_a_one_line_error(tmp_path):
 # -- 2. the cbr method's policy --------------------------------------------------------------------------------
 
 
-def test_cbr_builder_defaults_to_the_q_gate_and_keeps_policy_a_kwarg(tmp_path):
+def test_cbr_builder_explores_when_training_is_greedy_when_frozen_and_keeps_policy_a_kwarg(tmp_path):
     settings = load_settings(flags={"memory": {"dir": str(tmp_path)}, "web": {"backend": "offline"}})
     task = get_task("multihop")
-    assert build_cbr(task=task, settings=settings).policy == "q"
+    training = build_cbr(task=task, settings=settings)
+    assert (training.policy, training.alpha, training.k, training.bank.min_pairs) == ("softmax", 1.0, 4, 32)
+    training.bank.close()
+    assert build_cbr(task=task, settings=settings, frozen=True).policy == "q"
     assert build_cbr(task=task, settings=settings, policy="cosine").policy == "cosine"
+    tuned = load_settings(
+        flags={
+            "memory": {"dir": str(tmp_path)},
+            "web": {"backend": "offline"},
+            "cbr": {"k": 2, "alpha": 0.25, "min_pairs": 8, "train_policy": "q", "prefilter": 10, "qgate_hidden": 16},
+        }
+    )
+    agent = build_cbr(task=task, settings=tuned)
+    assert (agent.policy, agent.alpha, agent.k, agent.bank.min_pairs, agent.bank.prefilter) == ("q", 0.25, 2, 8, 10)
+    assert agent.bank.gate.gate.hidden == 16 and agent.bank.gate.lr == 0.001
 
 
 def test_untrained_gate_ranks_q_exactly_like_cosine(tmp_path):
-    bank = CaseBank(tmp_path, HashingEmbedder(dim=64))
+    bank = CaseBank(tmp_path, HashingEmbedder(dim=64), min_pairs=4)
     bank.add_many(
         [{"task_text": f"capital of country {i} river {i % 3}", "plan": "p", "reward": 1.0} for i in range(9)]
     )

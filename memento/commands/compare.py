@@ -22,6 +22,22 @@ from memento.commands._common import (
     settings_from_flags,
 )
 from memento.commands._observe import LogLMOpt, observe, observe_flags, report_hint
+from memento.commands._method_options import (
+    CBRK,
+    CBRAlpha,
+    CBRMinPairs,
+    CBROwnCases,
+    CBRPasses,
+    CBRPolicy,
+    CBRTrainPolicy,
+    JitMemOrderings,
+    JitMemPayloadTokens,
+    JitMemProtocol,
+    JitMemStreamBatch,
+    JitMemTrainGate,
+    JitMemWarm,
+    section,
+)
 from memento.errors import ConfigError
 
 __all__ = ["register"]
@@ -94,6 +110,19 @@ def compare(
         int | None, typer.Option("--memory-train-limit", min=1, help="Override the memory methods' train limit.")
     ] = None,
     log_lm: LogLMOpt = None,
+    cbr_k: CBRK = None,
+    cbr_policy: CBRPolicy = None,
+    cbr_train_policy: CBRTrainPolicy = None,
+    cbr_alpha: CBRAlpha = None,
+    cbr_min_pairs: CBRMinPairs = None,
+    cbr_passes: CBRPasses = None,
+    cbr_own_cases: CBROwnCases = None,
+    jitmem_protocol: JitMemProtocol = None,
+    orderings: JitMemOrderings = None,
+    warm: JitMemWarm = None,
+    stream_batch: JitMemStreamBatch = None,
+    payload_tokens: JitMemPayloadTokens = None,
+    jitmem_train_gate: JitMemTrainGate = None,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
@@ -108,7 +137,34 @@ def compare(
 
     web = {"corpus": corpus} if corpus is not None else {}
     run = {k: v for k, v in {"threads": threads, "seed": seed}.items() if v is not None}
-    settings = settings_from_flags(config, lm, api_base, judge_lm, web=web, run=run, observe=observe_flags(log_lm))
+    cbr = section(
+        k=cbr_k,
+        policy=cbr_policy,
+        train_policy=cbr_train_policy,
+        alpha=cbr_alpha,
+        min_pairs=cbr_min_pairs,
+        passes=cbr_passes,
+        own_cases=cbr_own_cases,
+    )
+    jitmem = section(
+        protocol=jitmem_protocol,
+        orderings=orderings,
+        warm=warm,
+        stream_batch=stream_batch,
+        payload_tokens=payload_tokens,
+        train_gate=jitmem_train_gate,
+    )
+    settings = settings_from_flags(
+        config,
+        lm,
+        api_base,
+        judge_lm,
+        web=web,
+        run=run,
+        cbr=cbr,
+        jitmem=jitmem,
+        observe=observe_flags(log_lm),
+    )
     task_obj = get_task(task)
     if data is not None and (train is not None or test is not None):
         raise ConfigError("give either --data (split by seed) or --train and --test, not both")
