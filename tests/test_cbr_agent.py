@@ -239,7 +239,9 @@ def test_fit_cases_runs_passes_over_the_same_tasks_and_own_cases_is_an_explicit_
     script(engine, answer="Paris")
     task = get_task("multihop")
     examples = [
-        dspy.Example(question="What is the capital of the country where the Eiffel Tower is?", answers=["Paris"], id="a"),
+        dspy.Example(
+            question="What is the capital of the country where the Eiffel Tower is?", answers=["Paris"], id="a"
+        ),
         dspy.Example(question="What is the capital of the country where the Colosseum is?", answers=["Rome"], id="b"),
     ]
     agent = make_agent(tmp_path, reward_fn=task.metric, k=4, policy="cosine")
@@ -248,7 +250,9 @@ def test_fit_cases_runs_passes_over_the_same_tasks_and_own_cases_is_an_explicit_
     assert [p.score for p in passes] == [0.5, 0.5]
     assert [b["cases"] for b in passes[0].batches + passes[1].batches] == [1, 2, 3, 4]
     # off by default: the second pass of task "a" read only task "b"'s cases, never its own
-    planner_calls = [c for c in engine.calls if _is_planner(c) and "Eiffel" in c.inputs["task"] and c.inputs["past_cases"]]
+    planner_calls = [
+        c for c in engine.calls if _is_planner(c) and "Eiffel" in c.inputs["task"] and c.inputs["past_cases"]
+    ]
     assert planner_calls and all("Eiffel" not in c.inputs["past_cases"] for c in planner_calls)
     assert agent.own_cases is False
 
