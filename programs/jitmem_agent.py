@@ -7,7 +7,8 @@ One call (Figure 1 of the JitMem paper):
 2. **Curate**: :class:`memento.programs.jitmem_curator.JitMemCurator` reads the task and the raw trajectories and
    writes a compact payload (relevant experiences, strategies that worked, guidance for this task).
 3. **Execute**: the executor (any research program: ``ReActAgent``, ``AdaptiveExplorationTree``...) runs with the
-   payload as its ``context`` control argument. The payload is consumed once: it is never stored, only its size
+   payload, under the heading "Curated notes from similar past tasks" and within the curator's token budget, as its
+   ``context`` control argument. The payload is consumed once: it is never stored, only its size
    and the retrieved ids are noted in the trajectory.
 4. **Judge and store**: ``JudgeSuccess`` (run by the ``judge_lm`` role when roles are given, else the executor's own
    LM, as in the paper) decides whether the new trajectory enters the bank. Ground truth never gates storage here.
@@ -41,7 +42,13 @@ from memento.errors import ConfigError, MementoError
 from memento.lm import raise_if_fatal
 from memento.memory.trajectory_bank import BankPolicy, TrajectoryBank
 from memento.metrics.judge import as_data
-from memento.programs.jitmem_curator import JitMemCurator, TrajectoryDistiller, estimate_tokens, render_trajectory
+from memento.programs.jitmem_curator import (
+    PAYLOAD_LABEL,
+    JitMemCurator,
+    TrajectoryDistiller,
+    estimate_tokens,
+    render_trajectory,
+)
 from memento.programs.registry import register_method
 from memento.programs.research_program import CONTROL_ARGS, EmptyQuestionError
 from memento.signatures.judge_success import JudgeSuccess
@@ -198,7 +205,8 @@ class JitMemAgent(dspy.Module):
                     notes.append(f"jitmem: curator failed ({_first_line(exc)}); ran without a payload")
                 timings["curate_s"] = round(time.perf_counter() - started, 6)
             user_context = kwargs.get("context") or ""
-            context = "\n\n".join(part for part in (user_context, payload) if part)
+            labelled = f"{PAYLOAD_LABEL}:\n{payload}" if payload else ""
+            context = "\n\n".join(part for part in (user_context, labelled) if part)
             control = {name: kwargs[name] for name in CONTROL_ARGS if name in kwargs and name != "context"}
             control["task_id"] = task_id
             pred = self.executor(**inputs, **control, context=context)
@@ -280,17 +288,26 @@ def build_jitmem(
     roles: Roles | None,
     trainset: list[Any] | None = None,
     memory_dir: Path | None = None,
-    executor: str = "react",
-    policy: BankPolicy = "success_only",
+    executor: str | None = None,
+    policy: BankPolicy | None = None,
     frozen: bool = False,
 ) -> JitMemAgent:
-    """The ``jitmem`` method: a ``react`` executor, a trajectory bank in ``<memory_dir>/jitmem``, k=3, judge gate.
+    """The ``jitmem`` method from the ``[jitmem]`` settings: its executor (``react``), a trajectory bank in
+    ``<memory_dir>/jitmem`` (policy ``success_only``), ``k`` (3) trajectories, the payload budget (2000 tokens) and
+    the judge gate.
 
     ``frozen=True`` (test time, ``memento eval``) opens an existing bank read-only and never judges or stores new
     trajectories; a missing bank (``<memory_dir>/jitmem/trajectories.sqlite3``) is a ``DataError``.
     """
     from memento.programs.registry import build_program
 
-    inner = build_program(executor, task=task, settings=settings, roles=roles)
-    bank = TrajectoryBank(Path(memory_dir or settings.memory.dir) / "jitmem", policy=policy, read_only=frozen)
-    return JitMemAgent(inner, bank, JitMemCurator(), k=3, judge=True, roles=roles, task=task, store=not frozen)
+    jit = settings.jitmem
+    name = executor or jit.executor
+    if name == "jitmem":
+        raise ConfigError("jitmem.executor cannot be jitmem itself")
+    inner = build_program(name, task=task, settings=settings, roles=roles)
+    bank = TrajectoryBank(
+        Path(memory_dir or settings.memory.dir) / "jitmem", policy=policy or jit.policy, read_only=frozen
+    )
+    curator = JitMemCurator(payload_tokens=jit.payload_tokens)
+    return JitMemAgent(inner, bank, curator, k=jit.k, judge=True, roles=roles, task=task, store=not frozen)

@@ -41,6 +41,8 @@ __all__ = [
     "estimate_tokens",
     "CHARS_PER_TOKEN",
     "NO_TRAJECTORIES",
+    "PAYLOAD_LABEL",
+    "clip_to_tokens",
 ]
 
 logger = logging.getLogger(__name__)
@@ -49,6 +51,8 @@ logger = logging.getLogger(__name__)
 CHARS_PER_TOKEN = 4
 #: What the curator reads when retrieval found nothing (or the no-retrieval ablation is on).
 NO_TRAJECTORIES = "(no past trajectories)"
+#: The heading the executor reads above the payload (the JitMem paper's "curated notes").
+PAYLOAD_LABEL = "Curated notes from similar past tasks"
 _RESULT_CHARS = 300
 _DISTILLED_PREFIX = "Distilled at write time: "
 
@@ -132,6 +136,26 @@ def render_trajectory(
     return "\n".join(header + kept + footer)
 
 
+def clip_to_tokens(text: str, max_tokens: int) -> str:
+    """``text`` within ``max_tokens`` (estimated like every memory budget), cut at a line (else word) boundary, with a
+    closing mark saying it was clipped; text already within budget is returned unchanged."""
+    if estimate_tokens(text) <= max_tokens:
+        return text
+    mark = "\n[... curated notes clipped to the payload budget]"
+    limit = max(0, max_tokens * CHARS_PER_TOKEN - len(mark))
+    while limit > 0:
+        head = text[:limit]
+        cut = head.rfind("\n")
+        if cut < limit // 2:
+            cut = head.rfind(" ")
+        head = head[: cut if cut > 0 else limit].rstrip()
+        clipped = head + mark
+        if estimate_tokens(clipped) <= max_tokens:
+            return clipped
+        limit -= max(1, limit // 10)
+    return mark.strip()[: max_tokens * CHARS_PER_TOKEN]
+
+
 def _normalise(items: Sequence[Any]) -> list[tuple[Trajectory, bool | None, float | None]]:
     out: list[tuple[Trajectory, bool | None, float | None]] = []
     for item in items:
@@ -167,10 +191,12 @@ class JitMemCurator(dspy.Module):
     Args:
         max_tokens_per_trajectory: budget per rendered trajectory (estimated at 4 characters per token).
         task_conditioning: when ``False`` (ablation) the curator does not see the task (``CurateMemoryBlind``).
+        payload_tokens: the payload's budget (``jitmem.payload_tokens``, 2000: the paper reports about 1.9K added
+            tokens); a longer payload is clipped at a line boundary and says so.
 
     Called as ``curator(task=..., trajectories=[...], task_goal=...)`` (``task_goal``: what the task asks for,
-    :meth:`memento.tasks.task.Task.task_goal`); returns ``dspy.Prediction(payload=str, input_tokens=int)``
-    where ``input_tokens`` estimates the raw trajectories' size as rendered for the curator.
+    :meth:`memento.tasks.task.Task.task_goal`); returns ``dspy.Prediction(payload=str, input_tokens=int,
+    clipped=bool)`` where ``input_tokens`` estimates the raw trajectories' size as rendered for the curator.
 
     Example:
         >>> curator = JitMemCurator()
@@ -180,11 +206,16 @@ class JitMemCurator(dspy.Module):
 
     usage_stage = "curate"
 
-    def __init__(self, *, max_tokens_per_trajectory: int = 1500, task_conditioning: bool = True) -> None:
+    def __init__(
+        self, *, max_tokens_per_trajectory: int = 1500, task_conditioning: bool = True, payload_tokens: int = 2000
+    ) -> None:
         super().__init__()
         if max_tokens_per_trajectory < 64:
             raise ConfigError(f"max_tokens_per_trajectory must be >= 64, got {max_tokens_per_trajectory}")
+        if payload_tokens < 1:
+            raise ConfigError(f"payload_tokens must be >= 1, got {payload_tokens}")
         self.max_tokens_per_trajectory = max_tokens_per_trajectory
+        self.payload_tokens = payload_tokens
         self.task_conditioning = task_conditioning
         self.curate = dspy.Predict(CurateMemory if task_conditioning else CurateMemoryBlind)
 
@@ -198,8 +229,9 @@ class JitMemCurator(dspy.Module):
             pred = self.curate(task=task, task_goal=task_goal, past_trajectories=rendered)
         else:
             pred = self.curate(past_trajectories=rendered)
-        payload = (pred.payload or "").strip()
-        return dspy.Prediction(payload=payload, input_tokens=estimate_tokens(rendered))
+        written = (pred.payload or "").strip()
+        payload = clip_to_tokens(written, self.payload_tokens)
+        return dspy.Prediction(payload=payload, input_tokens=estimate_tokens(rendered), clipped=payload != written)
 
 
 class TrajectoryDistiller(dspy.Module):

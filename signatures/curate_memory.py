@@ -20,6 +20,10 @@ class CurateMemory(dspy.Signature):
        the dead ends or mistakes to avoid (especially from runs labelled as failures).
     3. Specific guidance for this task: concrete next steps, queries to try and checks to make.
 
+    Caution: the past answers belong to other tasks, and their success labels were given by an LLM judge, not checked
+    against ground truth, so they may be wrong. Never present a past answer as this task's answer; pass on what to
+    verify and how, not conclusions to copy.
+
     Be concise and concrete: the agent reads this once, so keep only what will help with this task, and never copy
     the trajectories wholesale. If nothing retrieved is relevant, say so in one line."""
 

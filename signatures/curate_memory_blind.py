@@ -18,6 +18,9 @@ class CurateMemoryBlind(dspy.Signature):
        the dead ends or mistakes to avoid (especially from runs labelled as failures).
     3. General guidance: concrete habits and checks that transfer to similar tasks.
 
+    Caution: the past answers belong to other tasks, and their success labels were given by an LLM judge, not checked
+    against ground truth, so they may be wrong: pass on what to verify and how, not conclusions to copy.
+
     Be concise and concrete, and never copy the trajectories wholesale."""
 
     past_trajectories: str = dspy.InputField(desc="Raw trajectories of past tasks")

@@ -11,6 +11,8 @@ from memento.programs.baselines import ClosedBook
 from memento.programs.jitmem_agent import JitMemAgent, build_jitmem
 from memento.programs.jitmem_curator import (
     NO_TRAJECTORIES,
+    PAYLOAD_LABEL,
+    clip_to_tokens,
     JitMemCurator,
     TrajectoryDistiller,
     estimate_tokens,
@@ -71,7 +73,8 @@ def test_same_trajectory_gives_task_specific_payloads(tmp_path, scripted):
     assert payloads[0] != payloads[1]
     # the executor read its own task's payload as context, once
     answer_calls = [c for c in scripted.calls if "PAYLOAD for" in c.inputs.get("context", "")]
-    assert [c.inputs["context"] for c in answer_calls] == payloads
+    label = "Curated notes from similar past tasks:\n"
+    assert [c.inputs["context"] for c in answer_calls] == [label + p for p in payloads]
     assert preds[0].jitmem["payload_tokens"] == estimate_tokens(payloads[0])
     assert any(n.startswith("jitmem: retrieved 1 trajectories ['past-1']") for n in preds[0].trajectory.notes)
     assert preds[0].trajectory.method == "jitmem[closed_book]"
@@ -230,3 +233,40 @@ def test_plain_module_executor_gets_a_recorded_trajectory(tmp_path, scripted):
     assert stored.prediction == {"answer": pred.answer, "sources": None}
     assert stored.method == "jitmem[_PlainExecutor]" and stored.task_text == "Who founded Lugdunum?"
     assert pred.trajectory.usage.lm_calls == 3  # curator, executor, judge
+
+
+def test_curator_payload_keeps_its_budget_and_is_labelled_for_the_executor(tmp_path, engine, lm):
+    long_payload = "\n".join(
+        f"- note {i}: search the archive of source {i} and verify the date twice" for i in range(400)
+    )
+    engine.when(CURATOR, payload=long_payload)
+    engine.when(JUDGE, success=True, reasoning="ok")
+    agent = _agent(tmp_path, store=False, curator=JitMemCurator(payload_tokens=150))
+    agent.bank.add(_past(), accepted=True)
+    pred = agent(question="When was the Roman colony of Lugdunum founded?")
+    assert estimate_tokens(long_payload) > 150 * 10
+    assert 100 < pred.jitmem["payload_tokens"] <= 150  # clipped to the budget, not emptied
+    (executor_call,) = [c for c in engine.calls if "question" in c.inputs and CURATOR not in c.prompt]
+    context = executor_call.inputs["context"]
+    assert context.startswith(PAYLOAD_LABEL + ":\n- note 0:") and context.endswith("clipped to the payload budget]")
+    assert estimate_tokens(context) <= 150 + estimate_tokens(PAYLOAD_LABEL) + 1
+    # the curator's prompt warns that past answers are other tasks' and only judged by an LLM
+    (curator_call,) = engine.calls_matching(CURATOR)
+    assert "belong to other tasks" in curator_call.prompt and "LLM judge" in curator_call.prompt
+
+
+def test_clip_to_tokens_cuts_at_a_line_and_leaves_short_text_alone():
+    assert clip_to_tokens("short notes", 10) == "short notes"
+    text = "\n".join(f"line {i} " + "x" * 30 for i in range(50))
+    clipped = clip_to_tokens(text, 60)
+    assert estimate_tokens(clipped) <= 60 and clipped.endswith("clipped to the payload budget]")
+    body = clipped.rsplit("\n[...", 1)[0]
+    assert text.startswith(body) and body.splitlines()[-1] in text.splitlines()  # whole lines only
+
+
+def test_jitmem_builder_reads_the_jitmem_settings(tmp_path, scripted):
+    from memento.config import load_settings
+
+    settings = load_settings(flags={"jitmem": {"k": 5, "payload_tokens": 300, "executor": "closed_book"}})
+    agent = build_jitmem(task=ClosedBook("qa").task, settings=settings, roles=None, memory_dir=tmp_path)
+    assert agent.k == 5 and agent.curator.payload_tokens == 300 and type(agent.executor).__name__ == "ClosedBook"
