@@ -12,9 +12,9 @@ from memento.programs.jitmem_agent import JitMemAgent, build_jitmem
 from memento.programs.jitmem_curator import (
     NO_TRAJECTORIES,
     PAYLOAD_LABEL,
-    clip_to_tokens,
     JitMemCurator,
     TrajectoryDistiller,
+    clip_to_tokens,
     estimate_tokens,
     render_trajectory,
 )
