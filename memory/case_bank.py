@@ -25,6 +25,11 @@ Beyond the paper (flags): ``capacity`` + ``eviction=True`` keeps at most ``capac
 evicting the least useful first (lowest mean Q against recently logged queries; lowest reward, then oldest, before
 the gate has learned anything). Evicted cases stay in the database, marked, and leave the index.
 
+Concurrent writers (several processes on one directory): every write takes the directory lock
+(:class:`memento.memory.dir_lock.DirectoryLock`); under it the namespace index catches up with the database and a
+gate saved by another writer is reloaded before this one updates and saves it, so no update is lost to a
+last-writer-wins save.
+
 Example:
     >>> import tempfile
     >>> from memento.memory.embedder import HashingEmbedder
@@ -117,6 +122,12 @@ class CaseBankError(DataError):
 def _ns_file(namespace: str) -> str:
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", namespace)[:40]
     return f"{safe}-{hashlib.sha1(namespace.encode()).hexdigest()[:8]}"
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    """What changes when a file is replaced or rewritten: inode (atomic renames), mtime and size."""
+    st = path.stat()
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def _connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
@@ -346,6 +357,7 @@ class CaseBank:
         self._custom_gate = gate
         self._gate_options = dict(gate_options or {})
         self._learner: QGateLearner | None = None
+        self._gate_stamp: tuple[int, int, int] | None = None  # (inode, mtime_ns, size) of the gate file last seen
         self._lock = threading.RLock()
         self._indexes: dict[str, _NamespaceIndex] = {}
         self._conn = _connect(self.dir / DB_NAME, read_only=frozen)
@@ -487,7 +499,9 @@ class CaseBank:
             return []
         embs = self.embedder.embed([c.task_text for c in recs]).astype(np.float32)
         metas = list(metas) if metas is not None else [{}] * len(recs)
-        with self._lock:  # one writer at a time: the index update must follow its own commit
+        # one writer at a time (threads: the bank's lock; processes: the directory lock), and the index catches up
+        # with other writers' commits before this one, so its update follows its own commit
+        with self._lock, self._writer():
             index = self._index(self.namespace)
             rids = []
             with self._tx() as conn:
@@ -732,15 +746,38 @@ class CaseBank:
                 learner = QGateLearner(self._custom_gate, dim=self.dim, **opts)
                 path = self.dir / GATE_FILE
                 if path.exists():
-                    try:
-                        learner.load(path)
-                    except (RuntimeError, ValueError, KeyError) as exc:
-                        raise CaseBankError(
-                            f"saved Q-gate {path} does not fit this gate: {exc}".splitlines()[0]
-                        ) from exc
+                    self._load_gate(learner, path)
                 self._refill_replay(learner)
                 self._learner = learner
             return self._learner
+
+    def _load_gate(self, learner: QGateLearner, path: Path) -> None:
+        stamp = _stamp(path)
+        try:
+            learner.load(path)
+        except (RuntimeError, ValueError, KeyError) as exc:
+            raise CaseBankError(f"saved Q-gate {path} does not fit this gate: {exc}".splitlines()[0]) from exc
+        self._gate_stamp = stamp
+
+    def _reload_gate_if_changed(self) -> None:
+        """Reload the saved gate when another writer saved it after this bank last loaded or saved it."""
+        path = self.dir / GATE_FILE
+        if self._learner is not None and path.exists() and _stamp(path) != self._gate_stamp:
+            logger.info("case bank %s: Q-gate saved by another writer; reloading it before updating", self.dir)
+            self._load_gate(self._learner, path)
+
+    def _save_gate(self) -> None:
+        path = self.dir / GATE_FILE
+        self.gate.save(path, include_replay=False)
+        self._gate_stamp = _stamp(path)
+
+    @contextlib.contextmanager
+    def _writer(self):
+        """The directory lock (one writing process at a time; re-entrant within this process)."""
+        from memento.memory.dir_lock import DirectoryLock
+
+        with DirectoryLock(self.dir):
+            yield
 
     def _refill_replay(self, learner: QGateLearner) -> None:
         cap = learner.replay.capacity
@@ -868,7 +905,8 @@ class CaseBank:
             raise CaseBankError("record needs one reward in [0, 1] per case (or a single reward for all)")
         qv = self.embedder.embed([query])[0]
         cv = self.embeddings(ids)
-        with self._lock:
+        with self._lock, self._writer():
+            self._reload_gate_if_changed()  # another process's update is learned on, never overwritten
             before = self.gate.score(qv, cv) if self.gate_trained else np.full(len(ids), np.nan)
             cos = cv @ qv
             now = utcnow().isoformat()
@@ -895,7 +933,7 @@ class CaseBank:
             if not learn:
                 return None
             loss = self.gate.update(qv, cv, rs.astype(np.float32))
-            self.gate.save(self.dir / GATE_FILE, include_replay=False)
+            self._save_gate()
             return loss
 
     def logged_pairs(self, namespace: str | None = None) -> dict[str, np.ndarray]:
@@ -924,8 +962,10 @@ class CaseBank:
         pairs = self.logged_pairs(namespace)
         if not len(pairs["reward"]):
             raise CaseBankError(f"no logged (query, case, reward) pairs in {self.dir} to fit the Q-gate on")
-        report = self.gate.fit(pairs["q"], pairs["c"], pairs["reward"], epochs=epochs, add_to_replay=False)
-        self.gate.save(self.dir / GATE_FILE, include_replay=False)
+        with self._lock, self._writer():
+            self._reload_gate_if_changed()
+            report = self.gate.fit(pairs["q"], pairs["c"], pairs["reward"], epochs=epochs, add_to_replay=False)
+            self._save_gate()
         return report
 
     # -- eviction ------------------------------------------------------------------------------------------------
@@ -966,7 +1006,7 @@ class CaseBank:
         self._check_writable()
         if n <= 0:
             return []
-        with self._lock:
+        with self._lock, self._writer():
             scores = self.usefulness()
             order = list(scores)  # insertion order: ties broken oldest-first by the stable sort
             victims = sorted(order, key=lambda cid: scores[cid])[:n]

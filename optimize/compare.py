@@ -481,39 +481,68 @@ class MementoRunner:
 
 
 class JitMemRunner:
-    """JitMem: the training set as a seeded stream of batches (:func:`memento.optimize.jitmem_stream.stream`); the
-    judge gates which trajectories enter the bank after each batch. At test time the bank is read-only."""
+    """JitMem under one of the paper's protocols (``[jitmem] protocol``, ``--jitmem-protocol``).
+
+    * ``frozen``: the training set runs as a seeded stream of batches
+      (:func:`memento.optimize.jitmem_stream.stream`) and the judge gates which trajectories enter the bank after each
+      batch (``train_gate = "ground_truth"``: the metric gates instead, :func:`build_training_bank`); at test time
+      the bank is read-only.
+    * ``stream`` (the paper's test protocol): the test set itself is the stream. Each of ``orderings`` seeded
+      orderings starts from an empty bank (``warm``: a copy of the training bank built as above), runs the test tasks
+      in batches of ``stream_batch`` that share one bank state, and lets the judge-accepted trajectories of a batch
+      in only when it ends. An example's score is its mean over the orderings; ``info["stream"]`` holds each
+      ordering's mean, their mean and standard deviation, and the cold-start curve (score per stream batch, mean and
+      std over orderings, with the bank size each batch saw).
+    """
+
+    @staticmethod
+    def _protocol(ctx: CompareContext) -> str:
+        return ctx.settings.jitmem.protocol
 
     def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
-        from memento.optimize.jitmem_stream import stream
+        jit = ctx.settings.jitmem
+        if jit.protocol == "stream" and not jit.warm:
+            return TrainOutcome(
+                info={"protocol": "stream", "warm": False, "note": "cold start: the test stream starts empty"},
+                budget={"stream_batch": jit.stream_batch, "orderings": jit.orderings},
+            )
+        from memento.optimize.jitmem_stream import build_training_bank, stream
 
         agent = ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR)
         limit = ctx.budget.memory_train_limit
         trainset = ctx.trainset[:limit] if limit is not None else ctx.trainset
-        result = stream(
-            agent,
-            trainset,
-            batch_size=ctx.budget.memory_batch_size,
-            seed=ctx.seed,
-            metric=ctx.metric,
-            threads=ctx.threads,
-            checkpoint=method_dir / "stream.jsonl",  # a crashed stream resumes after its last applied batch
-        )
+        if jit.train_gate == "ground_truth":
+            threshold = ctx.settings.trainer.success_threshold
+            result = build_training_bank(agent, trainset, ctx.metric, threshold=threshold, threads=ctx.threads)
+        else:
+            result = stream(
+                agent,
+                trainset,
+                batch_size=ctx.budget.memory_batch_size,
+                seed=ctx.seed,
+                metric=ctx.metric,
+                threads=ctx.threads,
+                checkpoint=method_dir / "stream.jsonl",  # a crashed stream resumes after its last applied batch
+            )
         # bank size after each batch: what the next batch saw, and the final size after the last one
         before = {item.batch: item.bank_size for item in result.items}
         batches = sorted(before)
         growth = [{"batch": b + 1, "size": before.get(b + 1, len(agent.bank)), "unit": "trajectories"} for b in batches]
         curve = [{"batch": i + 1, "score": s} for i, s in enumerate(result.curve())]
-        searches = fetches = 0
-        for item in result.items:
-            usage = getattr(getattr(item.prediction, "trajectory", None), "usage", None) if item.prediction else None
-            if usage is not None:
-                searches += usage.searches
-                fetches += usage.fetches
+        searches, fetches = _web_counts(result.items)
         stored = sum(1 for item in result.items if item.stored)
+        info = {
+            "stored": stored,
+            "bank_size": len(agent.bank),
+            "train_mean": result.mean(),
+            "protocol": jit.protocol,
+            "train_gate": jit.train_gate,
+        }
+        if jit.protocol == "stream":
+            info["warm"] = True
         return TrainOutcome(
             budget=ctx.budget.for_method("memory") | {"train_examples": len(trainset)},
-            info={"stored": stored, "bank_size": len(agent.bank), "train_mean": result.mean()},
+            info=info,
             curve=curve,
             growth=growth,
             searches=searches,
@@ -524,6 +553,107 @@ class JitMemRunner:
     def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
         # frozen: the bank is opened read-only; test runs read it and never judge or write
         return ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR, frozen=True)
+
+    def test(
+        self, ctx: CompareContext, spec: MethodSpec, method_dir: Path, models: dict[str, str]
+    ) -> tuple[list[float], int, dict[str, float], PhaseCost, dict[str, Any]] | None:
+        """The stream protocol's test phase (``None`` under ``frozen``: the harness evaluates the loaded program)."""
+        if self._protocol(ctx) != "stream":
+            return None
+        import shutil
+        import statistics
+
+        from memento.optimize.jitmem_stream import stream
+
+        jit = ctx.settings.jitmem
+        n = len(ctx.testset)
+        per_ordering: list[dict[str, Any]] = []
+        totals = [0.0] * n
+        failed = 0
+        searches = fetches = 0
+        with _metered(ctx.roles) as (meter, clock):
+            for ordering in range(jit.orderings):
+                run_dir = method_dir / "test" / f"ordering-{ordering + 1}"
+                bank_dir = run_dir / MEMORY_DIR / "jitmem"
+                if bank_dir.exists() and not (run_dir / "stream.jsonl").exists():
+                    shutil.rmtree(bank_dir)  # a half-built copy from a crash: start this ordering over
+                if jit.warm and not bank_dir.exists():
+                    shutil.copytree(method_dir / MEMORY_DIR / "jitmem", bank_dir)
+                agent = ctx.build(spec.name, memory_dir=run_dir / MEMORY_DIR)
+                start_size = len(agent.bank)
+                result = stream(
+                    agent,
+                    ctx.testset,
+                    batch_size=jit.stream_batch,
+                    seed=ctx.seed + ordering,
+                    metric=ctx.metric,
+                    threads=ctx.threads,
+                    checkpoint=run_dir / "stream.jsonl",
+                )
+                s, f = _web_counts(result.items)
+                searches, fetches = searches + s, fetches + f
+                scores = [item.score if item.score is not None else 0.0 for item in result.items]
+                failed += sum(1 for item in result.items if item.error or item.score is None)
+                totals = [t + x for t, x in zip(totals, scores, strict=True)]
+                sizes: dict[int, int] = {}
+                for item in result.items:
+                    sizes[item.batch] = item.bank_size
+                per_ordering.append(
+                    {
+                        "ordering": ordering + 1,
+                        "seed": ctx.seed + ordering,
+                        "mean": sum(scores) / n if n else None,
+                        "bank_start": start_size,
+                        "bank_end": len(agent.bank),
+                        "curve": [
+                            {"batch": b + 1, "score": score, "bank_size": sizes[b]}
+                            for b, score in enumerate(result.curve())
+                        ],
+                        "order": [item.task_id for item in result.in_stream_order()],
+                    }
+                )
+                agent.bank.close()
+        cost = PhaseCost.from_usage(
+            meter.usage(), wall_seconds=clock[1], searches=searches, fetches=fetches, models=models
+        )
+        means = [o["mean"] for o in per_ordering if o["mean"] is not None]
+        batches = max((len(o["curve"]) for o in per_ordering), default=0)
+        curve = []
+        for b in range(batches):
+            values = [o["curve"][b]["score"] for o in per_ordering if b < len(o["curve"])]
+            values = [v for v in values if v is not None]
+            curve.append(
+                {
+                    "batch": b + 1,
+                    "score": statistics.fmean(values) if values else None,
+                    "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+                    "bank_size": [o["curve"][b]["bank_size"] for o in per_ordering if b < len(o["curve"])],
+                }
+            )
+        summary = {
+            "protocol": "stream",
+            "warm": jit.warm,
+            "orderings": jit.orderings,
+            "stream_batch": jit.stream_batch,
+            "mean": statistics.fmean(means) if means else None,
+            "std": statistics.stdev(means) if len(means) > 1 else 0.0,
+            "per_ordering": per_ordering,
+            "curve": curve,
+        }
+        atomic_write_text(method_dir / "test" / "stream.json", json.dumps(summary, indent=2))
+        scores = [t / jit.orderings for t in totals]
+        return scores, failed // max(1, jit.orderings), {}, cost, summary
+
+
+def _web_counts(items: Sequence[Any]) -> tuple[int, int]:
+    """Searches and fetches of a stream's runs (from their trajectories' usage)."""
+    searches = fetches = 0
+    for item in items:
+        usage = getattr(getattr(item.prediction, "trajectory", None), "usage", None) if item.prediction else None
+        if usage is not None:
+            searches += usage.searches
+            fetches += usage.fetches
+    return searches, fetches
 
 
 class CaseBankRunner:
@@ -731,9 +861,15 @@ def _run_method(
         log(f"{spec.name}: testing on {len(ctx.testset)} examples")
         if ctx.observer is not None:
             ctx.observer.phase(spec.name, "test", len(ctx.testset))
-        program = runner.load(ctx, spec, method_dir)
-        tested = _test_phase(ctx, spec, program, method_dir, models)
-        record.scores, record.failed_examples, record.measures, record.costs.test = tested
+        custom = getattr(runner, "test", None)
+        streamed = custom(ctx, spec, method_dir, models) if custom is not None else None
+        if streamed is not None:  # a runner with its own test protocol (JitMem's test stream)
+            record.scores, record.failed_examples, record.measures, record.costs.test, stream_info = streamed
+            record.info = {**record.info, "stream": stream_info}
+        else:
+            program = runner.load(ctx, spec, method_dir)
+            tested = _test_phase(ctx, spec, program, method_dir, models)
+            record.scores, record.failed_examples, record.measures, record.costs.test = tested
         record.artefacts["predictions"] = "test/"
         record.status = "done"
     except (LMUnavailableError, KeyboardInterrupt):
@@ -822,6 +958,8 @@ def _check_split(out_dir: Path, split: dict[str, Any]) -> None:
         previous = json.loads(path.read_text(encoding="utf-8"))
         keys = ("task", "seed", "train_ids", "test_ids", "lm_roles", "metric", "budget")
         changed = [k for k in keys if previous.get(k) != split.get(k)]
+        if "method_settings" in previous and previous["method_settings"] != split.get("method_settings"):
+            changed.append("[cbr]/[jitmem] settings")
         if changed:
             raise ConfigError(
                 f"{out_dir} holds a comparison with a different {', '.join(changed)}; "
@@ -930,6 +1068,7 @@ def compare(
         "lm_roles": models,
         "metric": metric_name,
         "budget": budget.model_dump(),
+        "method_settings": {"cbr": settings.cbr.model_dump(), "jitmem": settings.jitmem.model_dump()},
     }
     _check_split(out, split)
     ctx = CompareContext(

@@ -186,6 +186,25 @@ def render_markdown(report: CompareReport) -> str:
         lines += ["", "## Measures (test means)", ""]
         for name, measures in measured.items():
             lines.append(f"- `{name}`: " + ", ".join(f"{k}={v:.3f}" for k, v in sorted(measures.items())))
+    streams = {name: res.info["stream"] for name, res in report.methods.items() if res.info.get("stream")}
+    if streams:
+        lines += ["", "## Test streams (JitMem stream protocol: mean ± std over orderings, score per stream batch)", ""]
+        for name, info in streams.items():
+            start = "training bank" if info.get("warm") else "empty bank"
+            mean = "–" if info.get("mean") is None else f"{info['mean']:.3f} ± {info.get('std', 0.0):.3f}"
+            curve = ", ".join(
+                "–" if p.get("score") is None else f"{p['score']:.2f}±{p.get('std', 0.0):.2f}" for p in info["curve"]
+            )
+            lines.append(
+                f"- `{name}`: {mean} over {info.get('orderings')} orderings from an {start}, batches of "
+                f"{info.get('stream_batch')}; per batch: {curve}"
+            )
+    passes = {name: res.info["passes"] for name, res in report.methods.items() if len(res.info.get("passes", [])) > 1}
+    if passes:
+        lines += ["", "## Training passes (score per pass over the same tasks, the bank growing)", ""]
+        for name, rows in passes.items():
+            shown = ", ".join(f"pass {r['pass']}: {_fmt(r['score'])}" for r in rows)
+            lines.append(f"- `{name}`: {shown}")
     lines += ["", "## Artefacts", ""]
     for name, res in report.methods.items():
         for label, value in res.artefacts.items():

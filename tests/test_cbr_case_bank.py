@@ -340,3 +340,23 @@ def test_bank_retrieve_softmax_at_tiny_alpha_equals_greedy_q(tmp_path):
     greedy = [c.id for c, _ in bank.retrieve(TOPICS[0], k=4, policy="q")]
     for seed in range(20):
         assert [c.id for c, _ in bank.retrieve(TOPICS[0], k=4, policy="softmax", alpha=1e-8, seed=seed)] == greedy
+
+
+def test_two_writers_on_one_directory_lose_no_gate_update_or_case(tmp_path):
+    emb = HashingEmbedder(dim=64)
+    a = CaseBank(tmp_path, emb, seed=0, min_pairs=0)
+    b = CaseBank(tmp_path, emb, seed=0, min_pairs=0)  # a second writer (another process in real use)
+    ca = a.add(TOPICS[0], "plan a", reward=1.0)
+    cb = b.add(TOPICS[1], "plan b", reward=0.0)
+    # each sees the other's case: the index catches up under the directory lock
+    assert {c.id for c, _ in a.retrieve(TOPICS[1], k=4)} == {ca.id, cb.id}
+    assert {c.id for c, _ in b.retrieve(TOPICS[0], k=4)} == {ca.id, cb.id}
+    a.gate  # noqa: B018 - both gates loaded before either update
+    b.gate  # noqa: B018
+    a.record(TOPICS[0], [ca], 1.0)
+    b.record(TOPICS[1], [cb], 0.0)  # b reloads a's saved gate first, then learns and saves on top of it
+    a.record(TOPICS[2], [ca, cb], [1.0, 0.0])
+    reopened = CaseBank(tmp_path, emb, seed=0)
+    assert reopened.gate.updates == 3 and reopened.gate.pairs_trained == a.gate.pairs_trained
+    assert reopened.pairs_logged() == 4
+    assert (tmp_path / ".memento.lock").exists()
