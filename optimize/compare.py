@@ -15,7 +15,8 @@ baseline method.
 
 Methods: any registered program (``closed_book``, ``few_shot``, ``react``, ``aet`` ...: built, saved, tested),
 ``<optimiser>:<base>`` (``gepa:react``, ``miprov2:aet``, ``bootstrap:closed_book``), and the memory methods
-``memento``, ``react_memory`` (ReAct reading MEMENTO memory), ``cbr`` and ``jitmem``. Register your own with
+``memento``, ``react_memory`` (ReAct reading MEMENTO memory), ``cbr``, ``jitmem`` and the case-memory baselines
+``closed_book_cases`` / ``few_shot_cases`` (reading the bank ``cbr`` trains). Register your own with
 :func:`register_runner`.
 
 Resumable: a method whose ``DIR/<method>/done`` marker exists is not rerun; a method whose training finished
@@ -87,7 +88,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MEMORY_METHODS: tuple[str, ...] = ("memento", "react_memory", "cbr", "jitmem")
+MEMORY_METHODS: tuple[str, ...] = ("memento", "react_memory", "cbr", "jitmem", "closed_book_cases", "few_shot_cases")
+#: Methods that read memory another compared method trains (run after it, reuse its artefact when it is done).
+_READERS: dict[str, str] = {"react_memory": "memento", "closed_book_cases": "cbr", "few_shot_cases": "cbr"}
 PROGRAM_FILE = "program.json"
 MEMORY_DIR = "memory"
 
@@ -739,6 +742,78 @@ class CaseBankRunner:
         return agent
 
 
+class CaseMemoryRunner:
+    """The case-memory baselines (``closed_book_cases``, ``few_shot_cases``): the plain LLM reading the case bank's
+    top-K cases. They read the bank ``cbr`` trained in the same comparison when it is done (no training of their
+    own); otherwise they fill their own bank by answering the training set in batches, each answer stored as a case
+    with the metric's score as reward. At test time the bank is frozen."""
+
+    def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
+        shared = ctx.out_dir / "cbr"
+        if (shared / "done").exists() and (shared / MEMORY_DIR / "cbr").is_dir():
+            return TrainOutcome(
+                info={"memory_from": "cbr", "note": "reads the case bank trained by `cbr` (its cost)"},
+                artefacts={"memory": f"../cbr/{MEMORY_DIR}"},
+            )
+        import shutil
+
+        from memento.threads import run_parallel
+
+        bank_dir = method_dir / MEMORY_DIR / "cbr"
+        if bank_dir.exists():
+            shutil.rmtree(bank_dir)  # cases are not batch-versioned: a crashed training starts over
+        program = self._build(ctx, spec, method_dir / MEMORY_DIR, frozen=False)
+        limit = ctx.budget.memory_train_limit
+        trainset = list(ctx.trainset[:limit] if limit is not None else ctx.trainset)
+        size = ctx.budget.memory_batch_size
+        curve: list[dict[str, Any]] = []
+        growth: list[dict[str, Any]] = []
+
+        def run_one(example: dspy.Example) -> float:
+            from memento.metrics.as_float import score_of
+
+            inputs = {**ctx.task.inputs(example), "task_id": example_id(example, ctx.task)}
+            pred = program(**inputs)
+            reward = min(1.0, max(0.0, float(score_of(ctx.metric(example, pred)))))
+            program.retain(pred, reward)
+            return reward
+
+        for batch, start in enumerate(range(0, len(trainset), size), 1):
+            rewards = run_parallel(run_one, trainset[start : start + size], threads=ctx.threads)
+            curve.append({"batch": batch, "score": sum(rewards) / len(rewards), "n": len(rewards)})
+            growth.append({"batch": batch, "size": program.bank.count(), "unit": "cases"})
+        info = {"cases": program.bank.count(), "policy": program.policy}
+        program.bank.close()
+        return TrainOutcome(
+            budget=ctx.budget.for_method("memory") | {"train_examples": len(trainset), "k": program.k},
+            info=info,
+            curve=curve,
+            growth=growth,
+            artefacts={"memory": MEMORY_DIR},
+        )
+
+    @staticmethod
+    def _build(ctx: CompareContext, spec: MethodSpec, memory_dir: Path, *, frozen: bool) -> Any:
+        from memento.programs.case_memory import build_closed_book_cases, build_few_shot_cases
+
+        build = build_few_shot_cases if spec.name == "few_shot_cases" else build_closed_book_cases
+        return build(
+            task=ctx.task,
+            settings=ctx.settings,
+            roles=ctx.roles,
+            trainset=list(ctx.trainset),
+            memory_dir=memory_dir,
+            frozen=frozen,
+            embedder=ctx.embedder,
+        )
+
+    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
+        memory_dir = method_dir / MEMORY_DIR
+        if not (memory_dir / "cbr").is_dir():
+            memory_dir = ctx.out_dir / "cbr" / MEMORY_DIR
+        return self._build(ctx, spec, memory_dir, frozen=True)
+
+
 _RUNNERS: dict[str, MethodRunner] = {}
 _KIND_RUNNERS: dict[str, MethodRunner] = {"program": ProgramRunner(), "optimizer": OptimizerRunner()}
 
@@ -752,6 +827,8 @@ register_runner("memento", MementoRunner())
 register_runner("react_memory", MementoRunner())
 register_runner("jitmem", JitMemRunner())
 register_runner("cbr", CaseBankRunner())
+register_runner("closed_book_cases", CaseMemoryRunner())
+register_runner("few_shot_cases", CaseMemoryRunner())
 
 
 def _runner_for(spec: MethodSpec) -> MethodRunner:
@@ -1034,8 +1111,8 @@ def compare(
     specs = parse_methods(methods)
     if baseline not in {s.name for s in specs}:
         specs = [*parse_methods([baseline]), *specs]
-    # memento before react_memory, which reads the memory memento trains
-    specs.sort(key=lambda s: 1 if s.name == "react_memory" else 0)
+    # memento before react_memory, cbr before the case-memory baselines: they read the memory those train
+    specs.sort(key=lambda s: 1 if s.name in _READERS else 0)
 
     if trainset is None or testset is None:
         if data is None:

@@ -43,6 +43,7 @@ METHOD_MODULES: tuple[str, ...] = (
     "memento.programs.adaptive_exploration_tree",
     "memento.programs.memento_program",
     "memento.programs.case_based_agent",
+    "memento.programs.case_memory",
     "memento.programs.jitmem_agent",
 )
 

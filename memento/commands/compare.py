@@ -57,6 +57,7 @@ def compare(
         typer.Option(
             "--methods",
             help="Comma-separated methods: closed_book, few_shot, react, react_memory, aet, memento, cbr, jitmem, "
+            "closed_book_cases, few_shot_cases, "
             "gepa:<base>, miprov2:<base>, bootstrap:<base> (base: react, aet, closed_book ...).",
         ),
     ],
