@@ -21,7 +21,6 @@ from memento.commands._common import (
     err_console,
     settings_from_flags,
 )
-from memento.commands._observe import LogLMOpt, observe, observe_flags, report_hint
 from memento.commands._method_options import (
     CBRK,
     CBRAlpha,
@@ -38,6 +37,7 @@ from memento.commands._method_options import (
     JitMemWarm,
     section,
 )
+from memento.commands._observe import LogLMOpt, observe, observe_flags, report_hint
 from memento.errors import ConfigError
 
 __all__ = ["register"]
