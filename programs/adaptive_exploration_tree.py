@@ -348,6 +348,11 @@ class _TreeRun:
                 question, parent = getattr(item, "question", ""), getattr(item, "parent_id", None) or ROOT_ID
             proposals.append((str(question), str(parent).strip()))
         nodes = self._add_nodes(proposals, wave + 1)
+        if not nodes and not self.budgets.stop_early:  # the explore-until-spent rule was not followed: say so
+            self.call.note(
+                f"reflection after wave {wave} proposed no new sub-question with {remaining} of the budget left "
+                "(budgets.stop_early is off)"
+            )
         seconds = self.timed(f"reflect_{wave}_s", started)
         self.emit(TreeEvent("reflect", wave, list(nodes), text=reflection, seconds=seconds))
         return nodes

@@ -243,3 +243,5 @@ def test_reflection_stopping_rule_follows_budgets_stop_early(stop_early, engine,
     rule = _flat(reflect_calls[0].inputs["stopping_rule"])
     assert rule == _flat(STOP_WHEN_ESTABLISHED if stop_early else EXPLORE_UNTIL_BUDGET)
     assert ("Explore until the question budget is spent" in rule) is not stop_early
+    notes = " ".join(aet(question="Where was the author of Dune born?").trajectory.notes)
+    assert ("proposed no new sub-question with 2 of the budget left" in notes) is not stop_early
