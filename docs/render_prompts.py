@@ -100,7 +100,7 @@ def _script(engine: ScriptedEngine) -> None:
     """Plausible scripted replies, so the rendered prompts show a realistic research state."""
     engine.when(predicate=lambda c: "sub_questions" in c.output_fields, sub_questions=[HOP1])
     engine.when(
-        predicate=lambda c: "new_questions" in c.output_fields and "League of Nations" not in c.inputs["research_tree"],
+        predicate=lambda c: "new_questions" in c.output_fields and HOP2 not in c.inputs["research_tree"],
         reflection="Titulescu presided over the League of Nations Assembly; its founding date is still missing.",
         new_questions=[{"question": HOP2, "parent_id": "root"}],
     )
