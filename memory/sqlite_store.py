@@ -201,6 +201,11 @@ class Transaction:
         self.batch = batch
         self.changed = 0
 
+    def checkpoint(self, key: str) -> Any:
+        """A checkpoint value as seen inside this transaction (for a commit conditional on it), or None."""
+        row = self.conn.execute("SELECT value FROM checkpoints WHERE key=?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
     def get(self, store: str, item_id: str) -> dict[str, Any] | None:
         """The stored record of an item, or None."""
         row = self.conn.execute("SELECT data FROM items WHERE store=? AND id=?", (store, item_id)).fetchone()

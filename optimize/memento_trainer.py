@@ -41,8 +41,9 @@ from typing import Any
 
 import dspy
 
-from memento.errors import ConfigError, DataError
+from memento.errors import ConfigError, DataError, LMUnavailableError
 from memento.lm import raise_if_fatal
+from memento.lm_failures import LMFailureWatch
 from memento.memory.canonicalizer import Candidate, Canonicalizer, is_no_data
 from memento.memory.memento_memory import MementoMemory
 from memento.memory.rule_book import RuleBook
@@ -67,6 +68,10 @@ logger = logging.getLogger(__name__)
 PHASES: tuple[str, ...] = ("forward", "consolidated", "scored", "done")
 _KEY = "trainer/batch/{:05d}"
 _CLIP = 500
+
+
+class _StaleBatch(Exception):
+    """The batch's checkpoint changed under this run (another writer): its write is abandoned."""
 
 
 def example_id(example: Any, index: int) -> str:
@@ -111,6 +116,9 @@ class MementoTrainer:
             (``trainer.success_threshold``; the rule of :func:`memento.metrics.success.succeeded`).
         max_craft_entries: the size M1 is kept to when rewritten.
         on_event: called as ``on_event(batch, phase, detail)`` when a phase starts (the CLI's progress).
+        max_consecutive_lm_failures: training stops (``LMUnavailableError``, nothing committed for the batch)
+            once this many LM calls failed in a row (``trainer.max_consecutive_lm_failures``); a batch whose
+            forward pass has no valid run because LM calls failed is never committed either, so a rerun retries it.
     """
 
     def __init__(
@@ -126,6 +134,7 @@ class MementoTrainer:
         success_threshold: float = DEFAULT_SUCCESS_THRESHOLD,
         max_craft_entries: int = 12,
         on_event: Callable[[int, str, str], None] | None = None,
+        max_consecutive_lm_failures: int = 3,
     ) -> None:
         if batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
@@ -146,6 +155,7 @@ class MementoTrainer:
         self.success_threshold = success_threshold
         self.max_craft_entries = max_craft_entries
         self.on_event = on_event
+        self.lm_watch = LMFailureWatch(max_consecutive=max_consecutive_lm_failures)
         self.task = getattr(program, "task", None)
         self.distill_insights = dspy.Predict(DistillCraftInsights)
         self.consolidate_craft = dspy.Predict(ConsolidateCraftKnowledge)
@@ -198,7 +208,29 @@ class MementoTrainer:
         return reports
 
     def run_batch(self, batch: int, examples: list[Any], ids: list[str]) -> BatchReport:
-        """Run (or resume) one batch through phases A, B and C and commit its version."""
+        """Run (or resume) one batch through phases A, B and C and commit its version.
+
+        Every write is conditional on the batch's checkpoint being the one this run last saw, so a batch is applied
+        exactly once even if two writers interleave (the CLI also holds the directory's lock).
+        """
+        try:
+            return self._run_batch(batch, examples, ids)
+        except _StaleBatch:
+            state = self.memory.db.checkpoint(_KEY.format(batch)) or {}
+            if state.get("phase") == "done":
+                self._emit(batch, "done", "already applied by another writer; skipped")
+                return BatchReport.model_validate(state["report"])
+            raise DataError(
+                f"batch {batch} in {self.memory.directory} was advanced by another writer; rerun to resume it"
+            ) from None
+
+    @staticmethod
+    def _guard(tx: Any, key: str, phase: str | None) -> None:
+        """Go on only if the batch's stored phase is still ``phase`` (what this run last wrote or read)."""
+        if (tx.checkpoint(key) or {}).get("phase") != phase:
+            raise _StaleBatch
+
+    def _run_batch(self, batch: int, examples: list[Any], ids: list[str]) -> BatchReport:
         key = _KEY.format(batch)
         fp = self.fingerprint(ids)
         state = self.memory.db.checkpoint(key) or {}
@@ -215,7 +247,9 @@ class MementoTrainer:
         if _phase_index(state.get("phase")) < _phase_index("forward"):
             started = time.perf_counter()
             self._emit(batch, "forward", f"{len(examples)} examples")
-            runs = self._forward(examples, ids)
+            with self.lm_watch:
+                runs = self._forward(examples, ids)
+            self._stop_on_lm_failure(batch, runs)
             seconds["forward"] = round(time.perf_counter() - started, 3)
             state = {
                 "fingerprint": fp,
@@ -226,6 +260,7 @@ class MementoTrainer:
                 "train_lm_calls": 0,
             }
             with self.memory.transaction(batch=batch) as tx:
+                self._guard(tx, key, None)
                 tx.set_checkpoint(key, state)
         runs = state["runs"]
         trajectories = [Trajectory.model_validate(r["trajectory"]) for r in runs]
@@ -239,6 +274,7 @@ class MementoTrainer:
             train_calls += meter.usage().lm_calls
             seconds["consolidate"] = round(time.perf_counter() - started, 3)
             with self.memory.transaction(batch=batch) as tx:
+                self._guard(tx, key, state["phase"])
                 for name, value in self._apply_consolidation(batch, plan, tx).items():
                     counts[name] = counts.get(name, 0) + value
                 state.update(phase="consolidated", seconds=seconds, train_lm_calls=train_calls, counts=counts)
@@ -253,8 +289,10 @@ class MementoTrainer:
             for run, (score, feedback) in zip(runs, scored, strict=True):
                 run["score"], run["feedback"] = score, feedback
             seconds["score"] = round(time.perf_counter() - started, 3)
+            phase = state["phase"]
             state.update(phase="scored", runs=runs, seconds=seconds)
             with self.memory.transaction(batch=batch) as tx:
+                self._guard(tx, key, phase)
                 tx.set_checkpoint(key, state)
 
         started = time.perf_counter()
@@ -264,6 +302,7 @@ class MementoTrainer:
         train_calls += meter.usage().lm_calls
         seconds["reflect"] = round(time.perf_counter() - started, 3)
         with self.memory.transaction(batch=batch) as tx:
+            self._guard(tx, key, state["phase"])  # another writer applied or advanced it meanwhile: never twice
             for name, value in self._apply_reflection(batch, plan, tx).items():
                 counts[name] = counts.get(name, 0) + value
             version = self.memory.commit_version(batch=batch, note=f"batch {batch}: {len(runs)} examples", tx=tx)
@@ -280,6 +319,21 @@ class MementoTrainer:
             tx.set_checkpoint(key, state, version=version)
         self._emit(batch, "done", f"version {version}")
         return report
+
+    def _stop_on_lm_failure(self, batch: int, runs: list[dict[str, Any]]) -> None:
+        """Refuse to go on with a batch the LM failed: too many failed calls in a row, or no valid run at all."""
+        watch = self.lm_watch
+        valid = sum(self._valid(r, Trajectory.model_validate(r["trajectory"])) for r in runs)
+        if watch.tripped or (valid == 0 and watch.failed > 0):
+            why = (
+                f"{watch.streak} consecutive LM calls failed"
+                if watch.tripped
+                else f"no valid run; {watch.failed} LM calls failed"
+            )
+            raise LMUnavailableError(
+                f"training stopped at batch {batch} ({why}; last: {watch.last_error}); nothing committed for "
+                "this batch: fix the LM and rerun to retry it"
+            )
 
     # -- Phase A: forward pass -----------------------------------------------------------------------------
     def _forward(self, examples: list[Any], ids: list[str]) -> list[dict[str, Any]]:

@@ -26,6 +26,8 @@ __all__ = [
     "settings_from_flags",
     "cli_errors",
     "cancellable",
+    "memory_lock",
+    "NoWaitOpt",
     "not_available",
     "at_command_end",
 ]
@@ -40,6 +42,10 @@ ConfigOpt = Annotated[Path | None, typer.Option("--config", help="TOML settings 
 LMOpt = Annotated[str | None, typer.Option("--lm", help="Agent model, e.g. openai/gpt-4o-mini (env MEMENTO_LM).")]
 APIBaseOpt = Annotated[
     str | None, typer.Option("--api-base", help="API base of the agent model (any OpenAI-compatible server).")
+]
+NoWaitOpt = Annotated[
+    bool,
+    typer.Option("--no-wait", help="If another process writes the memory directory, exit at once instead of waiting."),
 ]
 JudgeLMOpt = Annotated[str | None, typer.Option("--judge-lm", help="Judge model (default: the agent model).")]
 
@@ -132,6 +138,19 @@ def cancellable(fn: F) -> F:
             return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def memory_lock(directory: Path | str, *, no_wait: bool = False) -> Any:
+    """The write lock of a memory directory (:class:`~memento.memory.dir_lock.DirectoryLock`) with the CLI's message.
+
+    Waiting prints one line on stderr; with ``no_wait`` a held lock is a one-line error naming the holder.
+    """
+    from memento.memory.dir_lock import DirectoryLock
+
+    def _say(message: str) -> None:
+        err_console.print(f"memento: {message}", markup=False, highlight=False)
+
+    return DirectoryLock(directory, wait=not no_wait, on_wait=_say)
 
 
 def not_available(name: str) -> None:

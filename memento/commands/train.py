@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -21,8 +21,11 @@ from memento.commands._common import (
     ConfigOpt,
     JudgeLMOpt,
     LMOpt,
+    NoWaitOpt,
+    cancellable,
     cli_errors,
     console,
+    memory_lock,
     settings_from_flags,
 )
 from memento.commands._observe import LogLMOpt, observe, observe_flags, report_hint
@@ -42,6 +45,7 @@ _PHASE_LABEL = {
 
 
 @cli_errors
+@cancellable
 def train(
     task: Annotated[str, typer.Option("--task", help="Task spec: qa, multihop, legal, opinion, sales.")],
     data: Annotated[Path, typer.Option("--data", help="The task's training data file.")],
@@ -62,29 +66,16 @@ def train(
         str, typer.Option("--embedder", help="Embeddings for canonicalisation: minilm (bundled) or hashing (fast).")
     ] = "minilm",
     log_lm: LogLMOpt = None,
+    no_wait: NoWaitOpt = False,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
     judge_lm: JudgeLMOpt = None,
 ) -> None:
     """Train MEMENTO memory: per batch, forward pass + consolidation (A), scoring (B), reflection (C), new version."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
     import memento
     from memento.commands.run import resolve_task
-    from memento.memory.memento_memory import MementoMemory
-    from memento.optimize.batch_report import reports_table
-    from memento.optimize.memento_trainer import MementoTrainer
-    from memento.programs.memento_program import Memento
-    from memento.progress import progress_console
-    from memento.web.factory import web_tools_factory
 
     if not data.exists():
         raise DataError(f"data file not found: {data}")
@@ -119,6 +110,38 @@ def train(
         vectors = default_embedder()
     else:
         raise ConfigError(f"unknown embedder {embedder!r}: use minilm or hashing")
+    with memory_lock(directory, no_wait=no_wait):  # one writer per memory directory, for all of its writes
+        _fit(directory, vectors, task_spec, examples, score, settings, roles, batch_size)
+    report_hint(Path(directory))
+
+
+def _fit(
+    directory: Path,
+    vectors: Any,
+    task_spec: Any,
+    examples: list[Any],
+    score: Any,
+    settings: Any,
+    roles: Any,
+    batch_size: int,
+) -> None:
+    """Open the memory (under its lock) and train it batch by batch with a progress display."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from memento.memory.memento_memory import MementoMemory
+    from memento.optimize.batch_report import reports_table
+    from memento.optimize.memento_trainer import MementoTrainer
+    from memento.programs.memento_program import Memento
+    from memento.progress import progress_console
+    from memento.web.factory import web_tools_factory
+
     store = MementoMemory(directory, embedder=vectors)
     program = Memento(
         task_spec,
@@ -158,11 +181,11 @@ def train(
             roles=roles,
             success_threshold=settings.trainer.success_threshold,
             on_event=on_event,
+            max_consecutive_lm_failures=settings.trainer.max_consecutive_lm_failures,
         )
         reports = trainer.fit(examples)
     console.print(reports_table(reports))
     console.print(f"memory {directory}: version {store.version}")
-    report_hint(Path(directory))
 
 
 def register(app: typer.Typer) -> None:
