@@ -26,7 +26,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from memento.errors import MemoryLockedError
+from memento.errors import ConfigError, MemoryLockedError
+from memento.paths import writable_dir
 from memento.scrub import scrub
 
 __all__ = ["DirectoryLock", "LOCK_FILE_NAME", "lock_holder"]
@@ -105,8 +106,17 @@ class DirectoryLock:
         return str(self.path.resolve())
 
     def acquire(self) -> DirectoryLock:
-        """Take the lock (see the class docstring); returns self."""
-        self.path.mkdir(parents=True, exist_ok=True)
+        """Take the lock (see the class docstring); returns self.
+
+        Raises:
+            MemoryLockedError: the lock is held by another process and ``wait`` is false.
+            ConfigError: the path is a file, or under one, or not writable (one line).
+        """
+        writable_dir(self.path, what="memory directory")
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"memory directory {self.path} cannot be created: {exc.strerror or exc}") from None
         key = self._key()
         with _path_lock(key):
             with _registry_lock:
