@@ -82,9 +82,9 @@ def config_show(
 
 
 def _register_commands() -> None:
-    from memento.commands import compare, corpus, eval, memory, report, run, train
+    from memento.commands import compare, corpus, eval, memory, optimize_curator, report, run, train
 
-    for module in (run, train, eval, compare, memory, corpus, report):
+    for module in (run, train, eval, compare, optimize_curator, memory, corpus, report):
         module.register(app)
 
 
