@@ -12,10 +12,13 @@ Sections (each measured in this run, on this machine):
 3. Softmax sampling: empirical first-draw frequencies vs ``softmax(Q/alpha)`` (max abs deviation, chi-square).
 4. Eviction (capacity cap, least-useful-first by Q) vs a FIFO cap, on data where some cases are never useful.
 5. Executor-level case bank: per-sub-task overhead (retrieve + add) at 1,000 tool cases.
+8. Online learning on hidden-usefulness data: the gate trained on greedy-Q retrievals vs on softmax(logit(Q)/alpha)
+   samples vs cosine; precision of useful cases in the top 4 (held-out queries, greedy) after N tasks.
 
 Usage:
     python bench/bench_case_bank.py            # full run (100k cases; ~10 min on 2 cores)
     python bench/bench_case_bank.py --quick    # 10k cases, smaller synthetic sets
+    python bench/bench_case_bank.py --only online [--alpha 1.0 --min-pairs 32]
 """
 
 from __future__ import annotations
@@ -450,14 +453,87 @@ def bench_threads() -> list[str]:
     return lines
 
 
+# -- 8. online learning: exploration vs greedy -------------------------------------------------------------------
+def bench_online(tmp: Path, *, dim: int, tasks: int, n_cases: int, alpha: float, min_pairs: int) -> list[str]:
+    """Three banks over the same cases and the same stream of tasks: the gate trained on what greedy Q retrieves,
+    the gate trained on what softmax(logit(Q)/alpha) samples, and cosine (no learning). After each checkpoint the
+    precision of useful cases in the top 4 is measured greedily on held-out probe queries."""
+    from memento.memory.case_bank import CaseBank
+
+    amp, seed, flip, prefilter, probes = 0.2, 11, 0.1, 32, 200
+    world = HiddenWorld(dim, seed=seed, amp=amp)
+    vecs, signs, _ = world.cases(n_cases)
+    qv, qs = world.queries(tasks)
+    pv, ps = world.queries(probes)
+    checkpoints = sorted({max(1, tasks // 8), tasks // 4, tasks // 2, tasks})
+    runs = {"greedy Q (train q)": "q", "softmax (train softmax)": "softmax", "cosine (no gate)": "cosine"}
+    table: dict[str, dict[int, float]] = {}
+    online: dict[str, float] = {}
+    seconds: dict[str, float] = {}
+    for label, policy in runs.items():
+        emb = LookupEmbedder(dim)
+        for j, vec in enumerate(vecs):
+            emb.table[f"case {j}"] = vec
+        for t in range(tasks):
+            emb.table[f"q {t}"] = qv[t]
+        for i in range(probes):
+            emb.table[f"probe {i}"] = pv[i]
+        bank = CaseBank(
+            tmp / f"online-{policy}", emb, seed=0, min_pairs=min_pairs, prefilter=prefilter, gate_options={"lr": 2e-3}
+        )
+        cases = bank.add_many([{"task_text": f"case {j}", "plan": f"p{j}", "reward": 1.0} for j in range(n_cases)])
+        sign_of = {c.id: s for c, s in zip(cases, signs, strict=True)}
+        noise = np.random.default_rng(5)  # the same flipped rewards in every run
+        table[label] = {}
+        got: list[float] = []
+        started = time.perf_counter()
+        for t in range(tasks):
+            hits = bank.retrieve(f"q {t}", k=4, policy=policy, alpha=alpha, seed=t)
+            truth = [float(sign_of[c.id] == qs[t]) for c, _ in hits]
+            got.extend(truth)
+            if policy != "cosine":
+                rewards = [float(x != (noise.random() < flip)) for x in truth]
+                bank.record(f"q {t}", [c for c, _ in hits], rewards)
+            if t + 1 in checkpoints:
+                test = "cosine" if policy == "cosine" else "q"  # testing is greedy
+                useful = []
+                for i in range(probes):
+                    useful.extend(
+                        float(sign_of[c.id] == ps[i]) for c, _ in bank.retrieve(f"probe {i}", k=4, policy=test)
+                    )
+                table[label][t + 1] = float(np.mean(useful))
+        seconds[label] = time.perf_counter() - started
+        online[label] = float(np.mean(got))
+        bank.close()
+    lines = [
+        f"Generator: HiddenWorld(dim={dim}, seed={seed}, amp={amp}) — a case helps a query iff hidden signs agree "
+        f"(half of all pairs useful by construction; cosine carries no signal); {n_cases} cases, "
+        f"{tasks} training tasks, k=4, prefilter {prefilter}, {int(flip * 100)}% of training rewards flipped, "
+        f"gate lr 2e-3, min_pairs {min_pairs}, softmax alpha {alpha} over logit(Q); {probes} held-out probe queries "
+        "ranked greedily (Q for the gates, cosine for cosine).",
+        "",
+        "| training | " + " | ".join(f"precision@4 after {n} tasks" for n in checkpoints) + " | useful share retrieved "
+        "while training | s |",
+        "|---|" + "---|" * len(checkpoints) + "---|---|",
+    ]
+    for label in runs:
+        cells = " | ".join(f"{table[label][n]:.3f}" for n in checkpoints)
+        lines.append(f"| {label} | {cells} | {online[label]:.3f} | {seconds[label]:.1f} |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10k cases and smaller synthetic sets")
     parser.add_argument("--cases", type=int, default=None, help="cases for the scale section (default 100000)")
     parser.add_argument("--skip-minilm", action="store_true")
     parser.add_argument(
-        "--only", choices=["gate", "scale", "softmax", "eviction", "executor", "minilm", "threads"], default=None
+        "--only",
+        choices=["gate", "scale", "softmax", "eviction", "executor", "minilm", "threads", "online"],
+        default=None,
     )
+    parser.add_argument("--alpha", type=float, default=1.0, help="online section: softmax temperature over logit(Q)")
+    parser.add_argument("--min-pairs", type=int, default=32, help="online section: pairs before the gate ranks")
     args = parser.parse_args()
     n = args.cases or (10_000 if args.quick else 100_000)
     q = args.quick
@@ -483,6 +559,13 @@ def main() -> None:
             ("executor", "5. Executor-level case bank overhead", lambda: bench_executor_bank(tmp)),
             ("minilm", "6. Embedding cost (MiniLM)", lambda: bench_minilm(256)),
             ("threads", "7. Compute threads (torch + FAISS OpenMP)", bench_threads),
+            (
+                "online",
+                "8. Online learning: greedy-Q vs softmax training vs cosine (precision of useful cases in the top 4)",
+                lambda: bench_online(
+                    tmp, dim=64, tasks=300 if q else 800, n_cases=1000, alpha=args.alpha, min_pairs=args.min_pairs
+                ),
+            ),
         ]
         for key, title, run in sections:
             skipped = key in ("minilm", "threads") and args.skip_minilm and args.only != key
