@@ -6,7 +6,8 @@ where each value came from, which ``memento config show`` prints.
 
 Environment names: ``MEMENTO_LM`` is the agent's model string and ``MEMENTO_LM_<FIELD>`` its other fields
 (``MEMENTO_LM_API_BASE``, ``MEMENTO_LM_API_KEY``, ``MEMENTO_LM_TEMPERATURE`` ...); the same holds for the roles
-``JUDGE_LM``, ``REFLECTION_LM`` and ``CURATOR_LM``. Other sections use ``MEMENTO_<SECTION>_<FIELD>``
+``JUDGE_LM``, ``REFLECTION_LM``, ``CURATOR_LM`` and
+``PLANNER_LM`` (the CBR planner). Other sections use ``MEMENTO_<SECTION>_<FIELD>``
 (``MEMENTO_WEB_CORPUS``, ``MEMENTO_RUN_THREADS``, ``MEMENTO_BUDGETS_TOTAL_QUESTIONS``).
 
 API keys are read from the environment only (``MEMENTO_<ROLE>_API_KEY``, a variable named by ``api_key_env``,
@@ -51,7 +52,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ROLES: tuple[str, ...] = ("lm", "judge_lm", "reflection_lm", "curator_lm")
+ROLES: tuple[str, ...] = ("lm", "judge_lm", "reflection_lm", "curator_lm", "planner_lm")
 _SECTIONS: tuple[str, ...] = ("budgets", "web", "memory", "cbr", "jitmem", "trainer", "run", "observe")
 DEFAULT_CONFIG_FILE = "memento.toml"
 _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar("memento_config_file", default=None)
@@ -285,6 +286,7 @@ class Settings(BaseSettings):
     judge_lm: LMRole = Field(default_factory=LMRole)
     reflection_lm: LMRole = Field(default_factory=LMRole)
     curator_lm: LMRole = Field(default_factory=LMRole)
+    planner_lm: LMRole = Field(default_factory=LMRole)  # the CBR planner (Memento runs planner and executor apart)
     budgets: Budgets = Field(default_factory=Budgets)
     web: WebSettings = Field(default_factory=WebSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)

@@ -42,11 +42,14 @@ class Roles:
     judge_lm: dspy.LM
     reflection_lm: dspy.LM
     curator_lm: dspy.LM
+    planner_lm: dspy.LM | None = None  # the CBR planner; None (a hand-built map): the planner runs on ``lm``
 
     def items(self) -> Iterator[tuple[str, dspy.LM]]:
-        """``(role, lm)`` pairs in the order of :data:`memento.config.ROLES`."""
+        """``(role, lm)`` pairs in the order of :data:`memento.config.ROLES` (roles without an LM skipped)."""
         for name in ROLES:
-            yield name, getattr(self, name)
+            lm = getattr(self, name)
+            if lm is not None:
+                yield name, lm
 
     def role_of(self, lm: object) -> str | None:
         """The role whose LM is this object, or ``None``."""

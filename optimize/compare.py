@@ -509,7 +509,7 @@ class JitMemRunner:
                 info={"protocol": "stream", "warm": False, "note": "cold start: the test stream starts empty"},
                 budget={"stream_batch": jit.stream_batch, "orderings": jit.orderings},
             )
-        from memento.optimize.jitmem_stream import build_training_bank, stream
+        from memento.optimize.jitmem_stream import _web_counts, build_training_bank, stream
 
         agent = ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR)
         limit = ctx.budget.memory_train_limit
@@ -563,100 +563,25 @@ class JitMemRunner:
         """The stream protocol's test phase (``None`` under ``frozen``: the harness evaluates the loaded program)."""
         if self._protocol(ctx) != "stream":
             return None
-        import shutil
-        import statistics
-
-        from memento.optimize.jitmem_stream import stream
+        from memento.optimize.jitmem_stream import run_orderings
 
         jit = ctx.settings.jitmem
-        n = len(ctx.testset)
-        per_ordering: list[dict[str, Any]] = []
-        totals = [0.0] * n
-        failed = 0
-        searches = fetches = 0
         with _metered(ctx.roles) as (meter, clock):
-            for ordering in range(jit.orderings):
-                run_dir = method_dir / "test" / f"ordering-{ordering + 1}"
-                bank_dir = run_dir / MEMORY_DIR / "jitmem"
-                if bank_dir.exists() and not (run_dir / "stream.jsonl").exists():
-                    shutil.rmtree(bank_dir)  # a half-built copy from a crash: start this ordering over
-                if jit.warm and not bank_dir.exists():
-                    shutil.copytree(method_dir / MEMORY_DIR / "jitmem", bank_dir)
-                agent = ctx.build(spec.name, memory_dir=run_dir / MEMORY_DIR)
-                start_size = len(agent.bank)
-                result = stream(
-                    agent,
-                    ctx.testset,
-                    batch_size=jit.stream_batch,
-                    seed=ctx.seed + ordering,
-                    metric=ctx.metric,
-                    threads=ctx.threads,
-                    checkpoint=run_dir / "stream.jsonl",
-                )
-                s, f = _web_counts(result.items)
-                searches, fetches = searches + s, fetches + f
-                scores = [item.score if item.score is not None else 0.0 for item in result.items]
-                failed += sum(1 for item in result.items if item.error or item.score is None)
-                totals = [t + x for t, x in zip(totals, scores, strict=True)]
-                sizes: dict[int, int] = {}
-                for item in result.items:
-                    sizes[item.batch] = item.bank_size
-                per_ordering.append(
-                    {
-                        "ordering": ordering + 1,
-                        "seed": ctx.seed + ordering,
-                        "mean": sum(scores) / n if n else None,
-                        "bank_start": start_size,
-                        "bank_end": len(agent.bank),
-                        "curve": [
-                            {"batch": b + 1, "score": score, "bank_size": sizes[b]}
-                            for b, score in enumerate(result.curve())
-                        ],
-                        "order": [item.task_id for item in result.in_stream_order()],
-                    }
-                )
-                agent.bank.close()
-        cost = PhaseCost.from_usage(
-            meter.usage(), wall_seconds=clock[1], searches=searches, fetches=fetches, models=models
-        )
-        means = [o["mean"] for o in per_ordering if o["mean"] is not None]
-        batches = max((len(o["curve"]) for o in per_ordering), default=0)
-        curve = []
-        for b in range(batches):
-            values = [o["curve"][b]["score"] for o in per_ordering if b < len(o["curve"])]
-            values = [v for v in values if v is not None]
-            curve.append(
-                {
-                    "batch": b + 1,
-                    "score": statistics.fmean(values) if values else None,
-                    "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-                    "bank_size": [o["curve"][b]["bank_size"] for o in per_ordering if b < len(o["curve"])],
-                }
+            result = run_orderings(
+                lambda memory_dir: ctx.build(spec.name, memory_dir=memory_dir),
+                ctx.testset,
+                orderings=jit.orderings,
+                batch_size=jit.stream_batch,
+                seed=ctx.seed,
+                metric=ctx.metric,
+                threads=ctx.threads,
+                out_dir=method_dir / "test",
+                warm_bank=method_dir / MEMORY_DIR / "jitmem" if jit.warm else None,
             )
-        summary = {
-            "protocol": "stream",
-            "warm": jit.warm,
-            "orderings": jit.orderings,
-            "stream_batch": jit.stream_batch,
-            "mean": statistics.fmean(means) if means else None,
-            "std": statistics.stdev(means) if len(means) > 1 else 0.0,
-            "per_ordering": per_ordering,
-            "curve": curve,
-        }
-        atomic_write_text(method_dir / "test" / "stream.json", json.dumps(summary, indent=2))
-        scores = [t / jit.orderings for t in totals]
-        return scores, failed // max(1, jit.orderings), {}, cost, summary
-
-
-def _web_counts(items: Sequence[Any]) -> tuple[int, int]:
-    """Searches and fetches of a stream's runs (from their trajectories' usage)."""
-    searches = fetches = 0
-    for item in items:
-        usage = getattr(getattr(item.prediction, "trajectory", None), "usage", None) if item.prediction else None
-        if usage is not None:
-            searches += usage.searches
-            fetches += usage.fetches
-    return searches, fetches
+        cost = PhaseCost.from_usage(
+            meter.usage(), wall_seconds=clock[1], searches=result.searches, fetches=result.fetches, models=models
+        )
+        return result.scores, result.failed, {}, cost, result.summary
 
 
 class CaseBankRunner:

@@ -6,6 +6,9 @@ paper evaluates online learning (Appendix A): the order is shuffled with a seed,
 trajectories of a batch enter the bank only when the batch ends. Results are kept by the tasks' original positions,
 each with its stream order and batch, so the cold-start curve (score against experience) can be plotted.
 
+:func:`run_orderings` is the paper's test protocol: the test set as a stream, repeated over seeded orderings, each
+from an empty bank (or a copy of a training bank), with mean ± std over orderings and the per-batch cold-start curve.
+
 :func:`build_training_bank` is the one place where ground truth gates storage: it runs the agent on labelled
 training examples and stores each trajectory with ``accepted = metric score >= threshold``.
 
@@ -38,7 +41,7 @@ from memento.types import Trajectory, new_id
 if TYPE_CHECKING:
     from memento.programs.jitmem_agent import JitMemAgent
 
-__all__ = ["StreamItem", "StreamResult", "stream", "build_training_bank"]
+__all__ = ["StreamItem", "StreamResult", "OrderingsResult", "stream", "run_orderings", "build_training_bank"]
 
 logger = logging.getLogger(__name__)
 
@@ -360,3 +363,131 @@ def build_training_bank(
                 item.stored = bank.add(trajectory, bool(item.accepted))
             results.append(item)
     return StreamResult(items=results)
+
+
+@dataclass
+class OrderingsResult:
+    """The test stream over several orderings: per-example scores (mean over orderings) and the summary."""
+
+    scores: list[float]
+    failed: int
+    summary: dict[str, Any]
+    searches: int = 0
+    fetches: int = 0
+
+
+def _web_counts(items: Sequence[StreamItem]) -> tuple[int, int]:
+    searches = fetches = 0
+    for item in items:
+        usage = getattr(getattr(item.prediction, "trajectory", None), "usage", None) if item.prediction else None
+        if usage is not None:
+            searches += usage.searches
+            fetches += usage.fetches
+    return searches, fetches
+
+
+def run_orderings(
+    build_agent: Callable[[Path], JitMemAgent],
+    tasks: Sequence[Any],
+    *,
+    orderings: int,
+    batch_size: int = 10,
+    seed: int = 0,
+    metric: Callable[..., Any],
+    threads: int = 1,
+    out_dir: str | Path,
+    warm_bank: str | Path | None = None,
+) -> OrderingsResult:
+    """JitMem's test protocol: stream ``tasks`` in ``orderings`` seeded orders (seeds ``seed``, ``seed + 1``...).
+
+    Each ordering gets its own memory directory ``out_dir/ordering-<n>/memory`` holding an empty bank, or a copy of
+    ``warm_bank`` (a trajectory bank directory: the training bank, never written); ``build_agent(memory_dir)`` builds
+    a writable, judge-gated agent over it. The bank grows only between batches (:func:`stream`), and every ordering
+    checkpoints to ``ordering-<n>/stream.jsonl``, so a crashed run resumes. ``out_dir/stream.json`` gets the summary:
+    each ordering's mean, bank size at start and end and curve (score and bank size per batch), the mean and sample
+    standard deviation of the ordering means, and the curve's mean and std per batch across orderings.
+
+    An example's score is its mean over the orderings (a failed run scores 0).
+    """
+    import shutil
+    import statistics
+
+    from memento.files import atomic_write_text
+
+    if orderings < 1:
+        raise ConfigError(f"orderings must be >= 1, got {orderings}")
+    out = Path(out_dir)
+    n = len(tasks)
+    totals = [0.0] * n
+    failed = searches = fetches = 0
+    per_ordering: list[dict[str, Any]] = []
+    for ordering in range(orderings):
+        run_dir = out / f"ordering-{ordering + 1}"
+        bank_dir = run_dir / "memory" / "jitmem"
+        if bank_dir.exists() and not (run_dir / "stream.jsonl").exists():
+            shutil.rmtree(bank_dir)  # a half-built copy from a crash: start this ordering over
+        if warm_bank is not None and not bank_dir.exists():
+            shutil.copytree(Path(warm_bank), bank_dir)
+        agent = build_agent(run_dir / "memory")
+        start_size = len(agent.bank)
+        result = stream(
+            agent,
+            tasks,
+            batch_size=batch_size,
+            seed=seed + ordering,
+            metric=metric,
+            threads=threads,
+            checkpoint=run_dir / "stream.jsonl",
+        )
+        s, f = _web_counts(result.items)
+        searches, fetches = searches + s, fetches + f
+        scores = [item.score if item.score is not None else 0.0 for item in result.items]
+        failed += sum(1 for item in result.items if item.error or item.score is None)
+        totals = [t + x for t, x in zip(totals, scores, strict=True)]
+        sizes = {item.batch: item.bank_size for item in result.items}
+        per_ordering.append(
+            {
+                "ordering": ordering + 1,
+                "seed": seed + ordering,
+                "mean": sum(scores) / n if n else None,
+                "bank_start": start_size,
+                "bank_end": len(agent.bank),
+                "curve": [
+                    {"batch": b + 1, "score": score, "bank_size": sizes[b]} for b, score in enumerate(result.curve())
+                ],
+                "order": [item.task_id for item in result.in_stream_order()],
+            }
+        )
+        agent.bank.close()
+    means = [o["mean"] for o in per_ordering if o["mean"] is not None]
+    curve = []
+    for b in range(max((len(o["curve"]) for o in per_ordering), default=0)):
+        points = [o["curve"][b] for o in per_ordering if b < len(o["curve"])]
+        values = [p["score"] for p in points if p["score"] is not None]
+        curve.append(
+            {
+                "batch": b + 1,
+                "score": statistics.fmean(values) if values else None,
+                "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+                "bank_size": [p["bank_size"] for p in points],
+            }
+        )
+    summary = {
+        "protocol": "stream",
+        "warm": warm_bank is not None,
+        "orderings": orderings,
+        "stream_batch": batch_size,
+        "mean": statistics.fmean(means) if means else None,
+        "std": statistics.stdev(means) if len(means) > 1 else 0.0,
+        "per_ordering": per_ordering,
+        "curve": curve,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "stream.json", json.dumps(summary, indent=2))
+    return OrderingsResult(
+        scores=[t / orderings for t in totals],
+        failed=failed // orderings,
+        summary=summary,
+        searches=searches,
+        fetches=fetches,
+    )

@@ -157,7 +157,8 @@ class CaseBasedAgent(ResearchProgram):
         executor_k: Tool cases shown per sub-task.
         success_threshold: a case whose reward is strictly above it is labelled SUCCESS for the planner, else
             FAILURE (``trainer.success_threshold``, shared with the MEMENTO trainer).
-        roles: LM roles (planner/executor on ``lm``, the reward judge on ``judge_lm``).
+        roles: LM roles (the planner on ``planner_lm``, which defaults to ``lm``; the executor on ``lm``; the reward
+            judge on ``judge_lm``).
         memory: Optional MEMENTO memory provider (its text joins the planner's context).
 
     Example:
@@ -277,15 +278,17 @@ class CaseBasedAgent(ResearchProgram):
                 break
             limit = min(self.budgets.initial_questions, remaining)
             started = time.perf_counter()
+            planner_lm = getattr(self.roles, "planner_lm", None) if self.roles is not None else None
             try:
-                plan = self.planner(
-                    task=call.task_text,
-                    task_goal=call.task_goal,
-                    context=context,
-                    past_cases=cases_text,
-                    progress=_findings(executed),
-                    max_sub_tasks=limit,
-                )
+                with dspy.context(lm=planner_lm) if planner_lm is not None else contextlib.nullcontext():
+                    plan = self.planner(
+                        task=call.task_text,
+                        task_goal=call.task_goal,
+                        context=context,
+                        past_cases=cases_text,
+                        progress=_findings(executed),
+                        max_sub_tasks=limit,
+                    )
                 sub_tasks = [" ".join(str(s).split()) for s in (plan.sub_tasks or []) if str(s).strip()]
                 done = bool(plan.done)
             except MementoError:

@@ -261,3 +261,30 @@ def test_fit_cases_runs_passes_over_the_same_tasks_and_own_cases_is_an_explicit_
     first = next(c for c in engine.calls if _is_planner(c) and "Eiffel" in c.inputs["task"])
     assert "Eiffel" in first.inputs["past_cases"]  # with the switch on, its own earlier cases are readable
     assert agent.own_cases is False  # the switch does not outlive the runner
+
+
+def test_planner_runs_on_its_own_role_when_one_is_configured(tmp_path, engine, lm):
+    from memento.lm import Roles
+    from memento.testing import ScriptedEngine, scripted_lm
+
+    script(engine, answer="Paris")
+    planner_engine = ScriptedEngine()
+    script(planner_engine, answer="Paris")
+    roles = Roles(lm=lm, judge_lm=lm, reflection_lm=lm, curator_lm=lm, planner_lm=scripted_lm(planner_engine))
+    agent = make_agent(tmp_path, reward_fn=get_task("multihop").metric, roles=roles)
+    pred = agent(question="Capital of the country where the Eiffel Tower is?", answers=["Paris"], task_id="t1")
+    assert [c for c in planner_engine.calls if _is_planner(c)] and not [c for c in engine.calls if _is_planner(c)]
+    assert pred.trajectory.usage.by_role["planner_lm"].lm_calls == len(planner_engine.calls)
+    assert "planner_lm" in pred.trajectory.usage.by_role and "lm" in pred.trajectory.usage.by_role
+    # a role map without a planner (built by hand) plans on lm; configured settings default planner_lm to lm's model
+    assert [name for name, _ in Roles(lm=lm, judge_lm=lm, reflection_lm=lm, curator_lm=lm).items()] == [
+        "lm",
+        "judge_lm",
+        "reflection_lm",
+        "curator_lm",
+    ]
+    settings = load_settings(flags={"lm": {"model": "openai/a"}})
+    assert settings.role("planner_lm").model == "openai/a"
+    assert load_settings(flags={"lm": {"model": "openai/a"}, "planner_lm": "openai/b"}).role("planner_lm").model == (
+        "openai/b"
+    )
