@@ -125,3 +125,24 @@ def test_warm_stream_starts_from_the_training_bank_and_ground_truth_can_gate_it(
     from memento.memory.trajectory_bank import TrajectoryBank
 
     assert len(TrajectoryBank(out / "jitmem" / "memory" / "jitmem", read_only=True)) == train_bank
+
+
+def test_eval_runs_the_stream_protocol_over_orderings(multihop: dict, tmp_path: Path) -> None:  # noqa: F811
+    rows = multihop["questions"].read_text().splitlines()[:4]
+    data = tmp_path / "test.jsonl"
+    data.write_text("\n".join(rows) + "\n")
+    engine = _engine(multihop["gold"])
+    env = {**_ENV, "MEMENTO_WEB_CACHE_DIR": str(tmp_path / "webcache")}
+    with OpenAICompatServer(engine) as server:
+        args = ["eval", "--task", "multihop", "--data", str(data), "--method", "jitmem", "--out", str(tmp_path / "ev")]
+        args += ["--jitmem-protocol", "stream", "--orderings", "2", "--stream-batch", "2", "--threads", "2"]
+        args += ["--corpus", str(multihop["corpus"]), "--lm", "openai/scripted", "--api-base", server.api_base]
+        result = CliRunner().invoke(app, args, env=env)
+        assert result.exit_code == 0, result.output
+        text = " ".join(result.output.split())
+        assert "jitmem stream: mean 0.500 ± 0.000 over 2 orderings of 4 examples from an empty bank" in text
+        summary = json.loads((tmp_path / "ev" / "stream.json").read_text())
+        assert [p["score"] for p in summary["curve"]] == [0.0, 1.0]
+        assert [o["bank_start"] for o in summary["per_ordering"]] == [0, 0]
+        warm = CliRunner().invoke(app, [*args, "--warm"], env=env)
+    assert warm.exit_code == 1 and "--warm starts the test stream from a training bank" in warm.output

@@ -27,6 +27,18 @@ from memento.commands._common import (
     err_console,
     settings_from_flags,
 )
+from memento.commands._method_options import (
+    CBRK,
+    CBRAlpha,
+    CBRMinPairs,
+    CBRPolicy,
+    JitMemOrderings,
+    JitMemPayloadTokens,
+    JitMemProtocol,
+    JitMemStreamBatch,
+    JitMemWarm,
+    section,
+)
 from memento.commands._observe import JsonOpt, LogLMOpt, eval_payload, observe, observe_flags, print_json, report_hint
 from memento.errors import Cancelled, ConfigError, DataError, LMUnavailableError, MementoError
 from memento.paths import writable_dir
@@ -120,6 +132,15 @@ def eval_(
             "--fresh", help="Replace results already in --out instead of resuming them (or refusing other results)."
         ),
     ] = False,
+    cbr_k: CBRK = None,
+    cbr_policy: CBRPolicy = None,
+    cbr_alpha: CBRAlpha = None,
+    cbr_min_pairs: CBRMinPairs = None,
+    jitmem_protocol: JitMemProtocol = None,
+    orderings: JitMemOrderings = None,
+    warm: JitMemWarm = None,
+    stream_batch: JitMemStreamBatch = None,
+    payload_tokens: JitMemPayloadTokens = None,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
@@ -147,8 +168,25 @@ def eval_(
     if train is not None and not train.exists():
         raise DataError(f"training file not found: {train}")
     settings = settings_from_flags(
-        config, lm, api_base, judge_lm, web={"corpus": corpus}, run={"threads": threads}, observe=observe_flags(log_lm)
+        config,
+        lm,
+        api_base,
+        judge_lm,
+        web={"corpus": corpus},
+        run={"threads": threads},
+        observe=observe_flags(log_lm),
+        cbr=section(k=cbr_k, policy=cbr_policy, alpha=cbr_alpha, min_pairs=cbr_min_pairs),
+        jitmem=section(
+            protocol=jitmem_protocol,
+            orderings=orderings,
+            warm=warm,
+            stream_batch=stream_batch,
+            payload_tokens=payload_tokens,
+        ),
     )
+    stream_protocol = method == "jitmem" and settings.jitmem.protocol == "stream"
+    if stream_protocol and settings.jitmem.warm and memory is None:
+        raise ConfigError("--warm starts the test stream from a training bank: give it with --memory DIR")
     task_spec = resolve_task(task)
     if llm_scrub and not hasattr(task_spec, "llm_scrub"):
         raise ConfigError(f"--llm-scrub applies to the legal task only, not {task_spec.name!r}")
@@ -184,6 +222,9 @@ def eval_(
         )
     score = task_spec.make_metric(metric, roles=roles)
     trainset = task_spec.load(train) if train is not None else None
+    if stream_protocol:  # JitMem's test protocol: the bank grows over the test stream, over seeded orderings
+        _eval_jitmem_stream(task_spec, examples, score, settings=settings, roles=roles, memory=memory, out_dir=out_dir)
+        return
     # evaluation is test time: memory-bearing methods read their memory and never write to it
     program = build_program(
         method, task=task_spec, settings=settings, roles=roles, trainset=trainset, memory_dir=memory, frozen=True
@@ -251,6 +292,42 @@ def eval_(
         report_hint(path.parent)
     if result.n and result.errors == result.n:
         raise MementoError(f"every example of {method} failed ({result.n} of {result.n}); see {path}")
+
+
+def _eval_jitmem_stream(
+    task_spec: Any, examples: list[Any], score: Any, *, settings: Any, roles: Any, memory: Path | None, out_dir: Path
+) -> None:
+    """Run the test set as JitMem streams over ``jitmem.orderings`` seeded orderings; writes OUT/stream.json."""
+    from memento.optimize.jitmem_stream import run_orderings
+    from memento.programs.registry import build_program
+
+    jit = settings.jitmem
+    warm_bank = memory / "jitmem" if jit.warm and memory is not None else None
+    if warm_bank is not None and not (warm_bank / "trajectories.sqlite3").is_file():
+        raise DataError(f"no JitMem bank at {warm_bank} to start the stream from")
+    result = run_orderings(
+        lambda memory_dir: build_program(
+            "jitmem", task=task_spec, settings=settings, roles=roles, memory_dir=memory_dir
+        ),
+        [task_spec.preprocess(ex) for ex in examples],
+        orderings=jit.orderings,
+        batch_size=jit.stream_batch,
+        seed=settings.run.seed,
+        metric=score,
+        threads=settings.run.threads,
+        out_dir=out_dir,
+        warm_bank=warm_bank,
+    )
+    summary = result.summary
+    mean = "n/a" if summary["mean"] is None else f"{summary['mean']:.3f} ± {summary['std']:.3f}"
+    start = "the training bank" if warm_bank is not None else "an empty bank"
+    console.print(
+        f"[bold]jitmem stream: mean {mean}[/bold] over {jit.orderings} orderings of {len(examples)} examples from "
+        f"{start}, batches of {jit.stream_batch}; failed runs {result.failed}"
+    )
+    curve = ", ".join("–" if p["score"] is None else f"{p['score']:.2f}" for p in summary["curve"])
+    console.print(f"score per stream batch (mean over orderings): {curve}")
+    console.print(f"results: {escape(str(out_dir / 'stream.json'))}")
 
 
 def previous_results(path: Path, key: dict[str, Any]) -> list[Any]:
