@@ -31,6 +31,7 @@ from memento.errors import Cancelled, LMUnavailableError, MementoError
 from memento.files import atomic_write_text
 from memento.lm import raise_if_fatal
 from memento.metrics.stats import bootstrap_ci
+from memento.text import error_line
 from memento.threads import run_parallel
 from memento.types import Trajectory, Usage, utcnow
 from memento.usage import UsageMeter
@@ -123,11 +124,6 @@ def _prediction_fields(pred: Any) -> dict[str, Any]:
     return _jsonable(data)
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {text}".strip().rstrip(":")
-
-
 def _metric_outputs(result: Any) -> tuple[float, str, dict[str, float]]:
     if isinstance(result, dspy.Prediction | dict):
         items = dict(result.items())
@@ -206,7 +202,7 @@ def evaluate(
         except Exception as exc:
             raise_if_fatal(exc)
             logger.warning("example %s failed: %s", record.id or index, exc)
-            record.error = _one_line(exc)
+            record.error = error_line(exc)
         usage = meter.usage()
         trajectory = getattr(pred, "trajectory", None) if pred is not None else None
         if isinstance(trajectory, Trajectory):
@@ -226,11 +222,11 @@ def evaluate(
             except (LMUnavailableError, MementoError) as exc:
                 if isinstance(exc, LMUnavailableError):
                     raise
-                record.error = record.error or f"metric: {_one_line(exc)}"
+                record.error = record.error or f"metric: {error_line(exc)}"
             except Exception as exc:
                 raise_if_fatal(exc)
                 logger.warning("metric failed on example %s: %s", record.id or index, exc)
-                record.error = record.error or f"metric: {_one_line(exc)}"
+                record.error = record.error or f"metric: {error_line(exc)}"
             record.judge_usage = judge_meter.usage()
             if isinstance(trajectory, Trajectory):
                 trajectory.score = record.score
@@ -258,7 +254,7 @@ def evaluate(
         with finished_lock:
             done = sorted(finished, key=lambda r: r.index)
         partial = _aggregate(done, metric, started, **labels).model_copy(update=extra)
-        partial.complete, partial.error = False, _one_line(exc)
+        partial.complete, partial.error = False, error_line(exc)
         exc.partial_result = partial  # type: ignore[attr-defined]
         if out_dir is not None:
             try:

@@ -62,6 +62,7 @@ from memento.optimize.report import (
     write_report,
 )
 from memento.tasks.task import Task, get_task
+from memento.text import error_line
 from memento.types import Usage, utcnow
 from memento.usage import UsageMeter
 
@@ -789,11 +790,6 @@ def _eval_command(ctx: CompareContext, spec: MethodSpec, method_dir: Path, artef
     return " ".join(parts)
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
 def _test_phase(
     ctx: CompareContext, spec: MethodSpec, program: dspy.Module, method_dir: Path, models: dict[str, str]
 ) -> tuple[list[float], int, dict[str, float], PhaseCost]:
@@ -883,7 +879,7 @@ def _run_method(
         else:
             logger.exception("%s failed in its %s phase", spec.name, phase)
         record.status = "error"
-        record.error = f"{phase}: {_one_line(exc)}"
+        record.error = f"{phase}: {error_line(exc)}"
         atomic_write_text(method_dir / "error.txt", "".join(traceback.format_exception(exc)))
     record.finished_at = utcnow()
     atomic_write_text(result_file, record.model_dump_json(indent=2))

@@ -57,6 +57,7 @@ from memento.signatures.distill_craft_insights import DistillCraftInsights
 from memento.signatures.distill_decomposition_rules import DistillDecompositionRules
 from memento.signatures.distill_web_rules import DistillWebRules
 from memento.signatures.extract_facts import ExtractFacts
+from memento.text import one_line
 from memento.threads import run_parallel
 from memento.types import Trajectory
 from memento.usage import UsageMeter
@@ -82,11 +83,6 @@ def example_id(example: Any, index: int) -> str:
     inputs = example.inputs().toDict() if hasattr(example, "inputs") else dict(example)
     digest = hashlib.sha1(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:12]
     return f"ex-{digest}-{index}"
-
-
-def _clip(text: Any, n: int = _CLIP) -> str:
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def _phase_index(phase: str | None) -> int:
@@ -372,7 +368,7 @@ class MementoTrainer:
         for node in trajectory.nodes:
             if node.parent_id is None:
                 continue
-            lines.append(f"[{node.status}] Q: {node.question}\n  A: {_clip(node.answer, 300) or '(none)'}")
+            lines.append(f"[{node.status}] Q: {node.question}\n  A: {one_line(node.answer, 300) or '(none)'}")
         useful = {e.url for n in trajectory.nodes for e in n.evidence}
         for call in trajectory.tool_calls:
             if call.kind == "search_web":
@@ -398,8 +394,8 @@ class MementoTrainer:
         def facts(pair: tuple[dict, Trajectory]) -> list[Candidate]:
             run, traj = pair
             findings = "\n".join(
-                f"Q: {n.question}\nA: {_clip(n.answer, 400)}\nEvidence: "
-                + "; ".join(f"{e.url} {_clip(e.snippet, 160)}" for e in n.evidence[:4])
+                f"Q: {n.question}\nA: {one_line(n.answer, 400)}\nEvidence: "
+                + "; ".join(f"{e.url} {one_line(e.snippet, 160)}" for e in n.evidence[:4])
                 for n in traj.nodes
                 if n.parent_id is not None and n.status == "answered" and not is_no_data(n.answer or "")
             )
@@ -452,7 +448,7 @@ class MementoTrainer:
         for run, traj in valid:
             searches = [c for c in traj.tool_calls if c.kind in ("search_web", "scrape")]
             if searches:
-                logs.append(f"## task {run['id']}: {_clip(traj.task_text, 200)}\n{self._run_record(traj)}")
+                logs.append(f"## task {run['id']}: {one_line(traj.task_text, 200)}\n{self._run_record(traj)}")
         if logs:
             shown = self.memory.web_action.select("\n".join(logs), budget_tokens=1500)
             try:
@@ -564,25 +560,25 @@ class MementoTrainer:
         def coverage(item: tuple[Any, dict, Trajectory]) -> str:
             ex, run, traj = item
             subs = "\n".join(
-                f"- {n.question} -> {_clip(n.answer, 200) or '(no answer)'}" for n in traj.nodes if n.parent_id
+                f"- {n.question} -> {one_line(n.answer, 200) or '(no answer)'}" for n in traj.nodes if n.parent_id
             )
             labels = {k: v for k, v in ex.items() if k not in self._inputs(ex) and k not in ("docs",)}
-            expected = f"labels: {_clip(json.dumps(labels, default=str), 1500)}\njudge feedback: {run['feedback']}"
+            expected = f"labels: {one_line(json.dumps(labels, default=str), 1500)}\njudge feedback: {run['feedback']}"
             try:
                 out = self.assess_coverage(task=traj.task_text, expected=expected, sub_questions=subs or "(none)")
                 rows = []
                 for c in out.coverage or []:
                     c = c if isinstance(c, dict) else c.model_dump()
                     mark = "correct" if c.get("correct") else ("covered, wrong" if c.get("covered") else "MISSED")
-                    rows.append(f"  * {c.get('target', '')}: {mark} ({_clip(c.get('sub_question', ''), 160)})")
+                    rows.append(f"  * {c.get('target', '')}: {mark} ({one_line(c.get('sub_question', ''), 160)})")
                 cov = "\n".join(rows) or "  (no targets)"
             except Exception as exc:  # noqa: BLE001
                 raise_if_fatal(exc)
                 logger.warning("coverage assessment failed for %s: %s", run["id"], exc)
                 cov = "  (coverage unavailable)"
             return (
-                f"## task {run['id']} (score {float(run['score']):.2f}): {_clip(traj.task_text, 300)}\n"
-                f"sub-questions:\n{subs or '(none)'}\nfeedback: {_clip(run['feedback'], 300)}\ncoverage:\n{cov}"
+                f"## task {run['id']} (score {float(run['score']):.2f}): {one_line(traj.task_text, 300)}\n"
+                f"sub-questions:\n{subs or '(none)'}\nfeedback: {one_line(run['feedback'], 300)}\ncoverage:\n{cov}"
             )
 
         reports = run_parallel(coverage, judged, threads=self.threads)

@@ -55,6 +55,7 @@ from memento.signatures.decompose import Decompose
 from memento.signatures.final_answer import answer_signature
 from memento.signatures.reflect import EXPLORE_UNTIL_BUDGET, STOP_WHEN_ESTABLISHED, Reflect
 from memento.signatures.synthesize_node import SynthesizeNode
+from memento.text import error_line, one_line
 from memento.threads import run_parallel
 from memento.types import Evidence, Node
 
@@ -90,11 +91,6 @@ def _norm_question(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
 
 
-def _clip(text: str | None, n: int = _ANSWER_CHARS) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
 def render_tree(nodes: list[Node], *, with_sources: bool = False) -> str:
     """The tree as indented prompt-ready text: ``id [wave, status] Q -> A`` per node, children under parents."""
     by_parent: dict[str | None, list[Node]] = {}
@@ -105,10 +101,10 @@ def render_tree(nodes: list[Node], *, with_sources: bool = False) -> str:
     def walk(parent: str | None, depth: int) -> None:
         for node in by_parent.get(parent, []):
             if node.id == ROOT_ID:
-                lines.append(f"{node.id}: TASK: {_clip(node.question, 400)}")
+                lines.append(f"{node.id}: TASK: {one_line(node.question, 400)}")
             else:
-                answer = _clip(node.answer) if node.answer else "(no answer)"
-                extra = f" error: {_clip(node.error, 160)}" if node.status == "failed" and node.error else ""
+                answer = one_line(node.answer, _ANSWER_CHARS) if node.answer else "(no answer)"
+                extra = f" error: {one_line(node.error, 160)}" if node.status == "failed" and node.error else ""
                 lines.append(
                     f"{'  ' * depth}{node.id} [wave {node.wave}, {node.status}] Q: {node.question}\n"
                     f"{'  ' * depth}  A: {answer}{extra}"
@@ -381,12 +377,12 @@ class _TreeRun:
         lines: list[str] = []
         if node.id in self.direct_answers:
             answer, _ = self.direct_answers[node.id]
-            lines.append(f"Earlier direct answer to this question: {_clip(answer)}")
+            lines.append(f"Earlier direct answer to this question: {one_line(answer, _ANSWER_CHARS)}")
         for child in children:
             sources = ", ".join(e.url for e in child.evidence[:6]) or "none"
+            child_answer = one_line(child.answer, _ANSWER_CHARS) or "(no answer)"
             lines.append(
-                f"- [{child.id}, {child.status}] Q: {child.question}\n  A: {_clip(child.answer) or '(no answer)'}"
-                f"\n  Sources: {sources}"
+                f"- [{child.id}, {child.status}] Q: {child.question}\n  A: {child_answer}\n  Sources: {sources}"
             )
         evidence: dict[str, Evidence] = {}
         for ev in [*self.direct_answers.get(node.id, ("", []))[1], *(e for c in children for e in c.evidence)]:
@@ -403,7 +399,7 @@ class _TreeRun:
             raise
         except Exception as exc:
             raise_if_fatal(exc)
-            node.error = f"synthesis failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            node.error = f"synthesis failed: {error_line(exc)}"
             if node.id != ROOT_ID:
                 node.status = "failed"
             self.call.note(f"{node.id}: {node.error}")

@@ -61,6 +61,7 @@ from memento.signatures.final_answer import answer_signature
 from memento.signatures.judge_task_reward import JudgeTaskReward
 from memento.signatures.plan_from_cases import PlanFromCases
 from memento.tasks.task import Task
+from memento.text import error_line, one_line
 from memento.threads import run_parallel
 from memento.types import Case, Node, ToolCall, Trajectory, new_id
 
@@ -80,16 +81,6 @@ _CALL_INFO: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextV
 _RESULT_CHARS = 600
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
-
-
-def _clip(text: str | None, n: int = _RESULT_CHARS) -> str:
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
 def render_cases(cases: list[tuple[Case, float]], *, threshold: float = DEFAULT_SUCCESS_THRESHOLD) -> str:
     """Prompt text for retrieved cases; each is labelled SUCCESS (reward strictly above ``threshold``, the rule of
     :func:`memento.metrics.success.succeeded`) or FAILURE, with its reward."""
@@ -106,8 +97,8 @@ def render_tool_plan(tool_calls: list[ToolCall], *, limit: int = 8) -> str:
     """A compact tool-call sequence (``search_web(query='...') -> 3 results``) for the executor-level bank."""
     lines = []
     for call in tool_calls[:limit]:
-        args = ", ".join(f"{k}={_clip(str(v), 80)!r}" for k, v in call.args.items())
-        outcome = f"error: {_clip(call.error, 80)}" if call.error else f"{len(call.result_urls)} urls"
+        args = ", ".join(f"{k}={one_line(str(v), 80)!r}" for k, v in call.args.items())
+        outcome = f"error: {one_line(call.error, 80)}" if call.error else f"{len(call.result_urls)} urls"
         lines.append(f"{call.kind}({args}) -> {outcome}")
     if len(tool_calls) > limit:
         lines.append(f"... {len(tool_calls) - limit} more calls")
@@ -128,9 +119,11 @@ def _findings(nodes: list[Node]) -> str:
     for i, node in enumerate(nodes, 1):
         if node.status == "answered":
             sources = ", ".join(e.url for e in node.evidence[:4]) or "no sources"
-            blocks.append(f"{i}. {node.question}\n   Result: {_clip(node.answer)}\n   Sources: {sources}")
+            blocks.append(
+                f"{i}. {node.question}\n   Result: {one_line(node.answer, _RESULT_CHARS)}\n   Sources: {sources}"
+            )
         else:
-            blocks.append(f"{i}. {node.question}\n   Failed: {_clip(node.error, 200) or 'no answer'}")
+            blocks.append(f"{i}. {node.question}\n   Failed: {one_line(node.error, 200) or 'no answer'}")
     return "\n".join(blocks)
 
 
@@ -295,7 +288,7 @@ class CaseBasedAgent(ResearchProgram):
                 raise
             except Exception as exc:
                 raise_if_fatal(exc)
-                call.note(f"cbr: planner failed in cycle {cycle + 1} ({_first_line(exc)})")
+                call.note(f"cbr: planner failed in cycle {cycle + 1} ({error_line(exc)})")
                 sub_tasks, done = ([call.task_text] if not executed else []), True
             traj.timings[f"plan_{cycle}_s"] = round(time.perf_counter() - started, 6)
             seen = {n.question.lower() for n in executed if n.status == "answered"}
@@ -322,7 +315,7 @@ class CaseBasedAgent(ResearchProgram):
         pred = self.answer(context=context, research_findings=findings, **call.inputs)
         traj.timings["answer_s"] = round(time.perf_counter() - started, 6)
         outputs = {name: pred.get(name) for name in self.task.output_fields}
-        root.answer = _clip(_render_outputs(outputs), 2000)
+        root.answer = one_line(_render_outputs(outputs), 2000)
         if self.retain_cases:
             self._retain(call, info, hits, executed, outputs, findings)
         return outputs
@@ -364,7 +357,7 @@ class CaseBasedAgent(ResearchProgram):
             raise
         except Exception as exc:  # a custom executor's crash fails this sub-task, not the run
             raise_if_fatal(exc)
-            node.status, node.error = "failed", _first_line(exc)
+            node.status, node.error = "failed", error_line(exc)
             return
         node.steps = int(out.get("steps", 0) or 0)
         node.answer = out.get("answer")
@@ -424,7 +417,7 @@ class CaseBasedAgent(ResearchProgram):
             raise
         except Exception as exc:  # an unparseable grade: keep the run, store nothing rather than a made-up reward
             raise_if_fatal(exc)
-            call.note(f"cbr: reward failed ({_first_line(exc)}); case not stored")
+            call.note(f"cbr: reward failed ({error_line(exc)}); case not stored")
             info.update(reward=None, stored_case=None)
             return
         reward = min(1.0, max(0.0, reward)) if reward == reward else 0.0  # NaN -> 0

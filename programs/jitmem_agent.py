@@ -53,6 +53,7 @@ from memento.programs.registry import register_method
 from memento.programs.research_program import CONTROL_ARGS, EmptyQuestionError
 from memento.signatures.judge_success import JudgeSuccess
 from memento.tasks.task import Task
+from memento.text import error_line
 from memento.types import Trajectory, Usage, new_id
 from memento.usage import UsageMeter
 
@@ -67,11 +68,6 @@ logger = logging.getLogger(__name__)
 #: A custom acceptance gate: ``fn(trajectory, prediction) -> bool``.
 JudgeFn = Callable[[Trajectory, dspy.Prediction], bool]
 _WEB_COUNTS = ("searches", "fetches", "fetch_cache_hits", "unique_urls", "repeated_urls")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
 
 
 class JitMemAgent(dspy.Module):
@@ -202,7 +198,7 @@ class JitMemAgent(dspy.Module):
                 except Exception as exc:  # a curator parse failure must not lose the run: execute without memory
                     raise_if_fatal(exc)
                     logger.warning("JitMem curator failed on %s: %s", task_id, exc)
-                    notes.append(f"jitmem: curator failed ({_first_line(exc)}); ran without a payload")
+                    notes.append(f"jitmem: curator failed ({error_line(exc)}); ran without a payload")
                 timings["curate_s"] = round(time.perf_counter() - started, 6)
             user_context = kwargs.get("context") or ""
             labelled = f"{PAYLOAD_LABEL}:\n{payload}" if payload else ""
@@ -250,7 +246,7 @@ class JitMemAgent(dspy.Module):
                     raise
                 except Exception as exc:  # an unparseable verdict counts as a rejection (never store unjudged)
                     raise_if_fatal(exc)
-                    accepted, reason = False, f"judge failed: {_first_line(exc)}"
+                    accepted, reason = False, f"judge failed: {error_line(exc)}"
                 trajectory.timings["judge_s"] = round(time.perf_counter() - started, 6)
                 info["accepted"] = accepted
                 trajectory.notes.append(f"jitmem: judge {'accepted' if accepted else 'rejected'} ({reason[:200]})")
@@ -265,7 +261,7 @@ class JitMemAgent(dspy.Module):
                         raise_if_fatal(exc)
                         logger.warning("write-time distillation failed on %s: %s", task_id, exc)
                         to_store = None
-                        trajectory.notes.append(f"jitmem: distillation failed ({_first_line(exc)}); not stored")
+                        trajectory.notes.append(f"jitmem: distillation failed ({error_line(exc)}); not stored")
                 if to_store is not None:
                     info["stored"] = self.bank.add(to_store, accepted)
         trajectory.usage = _merge_usage(meter.usage(), executor_usage)

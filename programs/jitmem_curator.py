@@ -31,6 +31,7 @@ from memento.memory.sqlite_store import estimate_tokens  # the estimate every me
 from memento.signatures.curate_memory import CurateMemory
 from memento.signatures.curate_memory_blind import CurateMemoryBlind
 from memento.signatures.distill_trajectory import DistillTrajectory
+from memento.text import one_line
 from memento.types import ToolCall, Trajectory
 
 __all__ = [
@@ -57,19 +58,14 @@ _RESULT_CHARS = 300
 _DISTILLED_PREFIX = "Distilled at write time: "
 
 
-def _one_line(text: Any, limit: int) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def _tool_line(call: ToolCall, result_chars: int | None) -> str:
     args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in call.args.items())
     line = f"- {call.kind}({args})"
     if call.error:
-        return f"{line} -> error: {_one_line(call.error, 160)}"
+        return f"{line} -> error: {one_line(call.error, 160)}"
     if not call.result:
         return f"{line} -> (empty)"
-    result = call.result.strip() if result_chars is None else _one_line(call.result, result_chars)
+    result = call.result.strip() if result_chars is None else one_line(call.result, result_chars)
     return f"{line} -> {result}"
 
 
@@ -91,7 +87,7 @@ def render_trajectory(
     ``result_chars`` characters on one line (``None`` keeps results whole: the trajectory as it was recorded).
     """
     header = [f"### Past trajectory {index}" + (f" (retrieval score {score:.2f})" if score is not None else "")]
-    header.append(f"Task: {_one_line(trajectory.task_text, 1200)}")
+    header.append(f"Task: {one_line(trajectory.task_text, 1200)}")
     if label is not None:
         header.append(f"Outcome (judge): {'success' if label else 'failure'}")
     body: list[str] = []
@@ -102,8 +98,8 @@ def render_trajectory(
     if trajectory.nodes:
         body.append("Steps:")
     for node in trajectory.nodes:
-        answer = _one_line(node.answer, 500) if node.answer else f"({node.status})"
-        body.append(f"- Q{node.wave if node.wave >= 0 else ''} {_one_line(node.question, 300)} => {answer}")
+        answer = one_line(node.answer, 500) if node.answer else f"({node.status})"
+        body.append(f"- Q{node.wave if node.wave >= 0 else ''} {one_line(node.question, 300)} => {answer}")
         if node.evidence:
             body.append("  sources: " + ", ".join(e.url for e in node.evidence[:5]))
         body.extend("  " + _tool_line(call, result_chars) for call in by_node.get(node.id, []))
@@ -115,13 +111,13 @@ def render_trajectory(
         if note.startswith(_DISTILLED_PREFIX):
             body.append(note)
         elif not note.startswith("jitmem:"):
-            body.append(f"Note: {_one_line(note, 300)}")
+            body.append(f"Note: {one_line(note, 300)}")
     footer: list[str] = []
     if trajectory.prediction:
-        pred = "; ".join(f"{k}: {_one_line(v, 600)}" for k, v in trajectory.prediction.items())
+        pred = "; ".join(f"{k}: {one_line(v, 600)}" for k, v in trajectory.prediction.items())
         footer.append(f"Final answer: {pred}")
     if trajectory.error:
-        footer.append(f"Error: {_one_line(trajectory.error, 200)}")
+        footer.append(f"Error: {one_line(trajectory.error, 200)}")
     if max_tokens is None:
         return "\n".join(header + body + footer)
     budget = max_tokens * CHARS_PER_TOKEN - sum(len(line) + 1 for line in header + footer)

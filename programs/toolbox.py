@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from memento.errors import MementoError
 from memento.programs.bound_react import tool_spec
 from memento.scrub import scrub, scrub_url
+from memento.text import clip
 from memento.types import Evidence, ToolCall
 from memento.web.web_tools import clean_url as web_clean_url
 
@@ -111,10 +112,6 @@ def _parse_page(text: str) -> Evidence | None:
     except ValueError:
         published = None
     return Evidence(url=url, title=fields.get("title", ""), snippet=" ".join(body.split())[:400], published=published)
-
-
-def _clip(text: str, n: int = _RESULT_CHARS) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 _MARKDOWN_LINK = re.compile(r"^\[[^\]]*\]\((\S+)\)\W*$")
@@ -231,7 +228,7 @@ class Toolbox:
             ToolCall(
                 kind="search_memory",
                 args={"query": query},
-                result=_clip(text),
+                result=clip(text, _RESULT_CHARS),
                 result_urls=urls,
                 ms=_ms(started),
                 error=error,
@@ -369,7 +366,7 @@ class Toolbox:
             record = ToolCall(
                 kind=kind,
                 args=dict(args),
-                result=_clip(text),
+                result=clip(text, _RESULT_CHARS),
                 result_urls=urls,
                 ms=_ms(started),
                 error=error,

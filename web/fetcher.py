@@ -49,6 +49,7 @@ from urllib.parse import urljoin, urlsplit
 from pydantic import BaseModel, ConfigDict
 
 from memento.scrub import scrub_url
+from memento.text import error_line
 from memento.web.errors import (
     AfterCutoff,
     Blocked,
@@ -501,11 +502,13 @@ class Fetcher:
                     timeout=(self.connect_timeout, self.timeout),
                 )
             except requests.exceptions.ConnectionError as exc:
-                raise _Retryable(f"connection error: {_short(exc)}") from None
+                raise _Retryable(f"connection error: {error_line(exc, with_type=False, limit=200)}") from None
             except requests.exceptions.Timeout as exc:
-                raise FetchFailed(f"{url}: timed out ({_short(exc)})", url=original) from None
+                raise FetchFailed(
+                    f"{url}: timed out ({error_line(exc, with_type=False, limit=200)})", url=original
+                ) from None
             except requests.exceptions.RequestException as exc:
-                raise FetchFailed(f"{url}: {_short(exc)}", url=original) from None
+                raise FetchFailed(f"{url}: {error_line(exc, with_type=False, limit=200)}", url=original) from None
             try:
                 headers = {k.lower(): v for k, v in resp.headers.items()}
                 status = resp.status_code
@@ -552,11 +555,11 @@ class Fetcher:
                 raise too_slow from None
             if "Read timed out" in str(exc):
                 raise FetchFailed(f"{url}: timed out while reading", url=original) from None
-            raise _Retryable(f"connection error while reading: {_short(exc)}") from None
+            raise _Retryable(f"connection error while reading: {error_line(exc, with_type=False, limit=200)}") from None
         except requests.exceptions.RequestException as exc:
             if watchdog.expired:
                 raise too_slow from None
-            raise FetchFailed(f"{url}: {_short(exc)}", url=original) from None
+            raise FetchFailed(f"{url}: {error_line(exc, with_type=False, limit=200)}", url=original) from None
         if watchdog.expired:  # the shut-down socket looked like the end of a body without Content-Length
             raise too_slow
         return b"".join(chunks)
@@ -719,7 +722,3 @@ def _page_from_cache(url: str, row: dict[str, Any]) -> Page:
         status=row["status"],
         from_cache=True,
     )
-
-
-def _short(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:200]

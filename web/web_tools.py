@@ -15,6 +15,7 @@ from typing import Any
 
 from memento.errors import DataError
 from memento.scrub import scrub, scrub_data, scrub_url
+from memento.text import clip, error_line
 from memento.types import ToolCall
 from memento.web.errors import FetchError
 from memento.web.search_result import SearchBackend, UndatedPolicy, coerce_date, filter_by_cutoff
@@ -100,7 +101,7 @@ class WebTools:
                 )
         except Exception as exc:  # a tool never raises into the agent
             logger.warning("search failed for %r: %s", query, exc)
-            msg = _one_line(exc)
+            msg = error_line(exc, with_type=False, limit=300)
             return self._record("search_web", {"query": query}, f"error: search failed: {msg}", start, error=msg)
         if not results:
             text = f"No results for {query!r}" + (f" published before {self.cutoff}." if self.cutoff else ".")
@@ -108,7 +109,7 @@ class WebTools:
         lines = []
         for i, r in enumerate(results, 1):
             date = f" ({r.published.isoformat()})" if r.published else ""
-            snippet = _clip(" ".join(r.snippet.split()), self.snippet_chars)
+            snippet = clip(" ".join(r.snippet.split()), self.snippet_chars)
             title = " ".join((r.title or r.url).split())
             lines.append(f"[{i}] {title}{date}\n    {r.url}\n    {snippet}")
         return self._record(
@@ -131,13 +132,13 @@ class WebTools:
         try:
             page = self._open(url)
         except FetchError as exc:
-            msg = _one_line(exc)
+            msg = error_line(exc, with_type=False, limit=300)
             return self._record(
                 "scrape", {"url": scrub_url(url)}, f"error: {msg}", start, error=f"{type(exc).__name__}: {msg}"
             )
         except Exception as exc:  # never raise into the agent
             logger.warning("scrape failed for %s: %s", scrub_url(url), exc)
-            msg = _one_line(exc)
+            msg = error_line(exc, with_type=False, limit=300)
             return self._record(
                 "scrape", {"url": scrub_url(url)}, f"error: {msg}", start, error=f"{type(exc).__name__}: {msg}"
             )
@@ -210,7 +211,7 @@ class WebTools:
         call = ToolCall(
             kind=kind,
             args=scrub_data(args),
-            result=_clip(text, _RESULT_CHARS),
+            result=clip(text, _RESULT_CHARS),
             result_urls=result_urls or [],
             cached=cached,
             ms=round((time.perf_counter() - start) * 1000, 3),
@@ -229,15 +230,6 @@ def _accepts_undated(backend: Any) -> bool:
     except (TypeError, ValueError, AttributeError):
         return True
     return any(p.name == "undated" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
-
-
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: max(0, n - 1)] + "…"
-
-
-def _one_line(exc: BaseException) -> str:
-    msg = " ".join(str(exc).split()) or type(exc).__name__
-    return _clip(msg, 300)
 
 
 _TRAILING = ".,;:!?"

@@ -42,16 +42,12 @@ from memento.commands._method_options import (
 from memento.commands._observe import JsonOpt, LogLMOpt, eval_payload, observe, observe_flags, print_json, report_hint
 from memento.errors import Cancelled, ConfigError, DataError, LMUnavailableError, MementoError
 from memento.paths import writable_dir
+from memento.text import one_line
 from memento.usage import UsageMeter
 
 __all__ = ["register", "eval_", "print_summary"]
 
 logger = logging.getLogger(__name__)
-
-
-def _short(text: Any, n: int = 60) -> str:
-    text = " ".join(str(text if text is not None else "").split())
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def print_summary(result: Any, path: Path, *, show: int = 10) -> None:
@@ -68,10 +64,10 @@ def print_summary(result: Any, path: Path, *, show: int = 10) -> None:
         style = "red" if record.error else None
         table.add_row(
             str(record.index),
-            escape(_short(record.id or "", 24)),
-            escape(_short(first, 50)),
+            escape(one_line(record.id or "", 24)),
+            escape(one_line(first, 50)),
             f"{record.score:.3f}",
-            escape(_short(note, 60)),
+            escape(one_line(note, 60)),
             style=style,
         )
     console.print(table)

@@ -27,6 +27,7 @@ from memento.commands._common import (
     settings_from_flags,
 )
 from memento.commands._observe import JsonOpt, print_json
+from memento.text import one_line
 
 __all__ = ["register", "app"]
 
@@ -42,11 +43,6 @@ def _open(memory: Path | None, config: Path | None, *, write: bool = False) -> A
 
     directory = memory or settings_from_flags(config, None, None, None).memory.dir
     return MementoMemory(directory, read_only=not write)
-
-
-def _short(text: Any, n: int = 100) -> str:
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 @app.command("show")
@@ -143,7 +139,7 @@ def stats(
             str(v["batch"]),
             v["status"],
             v["created_at"],
-            escape(_short(v["note"], 60)),
+            escape(one_line(v["note"], 60)),
         )
     console.print(versions)
 
@@ -192,7 +188,7 @@ def diff(
                     _field_changes(old.get((name, item_id), {}), new.get((name, item_id), {})) if sign == "~" else ""
                 )
                 console.print(
-                    f"{sign} {name} {item_id}: {escape(_short(text, 110))}{escape(extra)}",
+                    f"{sign} {name} {item_id}: {escape(one_line(text, 110))}{escape(extra)}",
                     highlight=False,
                     soft_wrap=True,
                 )

@@ -33,6 +33,7 @@ from memento.commands._observe import JsonOpt, LogLMOpt, observe, observe_flags,
 from memento.errors import ConfigError, DataError
 from memento.files import atomic_write_text
 from memento.paths import writable_dir
+from memento.text import one_line
 
 if TYPE_CHECKING:
     from memento.programs.adaptive_exploration_tree import TreeEvent
@@ -72,27 +73,22 @@ def resolve_task(name: str) -> Task:
         raise
 
 
-def _short(text: str | None, n: int = 110) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
 def _label(node: Node) -> str:
     style = _STATUS_STYLE.get(node.status, "white")
     steps = f", {node.steps} steps" if node.steps else ""
     head = f"[bold]{escape(node.id)}[/bold] [{style}]{node.status}[/{style}] [dim](wave {node.wave}{steps})[/dim]"
-    line = f"{head} {escape(_short(node.question))}"
+    line = f"{head} {escape(one_line(node.question, 110))}"
     if node.answer:
-        line += f"\n[dim]→[/dim] {escape(_short(node.answer, 160))}"
+        line += f"\n[dim]→[/dim] {escape(one_line(node.answer, 160))}"
     if node.status == "failed" and node.error:
-        line += f"\n[red dim]{escape(_short(node.error, 160))}[/red dim]"
+        line += f"\n[red dim]{escape(one_line(node.error, 160))}[/red dim]"
     return line
 
 
 def render_tree_rich(trajectory: Trajectory) -> Tree:
     """A compact rich tree of a trajectory's nodes (status, wave, steps, question and answer)."""
     roots = [n for n in trajectory.nodes if n.parent_id is None]
-    tree = Tree(f"[bold]{escape(_short(trajectory.task_text, 120))}[/bold] [dim]({trajectory.method})[/dim]")
+    tree = Tree(f"[bold]{escape(one_line(trajectory.task_text, 120))}[/bold] [dim]({trajectory.method})[/dim]")
 
     def add(branch: Tree, node: Node) -> None:
         for child in trajectory.children(node.id):
@@ -101,7 +97,7 @@ def render_tree_rich(trajectory: Trajectory) -> Tree:
     for root in roots:
         if root.id == "root" and root.wave < 0:
             if root.answer:
-                tree.add(f"[bold]synthesis[/bold] → {escape(_short(root.answer, 200))}")
+                tree.add(f"[bold]synthesis[/bold] → {escape(one_line(root.answer, 200))}")
             add(tree, root)
         else:
             add(tree.add(_label(root)), root)
@@ -113,21 +109,21 @@ def _trace_printer(event: TreeEvent) -> None:
     if event.kind == "decompose":
         console.print(f"[bold]decompose[/bold] {secs}: {len(event.nodes)} sub-questions")
         for node in event.nodes:
-            console.print(f"  {escape(node.id)}: {escape(_short(node.question))}")
+            console.print(f"  {escape(node.id)}: {escape(one_line(node.question, 110))}")
     elif event.kind == "wave":
         console.print(f"[bold]wave {event.wave}[/bold] solved {secs}")
         for node in event.nodes:
             console.print("  " + _label(node).replace("\n", "\n    "))
     elif event.kind == "reflect":
-        console.print(f"[bold]reflect[/bold] after wave {event.wave} {secs}: {escape(_short(event.text, 200))}")
+        console.print(f"[bold]reflect[/bold] after wave {event.wave} {secs}: {escape(one_line(event.text, 200))}")
         for node in event.nodes:
             console.print(
-                f"  + {escape(node.id)} (under {escape(str(node.parent_id))}): {escape(_short(node.question))}"
+                f"  + {escape(node.id)} (under {escape(str(node.parent_id))}): {escape(one_line(node.question, 110))}"
             )
         if not event.nodes:
             console.print("  no new sub-questions: exploration ends")
     elif event.kind == "synthesize":
-        console.print(f"[bold]synthesize[/bold] {secs}: {escape(_short(event.text, 200))}")
+        console.print(f"[bold]synthesize[/bold] {secs}: {escape(one_line(event.text, 200))}")
 
 
 def _writable_dir(path: Path, flag: str) -> None:
