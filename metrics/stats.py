@@ -33,10 +33,29 @@ def _as_array(scores: Sequence[float], name: str = "scores") -> np.ndarray:
     return values
 
 
+def _percentile_bootstrap(
+    data: tuple[np.ndarray, ...], statistic: Any, *, n: int, seed: int, confidence: float, paired: bool = False
+) -> tuple[float, float]:
+    """``scipy.stats.bootstrap`` with the percentile method (the interval memento has always reported)."""
+    from scipy import stats
+
+    result = stats.bootstrap(
+        data,
+        statistic,
+        n_resamples=n,
+        paired=paired,
+        vectorized=True,
+        confidence_level=confidence,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
 def bootstrap_ci(
     scores: Sequence[float], n: int = 1000, seed: int = 0, *, confidence: float = 0.95
 ) -> tuple[float, float, float]:
-    """Mean of ``scores`` with a percentile bootstrap interval.
+    """Mean of ``scores`` with a percentile bootstrap interval (``scipy.stats.bootstrap``, ``method="percentile"``).
 
     Args:
         scores: per-example scores.
@@ -53,18 +72,19 @@ def bootstrap_ci(
     mean = float(values.mean())
     if values.size == 1:
         return (mean, mean, mean)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, values.size, size=(n, values.size))
-    means = values[idx].mean(axis=1)
-    alpha = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
-    return (mean, float(lo), float(hi))
+    lo, hi = _percentile_bootstrap((values,), np.mean, n=n, seed=seed, confidence=confidence)
+    return (mean, lo, hi)
+
+
+def _mean_difference(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean(a - b, axis=axis)
 
 
 def paired_bootstrap(
     a: Sequence[float], b: Sequence[float], n: int = 1000, seed: int = 0, *, confidence: float = 0.95
 ) -> tuple[float, float, float]:
-    """Mean difference ``a - b`` over paired examples with a bootstrap interval (resampling examples jointly).
+    """Mean difference ``a - b`` over paired examples with a percentile bootstrap interval (``scipy.stats.bootstrap``
+    with ``paired=True``: examples are resampled jointly).
 
     An interval that excludes 0 means the two methods differ on this sample at that confidence.
 
@@ -74,11 +94,22 @@ def paired_bootstrap(
     left, right = _as_array(a, "a"), _as_array(b, "b")
     if left.size != right.size:
         raise DataError(f"paired scores differ in length: {left.size} vs {right.size}")
-    return bootstrap_ci(left - right, n=n, seed=seed, confidence=confidence)
+    if left.size == 0:
+        return (math.nan, math.nan, math.nan)
+    diff = float((left - right).mean())
+    if left.size == 1:
+        return (diff, diff, diff)
+    lo, hi = _percentile_bootstrap((left, right), _mean_difference, n=n, seed=seed, confidence=confidence, paired=True)
+    return (diff, lo, hi)
 
 
 def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
-    """Cohen's kappa of two raters' labels (1 = perfect agreement, 0 = chance level)."""
+    """Cohen's kappa of two raters' labels (1 = perfect agreement, 0 = chance level).
+
+    Kept here (a dozen lines over a contingency table) rather than taken from scikit-learn, whose 60 MB would be
+    installed for this one function; ``tests/test_metrics_stats.py`` checks it equals
+    ``sklearn.metrics.cohen_kappa_score`` (scikit-learn is in the ``dev`` extra).
+    """
     if len(a) != len(b):
         raise DataError(f"label lists differ in length: {len(a)} vs {len(b)}")
     if not a:
@@ -97,13 +128,15 @@ def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
 
 
 def pearson(a: Sequence[float], b: Sequence[float]) -> float:
-    """Pearson correlation of two score lists (``nan`` when either is constant)."""
+    """Pearson correlation of two score lists (``scipy.stats.pearsonr``; ``nan`` when either is constant)."""
+    from scipy import stats
+
     left, right = _as_array(a, "a"), _as_array(b, "b")
     if left.size != right.size:
         raise DataError(f"score lists differ in length: {left.size} vs {right.size}")
     if left.size < 2 or left.std() == 0 or right.std() == 0:
         return math.nan
-    return float(np.corrcoef(left, right)[0, 1])
+    return float(stats.pearsonr(left, right).statistic)
 
 
 def _is_number(value: Any) -> bool:

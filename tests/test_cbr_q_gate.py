@@ -123,6 +123,16 @@ def test_roc_auc_matches_pairwise_definition():
     assert np.isnan(roc_auc([0.1, 0.2], [1, 1]))
 
 
+def test_roc_auc_is_identical_to_scikit_learn():
+    metrics = pytest.importorskip("sklearn.metrics")  # in the dev extra; memento itself does not need it
+    rng = np.random.default_rng(7)
+    for size, levels in ((40, 3), (200, 10), (500, None)):
+        scores = rng.integers(0, levels, size=size).astype(float) if levels else rng.standard_normal(size)
+        labels = rng.random(size)
+        expected = metrics.roc_auc_score(labels >= 0.5, scores)
+        assert roc_auc(scores, labels) == pytest.approx(expected, abs=1e-12)
+
+
 def test_replay_buffer_reservoir_is_uniform():
     counts = np.zeros(100)
     for seed in range(200):

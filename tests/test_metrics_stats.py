@@ -45,6 +45,51 @@ def test_paired_bootstrap_difference() -> None:
         paired_bootstrap([1, 0], [1])
 
 
+def _numpy_percentile_bootstrap(values: np.ndarray, n: int, seed: int) -> tuple[float, float]:
+    """The interval memento computed before it used scipy (numpy resampling, 2.5th/97.5th percentiles)."""
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, values.size, size=(n, values.size))].mean(axis=1)
+    lo, hi = np.quantile(means, [0.025, 0.975])
+    return float(lo), float(hi)
+
+
+@pytest.mark.parametrize("kind", ["binary", "graded", "skewed"])
+def test_scipy_percentile_interval_matches_the_previous_figures_within_noise(kind: str) -> None:
+    rng = np.random.default_rng(11)
+    values = {
+        "binary": (rng.random(40) < 0.6).astype(float),
+        "graded": rng.integers(0, 6, size=25) / 5.0,
+        "skewed": rng.exponential(1.0, size=60),
+    }[kind]
+    mean, lo, hi = bootstrap_ci(values, n=4000, seed=5)
+    old_lo, old_hi = _numpy_percentile_bootstrap(values, n=4000, seed=99)
+    width = old_hi - old_lo
+    assert mean == pytest.approx(values.mean())
+    # Monte-Carlo noise of a 2.5% quantile over 4,000 resamples is about 3% of the interval's width
+    assert lo == pytest.approx(old_lo, abs=0.1 * width) and hi == pytest.approx(old_hi, abs=0.1 * width)
+
+
+def test_paired_interval_is_the_interval_of_the_differences() -> None:
+    rng = np.random.default_rng(2)
+    a, b = rng.random(30), rng.random(30)
+    diff, lo, hi = paired_bootstrap(a, b, n=4000, seed=1)
+    old_lo, old_hi = _numpy_percentile_bootstrap(a - b, n=4000, seed=3)
+    assert diff == pytest.approx(float(np.mean(a - b)))
+    assert lo == pytest.approx(old_lo, abs=0.1 * (old_hi - old_lo))
+    assert hi == pytest.approx(old_hi, abs=0.1 * (old_hi - old_lo))
+    assert all(math.isnan(x) for x in paired_bootstrap([], []))
+    assert paired_bootstrap([0.7], [0.2]) == pytest.approx((0.5, 0.5, 0.5))
+
+
+def test_cohen_kappa_is_identical_to_scikit_learn() -> None:
+    metrics = pytest.importorskip("sklearn.metrics")  # in the dev extra; memento keeps its own dozen lines
+    rng = np.random.default_rng(4)
+    for labels in (["yes", "no"], ["a", "b", "c", "d"], [True, False]):
+        a = list(rng.choice(labels, size=80))
+        b = [x if rng.random() < 0.6 else rng.choice(labels) for x in a]
+        assert cohen_kappa(a, b) == pytest.approx(metrics.cohen_kappa_score(a, b), abs=1e-12)
+
+
 def test_cohen_kappa_hand_computed() -> None:
     # 2x2 table: both yes 20, a-yes b-no 5, a-no b-yes 10, both no 15 (Wikipedia's example): kappa = 0.4
     a = ["yes"] * 25 + ["no"] * 25
