@@ -121,6 +121,7 @@ class WebSettings(_Section):
     allow_private: bool = False  # fetch private/loopback targets (link-local, e.g. 169.254.169.254, only when listed)
     allowed_private_hosts: list[str] = Field(default_factory=list)  # only these private hosts/IPs (no other)
     offline: bool = False  # serve pages only from the URL cache (replay a run without network)
+    bm25: Literal["bm25s", "rank_bm25"] = "bm25s"  # offline corpus scoring; rank_bm25: reference, small corpora
 
 
 class MemorySettings(_Section):
@@ -173,6 +174,7 @@ class JitMemSettings(_Section):
     orderings: int = Field(default=1, ge=1)
     warm: bool = False
     train_gate: Literal["judge", "ground_truth"] = "judge"  # what admits a training trajectory to the bank
+    bm25: Literal["bm25s", "rank_bm25"] = "bm25s"  # trajectory bank scoring; rank_bm25: reference, small banks
 
 
 class TrainerSettings(_Section):

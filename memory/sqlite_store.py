@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import logging
 import re
@@ -123,9 +124,19 @@ _STOP = frozenset(
 )
 
 
+@functools.lru_cache(maxsize=16_384)
 def estimate_tokens(text: str) -> int:
-    """A cheap, deterministic token estimate (about four characters per token)."""
-    return (len(text) + 3) // 4
+    """Tokens of ``text`` as litellm counts them for a model without its own tokenizer (tiktoken's
+    ``cl100k_base``, shipped with litellm, so offline), cached per text: memory budgets re-count the same rules and
+    facts on every selection (``bench/bench_tokens.py`` measures the cost).
+
+    Example:
+        >>> estimate_tokens("When a river is named, ask for its length.")
+        11
+    """
+    import litellm
+
+    return len(litellm.encode(model="", text=text)) if text else 0
 
 
 def fts_query(text: str, *, max_terms: int = 32) -> str:

@@ -39,6 +39,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import ValidationError
 
+from memento.bm25 import BM25Engine, RankBM25Scorer, check_engine
 from memento.errors import ConfigError, DataError, MemoryFrozenError
 from memento.types import Trajectory
 
@@ -104,7 +105,8 @@ def _tokenize(texts: list[str]) -> list[list[str]]:
 
 
 class _Index:
-    """A bm25s index over task texts plus the sequence number and task id of each indexed row."""
+    """A BM25 index over task texts plus the sequence number and task id of each indexed row: a ``bm25s`` model
+    (persisted) or a :class:`~memento.bm25.RankBM25Scorer` (the reference engine, rebuilt in memory)."""
 
     def __init__(self, model: Any, seqs: np.ndarray, task_ids: list[str]) -> None:
         self.model = model
@@ -112,8 +114,15 @@ class _Index:
         self.task_ids = task_ids
         self._task_id_array = np.asarray(task_ids, dtype=object)
 
+    @property
+    def persistent(self) -> bool:
+        """Whether the index is saved next to the database (``bm25s``) rather than rebuilt on open."""
+        return not isinstance(self.model, RankBM25Scorer)
+
     @classmethod
-    def build(cls, seqs: list[int], task_ids: list[str], texts: list[str]) -> _Index:
+    def build(cls, seqs: list[int], task_ids: list[str], texts: list[str], *, engine: BM25Engine = "bm25s") -> _Index:
+        if engine == "rank_bm25":
+            return cls(RankBM25Scorer(_tokenize(texts) if texts else []), np.asarray(seqs, np.int64), list(task_ids))
         import bm25s
 
         model = bm25s.BM25()
@@ -184,6 +193,9 @@ class TrajectoryBank:
         read_only: open an existing bank for reading only (test time): the database is opened read-only, no
             directory or index file is created, a stale index is rebuilt in memory only, and any write raises
             :class:`TrajectoryBankFrozenError`. A missing bank raises :class:`TrajectoryBankError`.
+        bm25: the retrieval engine (setting ``jitmem.bm25``): ``"bm25s"`` (default; its index is persisted in
+            ``bm25_index/``) or ``"rank_bm25"`` (the reference implementation, re-indexed in memory on open: for
+            small banks and checks). The stored trajectories are the same for both.
 
     The bank is thread-safe and survives ``copy.deepcopy`` by reference (optimizers deep-copy programs; the memory
     must not fork). Use :meth:`batch` to buffer writes until a stream batch ends.
@@ -196,7 +208,15 @@ class TrajectoryBank:
         False
     """
 
-    def __init__(self, directory: str | Path, *, policy: BankPolicy = "success_only", read_only: bool = False) -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        policy: BankPolicy = "success_only",
+        read_only: bool = False,
+        bm25: BM25Engine = "bm25s",
+    ) -> None:
+        self.bm25 = check_engine(bm25)
         if policy not in ("success_only", "all_with_labels"):
             raise ConfigError(f"unknown trajectory bank policy {policy!r}; use success_only or all_with_labels")
         self.directory = Path(directory)
@@ -431,13 +451,14 @@ class TrajectoryBank:
             if self._index is not None and self._index_max_seq == max_seq:
                 return self._index
             index_dir = self.directory / _INDEX_DIR
-            index = _Index.load(index_dir, max_seq=max_seq)
+            index = _Index.load(index_dir, max_seq=max_seq) if self.bm25 == "bm25s" else None
             if index is None:
                 rows = self._conn.execute("SELECT seq, task_id, task_text FROM trajectories ORDER BY seq").fetchall()
-                index = _Index.build([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+                index = _Index.build([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], engine=self.bm25)
                 max_seq = int(index.seqs.max()) if len(index.seqs) else 0
                 if not self.read_only:  # a read-only bank keeps the rebuilt index in memory
-                    index.save(index_dir)
+                    if index.persistent:
+                        index.save(index_dir)
                     if self._meta("count") != str(len(rows)):  # rows written behind the bank's back: recount
                         self._conn.execute("DELETE FROM meta WHERE key IN ('count', 'accepted')")
             self._index, self._index_max_seq = index, max_seq
@@ -454,7 +475,7 @@ class TrajectoryBank:
             self._index = None
             if self.read_only:
                 rows = self._conn.execute("SELECT seq, task_id, task_text FROM trajectories ORDER BY seq").fetchall()
-                index = _Index.build([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+                index = _Index.build([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], engine=self.bm25)
                 self._index, self._index_max_seq = index, int(index.seqs.max()) if len(index.seqs) else 0
                 return
             self._ensure_index()

@@ -303,7 +303,7 @@ def build_jitmem(
         raise ConfigError("jitmem.executor cannot be jitmem itself")
     inner = build_program(name, task=task, settings=settings, roles=roles)
     bank = TrajectoryBank(
-        Path(memory_dir or settings.memory.dir) / "jitmem", policy=policy or jit.policy, read_only=frozen
+        Path(memory_dir or settings.memory.dir) / "jitmem", policy=policy or jit.policy, read_only=frozen, bm25=jit.bm25
     )
     curator = JitMemCurator(payload_tokens=jit.payload_tokens)
     return JitMemAgent(inner, bank, curator, k=jit.k, judge=True, roles=roles, task=task, store=not frozen)

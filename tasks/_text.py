@@ -1,10 +1,9 @@
-"""Answer normalisation as in SQuAD/HotpotQA evaluation."""
+"""Answer normalisation as in SQuAD/HotpotQA evaluation, and HTML fragments to plain text."""
 
 from __future__ import annotations
 
 import re
 import string
-from html.parser import HTMLParser
 
 __all__ = ["normalize_answer", "html_to_text"]
 
@@ -19,37 +18,31 @@ def normalize_answer(text: str) -> str:
     return " ".join(text.split())
 
 
-class _TextExtractor(HTMLParser):
-    """Collects the text of an HTML fragment, with a paragraph break around block elements."""
-
-    _BLOCKS = frozenset({"p", "div", "br", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "tr"})
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: object) -> None:
-        if tag in self._BLOCKS:
-            self.parts.append("\n\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self._BLOCKS:
-            self.parts.append("\n\n")
-
-    def handle_data(self, data: str) -> None:
-        self.parts.append(data)
+_BLOCKS = ("p", "div", "br", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote", "tr")
 
 
 def html_to_text(html: str) -> str:
-    """Plain text of an HTML fragment: tags dropped, entities decoded, one blank line between paragraphs.
+    """Plain text of an HTML fragment (parsed by ``lxml.html``): tags, comments, scripts and styles dropped,
+    entities decoded, one blank line between paragraphs (block elements: ``p``, ``li``, ``br``, headings, rows...).
 
     Example:
         >>> html_to_text("<p>A &amp; B</p><p>C  d</p>")
         'A & B\\n\\nC d'
     """
-    extractor = _TextExtractor()
-    extractor.feed(html or "")
-    extractor.close()
-    text = "".join(extractor.parts).replace("\xa0", " ")
+    import lxml.html
+    from lxml import etree
+
+    if not html or not html.strip():
+        return ""
+    try:
+        root = lxml.html.fragment_fromstring(html, create_parent="div")
+    except (etree.ParserError, ValueError):  # e.g. a whole document: parse it as one
+        root = lxml.html.document_fromstring(html)
+    for element in list(root.iter("script", "style")):
+        element.drop_tree()  # code, not text (its tail stays)
+    for element in root.iter(*_BLOCKS):
+        element.text = "\n\n" + (element.text or "")
+        element.tail = "\n\n" + (element.tail or "")
+    text = root.text_content().replace("\xa0", " ")
     paragraphs = [" ".join(chunk.split()) for chunk in re.split(r"\n\s*\n", text)]
     return "\n\n".join(p for p in paragraphs if p)

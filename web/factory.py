@@ -32,7 +32,7 @@ __all__ = ["make_backend", "make_fetcher", "make_web_tools", "web_tools_factory"
 logger = logging.getLogger(__name__)
 
 _open_lock = threading.Lock()
-_opened: dict[str, Any] = {}  # resolved index dir -> OfflineCorpus, shared by the whole process
+_opened: dict[str, Any] = {}  # "resolved index dir|engine" -> OfflineCorpus, shared by the whole process
 
 
 def corpus_index_dir(source: str | Path, cache_dir: str | Path) -> Path:
@@ -45,28 +45,25 @@ def corpus_index_dir(source: str | Path, cache_dir: str | Path) -> Path:
     return Path(cache_dir).expanduser() / "corpora" / f"{src.stem}-{digest}"
 
 
-def open_corpus(path: str | Path, *, cache_dir: str | Path) -> Any:
+def open_corpus(path: str | Path, *, cache_dir: str | Path, bm25: str = "bm25s") -> Any:
     """Open an offline corpus: an index directory as is; a source file (``.jsonl``/``.json``) through its index
-    under ``cache_dir``, built on first use and reused afterwards (rebuilt when the file changes)."""
+    under ``cache_dir``, built on first use and reused afterwards (rebuilt when the file changes). ``bm25`` names
+    the scoring engine (``web.bm25``); one corpus is opened per index and engine in a process."""
     from memento.web.offline_corpus import OfflineCorpus
 
     p = Path(path).expanduser()
     if not p.exists():
         raise WebConfigError(f"corpus not found: {p}")
     with _open_lock:
-        if p.is_dir():
-            index = p.resolve()
-            if str(index) not in _opened:
-                _opened[str(index)] = OfflineCorpus(index)
-            return _opened[str(index)]
-        index = corpus_index_dir(p, cache_dir).resolve()
-        if str(index) not in _opened:
-            if OfflineCorpus.is_index(index):
-                _opened[str(index)] = OfflineCorpus(index)
+        index = p.resolve() if p.is_dir() else corpus_index_dir(p, cache_dir).resolve()
+        key = f"{index}|{bm25}"
+        if key not in _opened:
+            if p.is_dir() or OfflineCorpus.is_index(index):
+                _opened[key] = OfflineCorpus(index, bm25=bm25)
             else:
                 logger.info("building the offline corpus index of %s into %s", p, index)
-                _opened[str(index)] = OfflineCorpus.build([p], index)
-        return _opened[str(index)]
+                _opened[key] = OfflineCorpus.build([p], index, bm25=bm25)
+        return _opened[key]
 
 
 def make_backend(settings: Settings) -> SearchBackend:
@@ -78,7 +75,7 @@ def make_backend(settings: Settings) -> SearchBackend:
     if kind == "offline":
         if not web.corpus:
             raise WebConfigError("web.backend is 'offline' but no corpus is configured: pass --corpus PATH")
-        return open_corpus(web.corpus, cache_dir=web.cache_dir)
+        return open_corpus(web.corpus, cache_dir=web.cache_dir, bm25=web.bm25)
     if kind == "searxng":
         if not web.searxng_url:
             raise WebConfigError("web.backend is 'searxng' but web.searxng_url is not set")

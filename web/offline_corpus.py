@@ -42,6 +42,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memento.bm25 import BM25Engine, RankBM25Scorer, check_engine
 from memento.web.errors import AfterCutoff, CorpusError, CorpusFormatError, UndatedRefused
 from memento.web.search_result import SearchResult, UndatedPolicy, coerce_date, parse_date, passes_cutoff
 
@@ -185,6 +186,9 @@ class OfflineCorpus:
 
     Args:
         directory: an index directory made by :meth:`build`.
+        bm25: the scoring engine (setting ``web.bm25``): ``"bm25s"`` (default) scores with the persisted sparse
+            index; ``"rank_bm25"`` re-tokenises every document at open time and scores with ``rank_bm25``'s
+            BM25Okapi, the reference implementation (slow beyond a few tens of thousands of documents).
 
     Example:
         >>> corpus = OfflineCorpus.build(["docs.jsonl"], "idx", strict=True)  # doctest: +SKIP
@@ -195,10 +199,11 @@ class OfflineCorpus:
 
     source_name = "offline"
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, *, bm25: BM25Engine = "bm25s") -> None:
         import bm25s
         import numpy as np
 
+        self.bm25 = check_engine(bm25)
         self.directory = Path(directory).expanduser()
         if not self.is_index(self.directory):
             raise CorpusError(
@@ -219,12 +224,20 @@ class OfflineCorpus:
         )
         self._lock = threading.Lock()
         self.report = BuildReport.model_validate(self.meta.get("report", {}))
+        self._reference = self._reference_scorer() if self.bm25 == "rank_bm25" else None
+
+    def _reference_scorer(self) -> RankBM25Scorer:
+        """``rank_bm25`` over the documents tokenised exactly as :meth:`build` tokenised them."""
+        weight = int(self.meta.get("title_weight", _TITLE_WEIGHT))
+        with self._lock:
+            rows = self._conn.execute("SELECT title, text FROM docs ORDER BY idx").fetchall()
+        return RankBM25Scorer([tokenize(" ".join([title] * weight + [text])) for title, text in rows])
 
     def __len__(self) -> int:
         return int(self.meta["documents"])
 
     def __repr__(self) -> str:
-        return f"OfflineCorpus({str(self.directory)!r}, documents={len(self)})"
+        return f"OfflineCorpus({str(self.directory)!r}, documents={len(self)}, bm25={self.bm25!r})"
 
     def __deepcopy__(self, memo: dict[int, Any]) -> OfflineCorpus:
         return self  # a read-only shared resource: programs deep-copied by optimizers keep using it
@@ -247,7 +260,10 @@ class OfflineCorpus:
         ids = list(dict.fromkeys(self._vocab[t] for t in terms if t in self._vocab))
         if not ids or k <= 0:
             return []
-        scores = np.asarray(self._retriever.get_scores(ids), dtype=np.float32)
+        if self._reference is not None:
+            scores = self._reference.get_scores(terms)
+        else:
+            scores = np.asarray(self._retriever.get_scores(ids), dtype=np.float32)
         if before is not None:
             pub = self._published
             allowed = (pub > 0) & (pub < before.toordinal())
@@ -317,6 +333,7 @@ class OfflineCorpus:
         *,
         strict: bool = False,
         on_error: Callable[[CorpusFormatError], None] | None = None,
+        bm25: BM25Engine = "bm25s",
     ) -> OfflineCorpus:
         """Read ``sources`` and write an index to ``out_dir`` atomically (built aside, then renamed into place).
 
@@ -326,6 +343,7 @@ class OfflineCorpus:
                 refused.
             strict: fail on the first malformed entry instead of skipping it.
             on_error: also called with every skipped entry's error (the CLI prints them).
+            bm25: the engine the returned corpus scores with (the index on disk is the same for both).
 
         Raises:
             CorpusFormatError: a malformed entry with ``strict=True``.
@@ -418,7 +436,7 @@ class OfflineCorpus:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        corpus = cls(out)
+        corpus = cls(out, bm25=bm25)
         corpus.report = report
         logger.info(
             "built %s: %d documents, %d skipped, %d duplicates in %.1fs",
