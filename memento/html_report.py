@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from memento.errors import DataError
 from memento.files import atomic_write_text
+from memento.text import one_line
 from memento.types import Node, ToolCall, Trajectory
 
 __all__ = ["write_report", "report_kind", "render_trajectory_page", "ReportKind"]
@@ -69,11 +70,6 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def _clip(text: Any, n: int) -> str:
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
 def _page(title: str, body: str) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -85,7 +81,7 @@ def _page(title: str, body: str) -> str:
 
 
 def _link(url: str, text: str | None = None) -> str:
-    shown = _e(_clip(text or url, 120))
+    shown = _e(one_line(text or url, 120))
     if url.startswith(("http://", "https://")):
         return f'<a href="{_e(url)}" rel="noopener noreferrer" target="_blank">{shown}</a>'
     return f"<code>{shown}</code>"
@@ -105,10 +101,10 @@ def _table(headers: Iterable[str], rows: Iterable[Iterable[str]], *, numeric: se
 
 # -- trajectories ------------------------------------------------------------------------------------------------
 def _tool_call(call: ToolCall) -> str:
-    args = ", ".join(f"{k}={_clip(v, 120)}" for k, v in call.args.items())
+    args = ", ".join(f"{k}={one_line(v, 120)}" for k, v in call.args.items())
     flags = " cached" if call.cached else ""
-    error = f' <span class="err">{_e(_clip(call.error, 200))}</span>' if call.error else ""
-    result = f'<div class="meta">{_e(_clip(call.result, 300))}</div>' if call.result else ""
+    error = f' <span class="err">{_e(one_line(call.error, 200))}</span>' if call.error else ""
+    result = f'<div class="meta">{_e(one_line(call.result, 300))}</div>' if call.result else ""
     return (
         f'<li class="tool"><span class="sig">{_e(call.kind)}</span>({_e(args)}) '
         f'<span class="meta">{call.ms:.0f} ms{flags}</span>{error}{result}</li>'
@@ -131,7 +127,7 @@ def _node(node: Node, traj: Trajectory, calls: dict[str | None, list[ToolCall]],
         items = "".join(
             f"<li>{_link(ev.url, ev.title or ev.url)}"
             + (f' <span class="meta">{_e(ev.published)}</span>' if ev.published else "")
-            + (f'<div class="meta">{_e(_clip(ev.snippet, 240))}</div>' if ev.snippet else "")
+            + (f'<div class="meta">{_e(one_line(ev.snippet, 240))}</div>' if ev.snippet else "")
             + "</li>"
             for ev in node.evidence
         )
@@ -220,7 +216,7 @@ def trajectory_section(traj: Trajectory, *, heading: str = "h2") -> str:
 
 def render_trajectory_page(traj: Trajectory) -> str:
     """A whole page for one trajectory."""
-    title = f"memento run · {_clip(traj.task_text, 80)}"
+    title = f"memento run · {one_line(traj.task_text, 80)}"
     return _page(title, f"<h1>{_e(title)}</h1>" + trajectory_section(traj))
 
 
@@ -259,19 +255,21 @@ def _eval_page(results: dict[str, Any], directory: Path, *, title: str) -> str:
         traj = trajectories.get(position)
         label = f'<a href="#{anchor}">{_e(row.get("index"))}</a>' if traj is not None else _e(row.get("index"))
         error = row.get("error")
+        note = _e(one_line(error or row.get("feedback"), 120))
+        note = f'<span class="err">{note}</span>' if error else note
         rows.append(
             [
                 label,
-                _e(_clip(row.get("id"), 30)),
-                _e(_clip(first, 90)),
+                _e(one_line(row.get("id"), 30)),
+                _e(one_line(first, 90)),
                 f"{float(row.get('score') or 0.0):.3f}",
-                f'<span class="err">{_e(_clip(error, 120))}</span>' if error else _e(_clip(row.get("feedback"), 120)),
+                note,
             ]
         )
         if traj is not None:
             sections.append(
                 f'<details class="example" id="{anchor}"><summary>example {_e(row.get("index"))}: '
-                f"{_e(_clip(traj.task_text, 140))}</summary>{trajectory_section(traj, heading='h3')}</details>"
+                f"{_e(one_line(traj.task_text, 140))}</summary>{trajectory_section(traj, heading='h3')}</details>"
             )
     mean, lo, hi = results.get("mean"), results.get("ci_low"), results.get("ci_high")
     summary = (
@@ -375,7 +373,7 @@ def _memory_page(directory: Path, diff: tuple[int, int] | None) -> str:
         stores_at = snapshots[int(v["version"])]["stores"]
         version_rows.append(
             [str(v["version"]), _e(v.get("batch")), _e(v.get("status")), _e(v.get("created_at")),
-             *(str(len(stores_at.get(s, []))) for s in stores), _e(_clip(v.get("note"), 80))]
+             *(str(len(stores_at.get(s, []))) for s in stores), _e(one_line(v.get("note"), 80))]
         )  # fmt: skip
     parts = [
         f"<h1>memento memory · {_e(directory)}</h1>",
@@ -436,7 +434,7 @@ def _memory_diff(mem: Any, a: int, b: int) -> str:
                     if kind == "modified" and before.get(key) != after.get(key)
                 )
                 if kind == "modified" and before.get("text") != after.get("text"):
-                    changes = (changes + "; " if changes else "") + f"text was: {_clip(before.get('text'), 160)}"
+                    changes = (changes + "; " if changes else "") + f"text was: {one_line(before.get('text'), 160)}"
                 rows.append(
                     f'<tr class="{kind}"><td>{_e(_STORE_LABEL.get(name, name))}</td><td>{kind}</td>'
                     f"<td><code>{_e(item_id)}</code></td><td>{_e(after.get('text', ''))}</td>"
