@@ -26,3 +26,35 @@ def test_method_sections_take_flags_over_the_environment(monkeypatch) -> None:
     assert settings.cbr.min_pairs == 2 and settings.source_of("cbr.min_pairs") == "flag"
     assert settings.jitmem.stream_batch == 5 and settings.source_of("jitmem.stream_batch") == "env"
     assert settings.jitmem.protocol == "stream" and settings.jitmem.payload_tokens == 2000
+
+
+def test_run_cbr_trains_with_the_cbr_flags(tmp_path) -> None:
+    import json
+
+    from memento.memory.case_bank import CaseBank, StoredEmbedder
+    from memento.testing import OpenAICompatServer, ScriptedEngine
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"doc_id": "d1", "title": "Acme", "text": "Acme was founded by Ada in Lyon."}) + "\n")
+    engine = ScriptedEngine(
+        overrides={"sub_tasks": ["Who founded Acme?"], "done": True, "answer": "Ada", "reward": 1.0, "reasoning": "ok"}
+    )
+    memory = tmp_path / "mem"
+    env = {
+        "MEMENTO_LM_CACHE": "false",
+        "MEMENTO_BUDGETS_STEPS_PER_QUESTION": "2",
+        "MEMENTO_WEB_CACHE_DIR": str(tmp_path),
+    }
+    with OpenAICompatServer(engine) as server:
+        for i in range(2):
+            args = ["run", "--task", "qa", "--question", f"Who founded Acme ({i})?", "--method", "cbr"]
+            args += ["--memory", str(memory), "--corpus", str(corpus), "--out", str(tmp_path / f"t{i}.json")]
+            args += ["--cbr-k", "1", "--cbr-alpha", "0.5", "--cbr-min-pairs", "5"]
+            args += ["--lm", "openai/scripted", "--api-base", server.api_base]
+            result = CliRunner().invoke(app, args, env=env)
+            assert result.exit_code == 0, result.output
+    second = json.loads((tmp_path / "t1.json").read_text())
+    notes = [n for n in second["notes"] if n.startswith("cbr: retrieved")]
+    assert notes and notes[0].startswith("cbr: retrieved 1 cases by softmax")  # training explores, k from the flag
+    bank = CaseBank(memory / "cbr", StoredEmbedder.of(memory / "cbr"), frozen=True)
+    assert bank.count() == 2 and bank.pairs_logged() == 1  # the second task credited the one case it read

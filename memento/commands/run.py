@@ -29,6 +29,7 @@ from memento.commands._common import (
     err_console,
     settings_from_flags,
 )
+from memento.commands._method_options import CBRK, CBRAlpha, CBRMinPairs, CBRTrainPolicy, JitMemPayloadTokens, section
 from memento.commands._observe import JsonOpt, LogLMOpt, observe, observe_flags, print_json, report_hint
 from memento.errors import ConfigError, DataError
 from memento.files import atomic_write_text
@@ -214,6 +215,11 @@ def run(
     memory: Annotated[Path | None, typer.Option("--memory", help="Memory directory (memory-using methods).")] = None,
     log_lm: LogLMOpt = None,
     as_json: JsonOpt = False,
+    cbr_k: CBRK = None,
+    cbr_train_policy: CBRTrainPolicy = None,
+    cbr_alpha: CBRAlpha = None,
+    cbr_min_pairs: CBRMinPairs = None,
+    payload_tokens: JitMemPayloadTokens = None,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
@@ -239,6 +245,8 @@ def run(
             "steps_per_question": steps_per_question,
         },
         observe=observe_flags(log_lm),
+        cbr=section(k=cbr_k, train_policy=cbr_train_policy, alpha=cbr_alpha, min_pairs=cbr_min_pairs),
+        jitmem=section(payload_tokens=payload_tokens),
     )
     roles = memento.configure(settings)
     observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
@@ -253,7 +261,7 @@ def run(
     if memory is not None and method in _MEMORYLESS_METHODS:
         err_console.print(
             f"memento: warning: method {method} reads no memory; --memory is ignored "
-            "(memory methods: memento, react_memory, cbr, jitmem)",
+            "(memory methods: memento, react_memory, cbr, jitmem, closed_book_cases, few_shot_cases)",
             highlight=False,
         )
     if trace:
