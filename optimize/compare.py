@@ -649,6 +649,9 @@ class CaseBankRunner:
             "test_policy": cbr.policy,
             "alpha": agent.alpha,
             "passes": [{"pass": r.index, "score": r.score, "n": len(r.rewards)} for r in passes],
+            "train_retrievals": {
+                p: sum(r.policies.get(p, 0) for r in passes) for p in {p for r in passes for p in r.policies}
+            },
             "own_cases": cbr.own_cases,
         }
         agent.bank.close()

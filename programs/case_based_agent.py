@@ -474,6 +474,7 @@ class PassResult:
     index: int
     rewards: list[float | None] = field(default_factory=list)
     batches: list[dict[str, Any]] = field(default_factory=list)
+    policies: dict[str, int] = field(default_factory=dict)  # retrieval policy of each call (with cases to read)
 
     @property
     def score(self) -> float | None:
@@ -519,15 +520,19 @@ def fit_cases(
         for index in range(1, passes + 1):
             result = PassResult(index=index)
 
-            def run_one(pos: int) -> float | None:
+            def run_one(pos: int) -> tuple[float | None, str | None]:
                 example = examples[pos]
                 data = dict(example.items()) if hasattr(example, "items") else dict(example)
                 pred = agent(**data, task_id=ids[pos])
-                return pred.cbr.get("reward")
+                return pred.cbr.get("reward"), pred.cbr.get("policy") if pred.cbr.get("retrieved") else None
 
             for batch, start in enumerate(range(0, len(examples), batch_size), 1):
                 positions = list(range(start, min(start + batch_size, len(examples))))
-                rewards = run_parallel(run_one, positions, threads=threads)
+                outcomes = run_parallel(run_one, positions, threads=threads)
+                rewards = [reward for reward, _ in outcomes]
+                for _, policy in outcomes:
+                    if policy is not None:
+                        result.policies[policy] = result.policies.get(policy, 0) + 1
                 result.rewards.extend(rewards)
                 scored = [r for r in rewards if r is not None]
                 result.batches.append(

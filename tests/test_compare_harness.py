@@ -320,6 +320,8 @@ def test_memory_methods_train_in_batches_and_test_frozen(multihop: dict, tmp_pat
         assert cbr.costs.train.judge_calls == 0  # training rewards come from the metric, not the judge
         # training explores (softmax over the gate's logits), testing is greedy Q
         assert cbr.info["policy"] == "softmax" and cbr.info["test_policy"] == "q"
+        # every training call that found cases sampled (batches 2 and 3 always find some; batch 1 races)
+        assert list(cbr.info["train_retrievals"]) == ["softmax"] and 8 <= cbr.info["train_retrievals"]["softmax"] <= 11
         assert cbr.info["passes"] == [{"pass": 1, "score": cbr.info["passes"][0]["score"], "n": 12}]
         tested = [json.loads(line) for line in (out / "cbr" / "test" / "trajectories.jsonl").read_text().splitlines()]
         assert tested and all(any(" cases by q" in n for n in t["notes"]) for t in tested)
