@@ -9,8 +9,14 @@ At each size the memory is filled with synthetic rules and facts (deterministic,
   size of each LM call is measured (mean and max), so growth in memory would show up here.
 * **retrieval latency**: the time of one task's memory reads (craft, decomposition, web-action, facts and one
   ``search_memory``), mean and p95 over the queries, ms.
+* **distillation** (``--part distill``): one training batch of 10 and of 100 synthetic runs at the default research
+  budgets (24 sub-questions, 3 searches with 5 result titles and 2 scrapes each) through the trainer with a
+  scripted LM: per distiller, the runs it saw (and saw summarised) and its largest and mean prompt, in characters.
+  The baseline is the previous trainer's cut (each run's record clipped at 6,000 characters, sub-question lines
+  first, the batch's concatenation at 12,000): the runs whose search lines would have reached the M3 distiller.
 
-Run: python bench/bench_memory.py [--sizes 100,1000,10000] [--facts-per-rule 10] [--queries 50]
+Run: python bench/bench_memory.py [--part all|inject|distill] [--sizes 100,1000,10000] [--facts-per-rule 10]
+[--queries 50] [--distill-runs 10,100]
 """
 
 from __future__ import annotations
@@ -31,11 +37,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import dspy  # noqa: E402
 
 from memento.config import Budgets, load_settings  # noqa: E402
+from memento.memory.embedder import HashingEmbedder  # noqa: E402
 from memento.memory.memento_memory import MementoMemory, MemoryBudgets  # noqa: E402
 from memento.memory.sqlite_store import estimate_tokens, index_columns  # noqa: E402
+from memento.optimize.memento_trainer import MementoTrainer  # noqa: E402
+from memento.optimize.run_digest import run_record, search_log  # noqa: E402
 from memento.programs.memento_program import Memento  # noqa: E402
 from memento.testing import ScriptedEngine, scripted_lm  # noqa: E402
-from memento.types import Fact, Rule  # noqa: E402
+from memento.types import Evidence, Fact, Node, Rule, ToolCall, Trajectory  # noqa: E402
 from memento.web.factory import web_tools_factory  # noqa: E402
 
 SYLLABLES = ["ka", "ro", "mi", "tan", "vel", "or", "is", "len", "dar", "qu", "su", "pex", "no", "bri", "zal", "et"]
@@ -142,13 +151,155 @@ def prompt_tokens_per_call(memory: MementoMemory, corpus: Path, cache: Path, que
     return statistics.mean(sizes), max(sizes), len(sizes)
 
 
+def synthetic_run(rng: random.Random, vocab: list[str], i: int, *, questions: int = 24) -> Trajectory:
+    """A trajectory at the default research budgets: ``questions`` sub-questions, each 3 searches and 2 scrapes."""
+    task = f"Task {i}: what links {rng.choice(vocab).capitalize()} and {rng.choice(vocab).capitalize()}?"
+    nodes = [Node(id="root", question=task, status="decomposed")]
+    calls: list[ToolCall] = []
+    for q in range(questions):
+        node_id = f"n{q}"
+        url = f"https://ex.org/{rng.choice(vocab)}"
+        nodes.append(
+            Node(
+                id=node_id,
+                parent_id="root",
+                wave=q // 5,
+                question=f"Which {rng.choice(PATTERNS)} involved {' '.join(words(rng, 6))}?",
+                answer=" ".join(words(rng, 30)),
+                evidence=[Evidence(url=url, snippet=" ".join(words(rng, 20)))],
+                status="answered",
+                steps=6,
+            )
+        )
+        for _ in range(3):
+            titles = [" ".join(words(rng, 5)).title() for _ in range(5)]
+            result = "\n".join(f"[{k}] {t}\n    https://ex.org/{k}\n    snippet" for k, t in enumerate(titles, 1))
+            calls.append(
+                ToolCall(
+                    kind="search_web",
+                    args={"query": " ".join(words(rng, 5))},
+                    result=result,
+                    result_urls=[f"https://ex.org/{k}" for k in range(5)],
+                    node_id=node_id,
+                )
+            )
+        calls.append(ToolCall(kind="scrape", args={"url": url}, result=" ".join(words(rng, 300)), node_id=node_id))
+        calls.append(ToolCall(kind="scrape", args={"url": f"https://ex.org/{rng.choice(vocab)}"}, node_id=node_id))
+    return Trajectory(task_id=f"r{i}", task_text=task, nodes=nodes, tool_calls=calls)
+
+
+def old_runs_seen(trajectories: list[Trajectory]) -> tuple[int, int]:
+    """Under the previous trainer's cut (6,000 per run, 12,000 per batch): runs in the M3 prompt, and runs whose
+    search lines reached it."""
+    logs = []
+    for t in trajectories:
+        lines = [f"[{n.status}] Q: {n.question}\n  A: {(n.answer or '')[:300]}" for n in t.nodes if n.parent_id]
+        lines += [f"search: {c.args.get('query')!r} -> 5 results" for c in t.tool_calls if c.kind == "search_web"]
+        logs.append(f"## task {t.task_id}: {t.task_text}\n" + "\n".join(lines)[:6000])
+    shown = "\n\n".join(logs)[:12000]
+    blocks = shown.split("## task ")[1:]
+    return len(blocks), sum(1 for block in blocks if "search: " in block)
+
+
+class _Replay:
+    """A stand-in program that returns prepared trajectories (the bench measures distillation, not research)."""
+
+    task = None
+
+    def __init__(self, memory: MementoMemory, runs: dict[str, Trajectory]) -> None:
+        self.memory = memory
+        self.runs = runs
+
+    def __call__(self, *, question: str, cutoff=None, task_id: str) -> dspy.Prediction:
+        return dspy.Prediction(answer="an answer", trajectory=self.runs[task_id])
+
+
+_DISTILLERS = {
+    "craft_insights": lambda c: "run_record" in c.inputs and "insights" in c.output_fields,
+    "web_rules": lambda c: "search_log" in c.inputs,
+    "facts": lambda c: "facts" in c.output_fields,
+    "coverage": lambda c: "coverage" in c.output_fields,
+    "decomposition": lambda c: "judged_run" in c.inputs,
+    "summaries": lambda c: "summary" in c.output_fields,
+}
+
+
+def distill_bench(root: Path, runs: int, rng: random.Random, vocab: list[str]) -> dict:
+    """Train one batch of ``runs`` synthetic runs; per distiller: runs seen, summarised, prompt sizes."""
+    trajectories = [synthetic_run(rng, vocab, i) for i in range(runs)]
+    memory = MementoMemory(root / f"distill-{runs}", embedder=HashingEmbedder())
+    engine = ScriptedEngine()
+    engine.when(predicate=lambda c: "summary" in c.output_fields, summary=lambda c: c.inputs["run_record"][:2000])
+    dspy.configure(lm=scripted_lm(engine))
+    program = _Replay(memory, {t.task_id: t for t in trajectories})
+    examples = [
+        dspy.Example(id=t.task_id, question=t.task_text, answer="x").with_inputs("question") for t in trajectories
+    ]
+    trainer = MementoTrainer(program, lambda ex, pred: 1.0, memory, batch_size=runs, threads=4)
+    started = time.perf_counter()
+    [report] = trainer.fit(examples)
+    seconds = time.perf_counter() - started
+    old_any, old_searches = old_runs_seen(trajectories)
+    out: dict = {"runs": runs, "old_m3_runs": old_any, "old_m3_runs_with_queries": old_searches}
+    out["seconds"] = round(seconds, 1)
+    for name, match in _DISTILLERS.items():
+        sizes = [len(c.prompt) for c in engine.calls if match(c)]
+        stats = report.distillers.get(name)
+        out[name] = {
+            "seen": stats.seen if stats else len(sizes),
+            "summarised": stats.summarised if stats else 0,
+            "calls": len(sizes),
+            "max_chars": max(sizes, default=0),
+            "mean_chars": round(statistics.mean(sizes)) if sizes else 0,
+        }
+    out["largest_prompt_chars"] = max(len(c.prompt) for c in engine.calls)
+    out["record_chars_max"] = max(len(run_record(t)) for t in trajectories)
+    out["search_log_chars_max"] = max(len(search_log(t)) for t in trajectories)
+    return out
+
+
+def print_distill(rows: list[dict]) -> None:
+    print()
+    print(
+        "| runs per batch | run record / search log, chars (max) | "
+        "M3 runs seen (with their queries): previous cut → now | "
+        "craft insights seen (summarised) | web rules seen (summarised) | facts seen | coverage / M2 seen | "
+        "largest distiller prompt, chars | mean M3 prompt, chars |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['runs']} | {r['record_chars_max']:,} / {r['search_log_chars_max']:,} | "
+            f"{r['old_m3_runs']} ({r['old_m3_runs_with_queries']}) → {r['web_rules']['seen']} "
+            f"({r['web_rules']['seen']}) | "
+            f"{r['craft_insights']['seen']} ({r['craft_insights']['summarised']}) | "
+            f"{r['web_rules']['seen']} ({r['web_rules']['summarised']}) | {r['facts']['seen']} | "
+            f"{r['coverage']['seen']} / {r['decomposition']['seen']} | {r['largest_prompt_chars']:,} | "
+            f"{r['web_rules']['mean_chars']:,} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--part", choices=("all", "inject", "distill"), default="all")
     parser.add_argument("--sizes", default="100,1000,10000", help="rule counts per rule book (M2 and M3 each)")
     parser.add_argument("--facts-per-rule", type=int, default=10, help="M4 facts = this x rules")
     parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument("--distill-runs", default="10,100", help="runs per training batch for --part distill")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    rng = random.Random(args.seed)
+    if args.part in ("all", "distill"):
+        vocab = words(rng, 3000)
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = []
+            for runs in [int(n) for n in args.distill_runs.split(",")]:
+                row = distill_bench(Path(tmp), runs, rng, vocab)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+            print_distill(rows)
+        if args.part == "distill":
+            return
     rng = random.Random(args.seed)
     vocab = words(rng, 3000)
     budgets = MemoryBudgets()
@@ -168,7 +319,7 @@ def main() -> None:
             ),
             encoding="utf-8",
         )
-        memory = MementoMemory(root / "mem", budgets=budgets, relevance_check=False)
+        memory = MementoMemory(root / "mem", budgets=budgets)
         queries = [
             f"What {rng.choice(PATTERNS)} involved {rng.choice(vocab).capitalize()} {rng.choice(vocab).capitalize()} "
             f"and {rng.choice(vocab)}?"

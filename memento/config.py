@@ -141,6 +141,7 @@ class MemorySettings(_Section):
     facts_tokens: int = Field(default=400, ge=0)
     craft_k: int = Field(default=5, ge=1)
     search_k: int = Field(default=5, ge=1)
+    paper_max_tokens: int = Field(default=8000, ge=1)  # paper profile: warn when M1 outgrows this
 
 
 class CBRSettings(_Section):
@@ -178,12 +179,24 @@ class JitMemSettings(_Section):
 
 
 class TrainerSettings(_Section):
-    """MEMENTO's training loop (batch size from MEMENTO §4.1)."""
+    """MEMENTO's training loop (batch size from MEMENTO §4.1; distiller budgets and exploration: docs/architecture.md).
+
+    ``exploration``: exploration steps per training sample (cold start + end of sample, Appendix D.1); the
+    test-time budget is ``[budgets] exploration``. ``record_chars`` / ``search_log_chars`` / ``evidence_chars``:
+    per-run distiller budgets (a run over budget is summarised, never cut); ``rules_shown_tokens``: current rules
+    shown to a rule distiller; ``retire_min_runs``: runs of one batch that must propose removing a rule.
+    """
 
     batch_size: int = Field(default=10, ge=1)
     # a run succeeded when its score is strictly above this (trainer rule credit and CBR SUCCESS/FAILURE labels)
     success_threshold: float = Field(default=0.5, ge=0.0, lt=1.0)
     max_consecutive_lm_failures: int = Field(default=3, ge=1)
+    exploration: int = Field(default=3, ge=0)
+    record_chars: int = Field(default=16_000, ge=200)
+    search_log_chars: int = Field(default=12_000, ge=200)
+    evidence_chars: int = Field(default=6_000, ge=200)
+    rules_shown_tokens: int = Field(default=1_500, ge=0)
+    retire_min_runs: int = Field(default=2, ge=1)
 
 
 class RunSettings(_Section):

@@ -24,6 +24,7 @@ __all__ = [
     "StageUsage",
     "Usage",
     "Trajectory",
+    "Exploration",
     "Rule",
     "RuleStatus",
     "Fact",
@@ -148,6 +149,18 @@ class Usage(_Record):
         return out
 
 
+class Exploration(_Record):
+    """One exploration of a run (MEMENTO Appendix D.1): when it ran, the steps spent and the insights found.
+
+    ``when``: ``cold_start`` (the relevance check found no applicable M1 entry) or ``end_of_sample`` (the rest
+    of the exploration budget, after the answer). The trainer turns the insights into M1 candidates of the batch.
+    """
+
+    when: Literal["cold_start", "end_of_sample"]
+    steps: int = 0
+    insights: list[str] = Field(default_factory=list)
+
+
 class Trajectory(_Record):
     """The complete record of one task run: tree, tool calls, notes, prediction, usage, timings."""
 
@@ -164,6 +177,8 @@ class Trajectory(_Record):
     usage: Usage = Field(default_factory=Usage)
     timings: dict[str, float] = Field(default_factory=dict)
     memory_version: int | None = None
+    injected_memory: dict[str, list[str]] = Field(default_factory=dict)  # store -> ids of the items injected
+    explorations: list[Exploration] = Field(default_factory=list)  # MEMENTO Appendix D.1, in order
     error: str | None = None
     created_at: dt.datetime = Field(default_factory=utcnow)
     provenance: dict[str, Any] | None = None  # what produced it: settings, models, versions (memento.provenance)

@@ -6,7 +6,7 @@ from memento.memory.case_bank import CaseBank
 from memento.memory.craft_knowledge import CraftKnowledge
 from memento.memory.domain_store import DomainStore
 from memento.memory.embedder import Embedder, HashingEmbedder, SentenceTransformerEmbedder, default_embedder
-from memento.memory.memento_memory import MementoMemory, MemoryBudgets, MemoryView
+from memento.memory.memento_memory import MementoMemory, MemoryBudgets, MemoryView, open_memory
 from memento.memory.rule_book import RuleBook
 from memento.memory.trajectory_bank import TrajectoryBank
 
@@ -24,4 +24,5 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "TrajectoryBank",
     "default_embedder",
+    "open_memory",
 ]

@@ -1,19 +1,23 @@
 """Canonicalisation of memory candidates: reject the unsupported, merge near-duplicates, detect contradictions.
 
 Before a candidate (craft insight, rule or fact) is stored, :class:`Canonicalizer` first rejects empty and
-"no data" candidates (a cheap pattern check, then the :class:`~memento.signatures.check_candidate.
-CheckCandidate` LLM check when an LM is available). It then looks for near-duplicates among the stored items
-(SQLite FTS5 prefilter, then embedding cosine similarity) and among the candidates accepted so far; a pair
-above the threshold goes to the :class:`~memento.signatures.merge_canonical.MergeCanonical` LLM
-judgement: ``same`` merges (counts summed), ``contradicts`` supersedes (facts) or is rejected (rules and
-craft), ``distinct`` adds. Planning makes the LLM calls; the caller applies the plan in one transaction.
+"no data" candidates (a cheap pattern check, then the ``check`` stage: the learning module's
+:class:`~memento.signatures.check_candidate.CheckCandidate` predictor, against the candidate's own
+evidence). It then looks for near-duplicates among the stored items (SQLite FTS5 prefilter, then embedding
+cosine similarity) and among the candidates accepted so far; a pair above the threshold goes to the ``merge``
+stage (:class:`~memento.signatures.merge_canonical.MergeCanonical`): ``same`` merges (the runs behind
+the candidate become support of the target), ``contradicts`` supersedes a fact, raises a rule's contradiction
+count (``contradict``) and rejects a craft insight, ``distinct`` adds. The stages are plain callables handed in
+by :class:`memento.programs.memento_learner.MementoLearner` (``memory/`` never imports ``programs/``); without
+them only the pattern check and exact duplicates apply. Planning makes the LLM calls; the caller applies the
+plan in one transaction.
 
 Example:
     >>> import tempfile
     >>> from memento.memory.embedder import HashingEmbedder
     >>> from memento.memory.sqlite_store import SQLiteStore
-    >>> canon = Canonicalizer(SQLiteStore(tempfile.mkdtemp()), embedder=HashingEmbedder(), lm=False)
-    >>> plan = canon.plan("web_action", [Candidate("Quote exact titles."), Candidate("No data")])
+    >>> canon = Canonicalizer(SQLiteStore(tempfile.mkdtemp()), embedder=HashingEmbedder())
+    >>> plan = canon.plan("web_action", [Candidate(text="Quote exact titles."), Candidate(text="No data")])
     >>> [op.action for op in plan]
     ['add', 'reject']
 """
@@ -22,18 +26,23 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, Literal
 
-import dspy
+from pydantic import BaseModel, Field
 
 from memento.memory.sqlite_store import SQLiteStore
 
-__all__ = ["Canonicalizer", "Candidate", "CanonicalOp", "is_no_data"]
+__all__ = ["Canonicalizer", "Candidate", "CanonicalOp", "CheckStage", "MergeStage", "is_no_data", "KINDS"]
+
+#: ``check(kind, candidate, evidence) -> (accepted, reason)``
+CheckStage = Callable[[str, str, str], tuple[bool, str]]
+#: ``merge(kind, stored, candidate) -> (verdict, merged text)``
+MergeStage = Callable[[str, str, str], tuple[str, str]]
 
 logger = logging.getLogger(__name__)
 
-_KINDS = {
+KINDS = {
     "craft": "craft insight",
     "decomposition": "decomposition rule",
     "web_action": "web-action rule",
@@ -57,27 +66,27 @@ def _norm(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
-@dataclass
-class Candidate:
-    """A proposed memory item: its text, provenance (task ids), and for facts the entity and sources."""
+class Candidate(BaseModel):
+    """A proposed memory item: its text, provenance (the ids of the runs that back it), for facts the entity and
+    sources, and ``evidence``: what it was derived from (the backing runs' records, a fact's source pages)."""
 
     text: str
-    provenance: list[str] = field(default_factory=list)
+    provenance: list[str] = Field(default_factory=list)
     entity: str = ""
-    sources: list[str] = field(default_factory=list)
+    sources: list[str] = Field(default_factory=list)
     support: int = 1
     evidence: str = ""
 
 
-@dataclass
-class CanonicalOp:
+class CanonicalOp(BaseModel):
     """The planned fate of one candidate.
 
     ``action``: ``add``; ``merge`` into ``target`` (a stored id, or ``"new:<i>"`` for the i-th op of the plan)
-    with text ``merged``; ``supersede`` the stored fact ``target``; ``reject`` (``reason`` says why).
+    with text ``merged``; ``supersede`` the stored fact ``target``; ``contradict`` the rule ``target`` (its
+    contradiction count grows by the candidate's runs); ``reject`` (``reason`` says why).
     """
 
-    action: Literal["add", "merge", "supersede", "reject"]
+    action: Literal["add", "merge", "supersede", "contradict", "reject"]
     candidate: Candidate
     target: str | None = None
     merged: str = ""
@@ -92,9 +101,8 @@ class Canonicalizer:
         db: The memory database (stored items are read, never written).
         embedder: Embedder for near-duplicate detection (default: :func:`memento.memory.embedder.default_embedder`).
         threshold: Cosine similarity at or above which a pair is a near-duplicate candidate.
-        lm: The LM for the check and merge signatures; None uses the configured default LM, False disables
-            both LLM steps (pattern check and exact/near-exact merges only).
-        check: Run the LLM correctness/sufficiency check.
+        check: The correctness/sufficiency stage (``MementoLearner.check``); None: the pattern check only.
+        merge: The merge judgement stage (``MementoLearner.merge``); None: only exact duplicates merge.
         pool: How many stored items the lexical prefilter passes to the embedding comparison.
     """
 
@@ -104,8 +112,8 @@ class Canonicalizer:
         *,
         embedder: Any = None,
         threshold: float = 0.8,
-        lm: Any = None,
-        check: bool = True,
+        check: CheckStage | None = None,
+        merge: MergeStage | None = None,
         pool: int = 20,
     ) -> None:
         self.db = db
@@ -115,14 +123,9 @@ class Canonicalizer:
             embedder = default_embedder()
         self.embedder = embedder
         self.threshold = threshold
-        self.lm = lm
         self.check = check
+        self.merge = merge
         self.pool = pool
-
-    def _lm(self) -> Any:
-        if self.lm is False:
-            return None
-        return self.lm or dspy.settings.lm
 
     # -- steps -------------------------------------------------------------------------------------------
     def accept(self, store: str, candidate: Candidate) -> tuple[bool, str]:
@@ -131,22 +134,10 @@ class Canonicalizer:
             return False, "no data"
         if store == "facts" and not candidate.entity.strip():
             return False, "fact without an entity"
-        lm = self._lm()
-        if not self.check or lm is None:
+        if self.check is None:
             return True, "pattern check only"
-        from memento.lm import raise_if_fatal
-        from memento.signatures.check_candidate import CheckCandidate
-
         text = f"[{candidate.entity}] {candidate.text}" if candidate.entity else candidate.text
-        try:
-            out = dspy.Predict(CheckCandidate)(
-                kind=_KINDS[store], candidate=text, evidence=candidate.evidence[:2000], lm=lm
-            )
-        except Exception as exc:  # noqa: BLE001 - an unusable check rejects nothing
-            raise_if_fatal(exc)
-            logger.warning("candidate check failed (kept): %s", exc)
-            return True, "check failed"
-        return bool(out.accept), str(out.reason or "")
+        return self.check(KINDS[store], text, candidate.evidence)
 
     def _stored(self, store: str, candidate: Candidate) -> list[tuple[str, str]]:
         """(id, text) of stored items that could duplicate the candidate (lexical prefilter)."""
@@ -164,20 +155,10 @@ class Canonicalizer:
         """The LLM merge judgement: (verdict, merged text); without an LM only exact duplicates are ``same``."""
         if _norm(stored) == _norm(candidate):
             return "same", stored
-        lm = self._lm()
-        if lm is None:
+        if self.merge is None:
             return "distinct", ""
-        from memento.lm import raise_if_fatal
-        from memento.signatures.merge_canonical import MergeCanonical
-
-        try:
-            out = dspy.Predict(MergeCanonical)(kind=_KINDS[store], stored=stored, candidate=candidate, lm=lm)
-        except Exception as exc:  # noqa: BLE001 - an unusable judgement keeps both items
-            raise_if_fatal(exc)
-            logger.warning("canonical merge failed (kept both): %s", exc)
-            return "distinct", ""
-        verdict = str(out.verdict)
-        merged = str(out.merged or "").strip()
+        verdict, merged = self.merge(KINDS[store], stored, candidate)
+        merged = merged.strip()
         if verdict == "same" and (not merged or is_no_data(merged)):
             merged = stored
         if verdict == "contradicts":
@@ -187,7 +168,7 @@ class Canonicalizer:
     # -- the plan ----------------------------------------------------------------------------------------
     def plan(self, store: str, candidates: list[Candidate]) -> list[CanonicalOp]:
         """Decide, in order, what happens to each candidate (no writes; apply with the stores' methods)."""
-        if store not in _KINDS:
+        if store not in KINDS:
             raise ValueError(f"unknown store {store!r}")
         ops: list[CanonicalOp] = []
         accepted: list[tuple[str, Candidate]] = []  # ("new:i", candidate) of planned additions
@@ -195,7 +176,7 @@ class Canonicalizer:
             candidate.text = candidate.text.strip()
             ok, reason = self.accept(store, candidate)
             if not ok:
-                ops.append(CanonicalOp("reject", candidate, reason=reason))
+                ops.append(CanonicalOp(action="reject", candidate=candidate, reason=reason))
                 continue
             pool = self._stored(store, candidate) + [
                 (key, c.text) for key, c in accepted if store != "facts" or _norm(c.entity) == _norm(candidate.entity)
@@ -209,17 +190,25 @@ class Canonicalizer:
                     best = (pool[i][0], pool[i][1], float(sims[i]))
             if best is None:
                 accepted.append((f"new:{len(ops)}", candidate))
-                ops.append(CanonicalOp("add", candidate))
+                ops.append(CanonicalOp(action="add", candidate=candidate))
                 continue
             target, text, sim = best
             verdict, merged = self.resolve(store, text, candidate.text)
             if verdict == "same":
-                ops.append(CanonicalOp("merge", candidate, target=target, merged=merged, similarity=sim))
+                ops.append(
+                    CanonicalOp(action="merge", candidate=candidate, target=target, merged=merged, similarity=sim)
+                )
             elif verdict == "contradicts" and store == "facts" and not target.startswith("new:"):
-                ops.append(CanonicalOp("supersede", candidate, target=target, merged=merged, similarity=sim))
+                ops.append(
+                    CanonicalOp(action="supersede", candidate=candidate, target=target, merged=merged, similarity=sim)
+                )
+            elif verdict == "contradicts" and store in ("decomposition", "web_action"):
+                ops.append(CanonicalOp(action="contradict", candidate=candidate, target=target, similarity=sim))
             elif verdict == "contradicts":
-                ops.append(CanonicalOp("reject", candidate, target=target, reason="contradicts a stored item"))
+                ops.append(
+                    CanonicalOp(action="reject", candidate=candidate, target=target, reason="contradicts an item")
+                )
             else:
                 accepted.append((f"new:{len(ops)}", candidate))
-                ops.append(CanonicalOp("add", candidate, similarity=sim))
+                ops.append(CanonicalOp(action="add", candidate=candidate, similarity=sim))
         return ops

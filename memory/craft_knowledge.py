@@ -1,25 +1,26 @@
 """M1 craft knowledge: free-text research-strategy insights with provenance (MEMENTO §3.4).
 
-Entries are learned without labels (Phase A: rewritten from the per-sample insights of valid runs) and read
-by ``Decompose`` and ``Reflect``. :meth:`CraftKnowledge.relevant` keeps what applies to the current task:
-a lexical prefilter (SQLite FTS5) plus the most supported entries, optionally re-ranked by embedding
-similarity, then an LLM relevance check (:class:`memento.signatures.judge_relevance.JudgeRelevance`).
+Entries are learned without labels and grow by deltas (Phase A: each run's insights are canonicalised into the
+store one by one: added, or merged into / edited with the entry they duplicate; the store is never rewritten
+wholesale and has no entry cap, the injection budget selects) and read by ``Decompose`` and ``Reflect``.
+:meth:`CraftKnowledge.relevant` keeps what applies to the current task: a lexical prefilter (SQLite FTS5) plus the
+most supported entries, optionally re-ranked by embedding similarity, then the relevance stage it is handed (the
+learning module's :class:`memento.signatures.judge_relevance.JudgeRelevance` predictor).
 
 Example:
     >>> import tempfile
     >>> from memento.memory.sqlite_store import SQLiteStore
     >>> craft = CraftKnowledge(SQLiteStore(tempfile.mkdtemp()))
     >>> _ = craft.add("For court cases, read the docket before news coverage.", provenance=["t1"])
-    >>> [e.text for e in craft.relevant("Who won the court case?", check=False)]
+    >>> [e.text for e in craft.relevant("Who won the court case?")]
     ['For court cases, read the docket before news coverage.']
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
-
-import dspy
 
 from memento.memory.sqlite_store import SQLiteStore, Transaction, index_columns
 from memento.types import CraftEntry, new_id
@@ -77,30 +78,19 @@ class CraftKnowledge:
         k: int = 5,
         *,
         exclude_task_id: str | None = None,
-        check: bool = True,
-        lm: Any = None,
+        judge: Callable[[str, list[str]], list[int] | None] | None = None,
     ) -> list[CraftEntry]:
-        """The entries that apply to this task: prefilter, then (``check`` and an LM available) an LLM check.
+        """The entries that apply to this task: prefilter, then the ``judge`` relevance stage when given.
 
-        The LLM sees the numbered candidates and returns the numbers of those that apply; if its answer cannot
-        be used, the prefilter's order is kept.
+        ``judge(task, texts)`` returns the 1-based numbers of the applicable entries (possibly none: nothing
+        applies) or None when its answer cannot be used; then the prefilter's order is kept.
         """
         entries = self.candidates(task_text, k, exclude_task_id=exclude_task_id)
-        if not entries:
-            return []
-        lm = lm or dspy.settings.lm
-        if check and lm is not None:
-            from memento.lm import raise_if_fatal
-            from memento.signatures.judge_relevance import JudgeRelevance
-
-            numbered = "\n".join(f"{i}. {e.text}" for i, e in enumerate(entries, 1))
-            try:
-                verdict = dspy.Predict(JudgeRelevance)(task=task_text, entries=numbered, lm=lm)
-                keep = [int(i) for i in (verdict.relevant or [])]
-                entries = [entries[i - 1] for i in dict.fromkeys(keep) if 1 <= i <= len(entries)]
-            except Exception as exc:  # noqa: BLE001 - a bad judgement keeps the prefilter's choice
-                raise_if_fatal(exc)
-                logger.warning("craft relevance check failed, keeping the prefilter order: %s", exc)
+        if not entries or judge is None:
+            return entries[:k]
+        keep = judge(task_text, [e.text for e in entries])
+        if keep is not None:
+            entries = [entries[i - 1] for i in dict.fromkeys(keep) if 1 <= i <= len(entries)]
         return entries[:k]
 
     # -- writes ------------------------------------------------------------------------------------------
@@ -122,34 +112,3 @@ class CraftKnowledge:
         """Delete an entry (the change log keeps it)."""
         with self.db.write(tx) as t:
             t.delete(self.store, entry_id)
-
-    def replace_all(
-        self, texts: list[tuple[str, list[str], int]], *, batch: int, tx: Transaction | None = None
-    ) -> list[CraftEntry]:
-        """Rewrite M1: keep entries whose text is unchanged, add new ones, delete the rest.
-
-        ``texts`` holds ``(text, provenance, support)`` triples.
-        """
-        with self.db.write(tx, batch=batch) as t:
-            current = {e.text: e for e in self.all()}
-            out: list[CraftEntry] = []
-            keep: set[str] = set()
-            for text, provenance, support in texts:
-                text = text.strip()
-                if not text or text in {e.text for e in out}:
-                    continue
-                old = current.get(text)
-                if old is not None:
-                    entry = old.model_copy(
-                        update={"provenance": sorted(set(old.provenance) | set(provenance)), "support": support}
-                    )
-                else:
-                    entry = CraftEntry(
-                        id=new_id("c-"), text=text, provenance=sorted(set(provenance)), batch=batch, support=support
-                    )
-                keep.add(entry.id)
-                out.append(self.put(entry, tx=t))
-            for entry in current.values():
-                if entry.id not in keep:
-                    t.delete(self.store, entry.id)
-        return out

@@ -69,14 +69,19 @@ class DomainStore:
     def for_task(
         self, task_text: str, *, budget_tokens: int, exclude_task_id: str | None = None, pool: int = 64
     ) -> list[Fact]:
-        """Current facts about the entities this task names, best entity match first, within the budget."""
+        """Current facts about the entities this task names, within the budget.
+
+        Facts compete by entity match first (FTS5 rank over the entity column), then by support (the number of
+        independent runs that produced the fact), then by id.
+        """
         hits = self.db.fts_search(
             self.store, task_text, columns=("entity",), limit=pool, exclude_task_id=exclude_task_id
         )
+        rank = {data["id"]: round(r, 6) for data, r in hits}
+        ranked = sorted((Fact.model_validate(data) for data, _r in hits), key=lambda f: (rank[f.id], -f.support, f.id))
         chosen: list[Fact] = []
         used = 0
-        for data, _rank in hits:
-            fact = Fact.model_validate(data)
+        for fact in ranked:
             cost = estimate_tokens(self.render_fact(fact)) + 1
             if used + cost > budget_tokens:
                 continue

@@ -23,7 +23,7 @@ import difflib
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -37,11 +37,26 @@ from memento.memory.rule_book import RuleBook
 from memento.memory.sqlite_store import SQLiteStore, Transaction, estimate_tokens
 from memento.types import CraftEntry, Fact, Rule
 
-__all__ = ["MementoMemory", "MemoryView", "MemoryBudgets", "StoreDiff", "MemoryDiff", "STORES"]
+__all__ = [
+    "MementoMemory",
+    "MemoryView",
+    "MemoryBudgets",
+    "StoreDiff",
+    "MemoryDiff",
+    "STORES",
+    "PAPER_NAMES",
+    "RelevanceStage",
+    "budgets_from_settings",
+    "open_memory",
+]
 
 logger = logging.getLogger(__name__)
 
 STORES: tuple[str, ...] = ("craft", "decomposition", "web_action", "facts")
+#: the paper's store names (Table 8) -> store names
+PAPER_NAMES: dict[str, str] = {"M1": "craft", "M2": "decomposition", "M3": "web_action", "M4": "facts"}
+#: ``relevance(task, entries) -> 1-based numbers of the applicable entries, or None when the check is unusable``
+RelevanceStage = Callable[[str, list[str]], "list[int] | None"]
 _TITLES = {
     "craft": "M1 craft knowledge",
     "decomposition": "M2 decomposition rules",
@@ -51,7 +66,11 @@ _TITLES = {
 
 
 class MemoryBudgets(BaseModel):
-    """Token budgets of injected memory, per store, and the number of ``search_memory`` hits."""
+    """Token budgets of injected memory, per store, and the number of ``search_memory`` hits.
+
+    ``paper_max_tokens``: under the ``paper`` profile (stores injected whole) a warning is logged when M1 grows
+    beyond this many tokens.
+    """
 
     craft: int = Field(default=300, ge=0)
     decomposition: int = Field(default=300, ge=0)
@@ -59,6 +78,31 @@ class MemoryBudgets(BaseModel):
     facts: int = Field(default=400, ge=0)
     craft_k: int = Field(default=5, ge=1)
     search_k: int = Field(default=5, ge=1)
+    paper_max_tokens: int = Field(default=8000, ge=1)
+
+
+def budgets_from_settings(section: Any) -> MemoryBudgets:
+    """The :class:`MemoryBudgets` of a ``[memory]`` settings section (:class:`memento.config.MemorySettings`)."""
+    return MemoryBudgets(
+        craft=section.craft_tokens,
+        decomposition=section.decomposition_tokens,
+        web_action=section.web_action_tokens,
+        facts=section.facts_tokens,
+        craft_k=section.craft_k,
+        search_k=section.search_k,
+        paper_max_tokens=getattr(section, "paper_max_tokens", MemoryBudgets().paper_max_tokens),
+    )
+
+
+def open_memory(section: Any, directory: str | Path | None = None, **kwargs: Any) -> MementoMemory:
+    """A :class:`MementoMemory` configured by a ``[memory]`` settings section (profile, stores, budgets)."""
+    return MementoMemory(
+        directory if directory is not None else section.dir,
+        profile=section.profile,
+        stores=section.stores,
+        budgets=budgets_from_settings(section),
+        **kwargs,
+    )
 
 
 class StoreDiff(BaseModel):
@@ -112,8 +156,15 @@ def _changed_chars(old: str, new: str) -> int:
 class MemoryView:
     """A :class:`~memento.protocols.MemoryProvider` over a memory for one task instance.
 
-    Hides items whose provenance includes ``exclude_task_id`` and records what it injected in
-    :attr:`injected` (store -> item ids), which the trainer reads to credit rules.
+    Hides items whose provenance includes ``exclude_task_id``, reads nothing from a masked store (``search``
+    included) and records what it injected in :attr:`injected` (store -> item ids), which the trainer reads to
+    credit rules. Under the ``budgeted`` profile each store is injected within its token budget; under ``paper``
+    M1-M3 are injected whole (M4 by relevance, within its budget), as MEMENTO does.
+
+    Args:
+        memory: the memory read.
+        exclude_task_id: the task whose own items are hidden.
+        relevance: the M1 relevance stage ``relevance(task, entries) -> numbers | None`` (None: prefilter only).
     """
 
     def __init__(
@@ -121,15 +172,14 @@ class MemoryView:
         memory: MementoMemory,
         *,
         exclude_task_id: str | None = None,
-        relevance_check: bool = True,
-        lm: Any = None,
+        relevance: RelevanceStage | None = None,
     ) -> None:
         self.memory = memory
         self.exclude_task_id = exclude_task_id
-        self.relevance_check = relevance_check
-        self.lm = lm
+        self.relevance = relevance
         self.injected: dict[str, list[str]] = {name: [] for name in STORES}
         self._lock = threading.Lock()
+        self._relevant: dict[str, list[CraftEntry]] = {}
 
     def _record(self, store: str, ids: list[str]) -> None:
         with self._lock:
@@ -137,43 +187,73 @@ class MemoryView:
                 if item_id not in self.injected[store]:
                     self.injected[store].append(item_id)
 
-    def craft_knowledge(self, task_text: str) -> str:
-        """M1 entries relevant to the task (prefilter + LLM relevance check), within the craft budget."""
-        budgets = self.memory.budgets
+    def readable(self, store: str) -> bool:
+        """Whether ``store`` is read (not masked)."""
+        return store in self.memory.stores
+
+    def relevant_craft(self, task_text: str) -> list[CraftEntry]:
+        """The M1 entries the relevance check finds applicable to the task (computed once per task text)."""
+        if not self.readable("craft"):
+            return []
+        with self._lock:
+            if task_text in self._relevant:
+                return self._relevant[task_text]
         entries = self.memory.craft.relevant(
-            task_text,
-            budgets.craft_k,
-            exclude_task_id=self.exclude_task_id,
-            check=self.relevance_check,
-            lm=self.lm,
+            task_text, self.memory.budgets.craft_k, exclude_task_id=self.exclude_task_id, judge=self.relevance
         )
+        with self._lock:
+            self._relevant[task_text] = entries
+        return entries
+
+    def craft_knowledge(self, task_text: str) -> str:
+        """M1: relevant entries within the craft budget (``budgeted``), or every entry (``paper``)."""
+        if not self.readable("craft"):
+            return ""
+        if self.memory.profile == "paper":
+            entries = [e for e in self.memory.craft.all() if self.exclude_task_id not in e.provenance]
+            entries.sort(key=lambda e: (-e.support, e.id))
+            budget = None
+        else:
+            entries, budget = self.relevant_craft(task_text), self.memory.budgets.craft
         lines, used, ids = [], 0, []
         for entry in entries:
             line = f"- {entry.text}"
             cost = estimate_tokens(line) + 1
-            if used + cost > budgets.craft:
+            if budget is not None and used + cost > budget:
                 continue
             lines.append(line)
             ids.append(entry.id)
             used += cost
+        if budget is None and used > self.memory.budgets.paper_max_tokens:
+            logger.warning(
+                "M1 holds %d tokens, above the paper profile's safety size %d: consider the budgeted profile",
+                used,
+                self.memory.budgets.paper_max_tokens,
+            )
         self._record("craft", ids)
         return "\n".join(lines)
 
     def _rules(self, book: RuleBook, task_text: str, budget: int) -> str:
+        if not self.readable(book.store):
+            return ""
+        if self.memory.profile == "paper":
+            budget = 10**9
         rules = book.select(task_text, budget_tokens=budget, exclude_task_id=self.exclude_task_id)
         self._record(book.store, [r.id for r in rules])
         return "\n".join(book.render_rule(r) for r in rules)
 
     def decomposition_rules(self, task_text: str) -> str:
-        """M2 rules, best by weight, within the decomposition budget."""
+        """M2 rules, best by weight, within the decomposition budget (all of them under ``paper``)."""
         return self._rules(self.memory.decomposition, task_text, self.memory.budgets.decomposition)
 
     def web_action_rules(self, task_text: str) -> str:
-        """M3 rules, best by weight, within the web-action budget."""
+        """M3 rules, best by weight, within the web-action budget (all of them under ``paper``)."""
         return self._rules(self.memory.web_action, task_text, self.memory.budgets.web_action)
 
     def known_facts(self, task_text: str) -> str:
-        """M4 facts about the task's entities, within the facts budget."""
+        """M4 facts about the task's entities, within the facts budget (both profiles)."""
+        if not self.readable("facts"):
+            return ""
         facts = self.memory.facts.for_task(
             task_text, budget_tokens=self.memory.budgets.facts, exclude_task_id=self.exclude_task_id
         )
@@ -181,7 +261,9 @@ class MemoryView:
         return "\n".join(self.memory.facts.render_fact(f) for f in facts)
 
     def search(self, query: str, k: int = 5) -> list[str]:
-        """M4 facts matching a query (the ``search_memory`` tool)."""
+        """M4 facts matching a query (the ``search_memory`` tool); nothing when M4 is masked."""
+        if not self.readable("facts"):
+            return []
         return self.memory.facts.search(query, k, exclude_task_id=self.exclude_task_id)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> MemoryView:
@@ -203,7 +285,10 @@ class MementoMemory:
         embedder: Embedder for craft re-ranking and canonicalisation (default: none for retrieval).
         budgets: Token budgets of injected memory.
         read_only: Open read-only and frozen (``memento eval`` with ``--memory``).
-        relevance_check: Run the LLM relevance check on M1 entries when an LM is configured.
+        profile: ``budgeted`` (each store within its budget) or ``paper`` (M1-M3 whole, M4 by relevance).
+        stores: The stores read and written, by store name or paper name (``M1``..``M4``); the others are masked:
+            never injected, never searched, never written (MEMENTO Table 8 ablation). Default: all four.
+        relevance: The M1 relevance stage used by views that are not given one (None: prefilter only).
 
     Example:
         >>> memory = MementoMemory("runs/memory")  # doctest: +SKIP
@@ -218,13 +303,25 @@ class MementoMemory:
         embedder: Any = None,
         budgets: MemoryBudgets | None = None,
         read_only: bool = False,
-        relevance_check: bool = True,
+        profile: str = "budgeted",
+        stores: Iterable[str] | None = None,
+        relevance: RelevanceStage | None = None,
     ) -> None:
+        from memento.errors import ConfigError
+
         self.directory = Path(directory).expanduser()
+        if profile not in ("budgeted", "paper"):
+            raise ConfigError(f"unknown memory profile {profile!r}: use budgeted or paper")
+        names = [PAPER_NAMES.get(str(name).strip(), str(name).strip()) for name in (stores or STORES)]
+        unknown = [name for name in names if name not in STORES]
+        if unknown:
+            raise ConfigError(f"unknown memory store(s) {', '.join(unknown)}: use M1, M2, M3, M4")
         self.db = SQLiteStore(self.directory, read_only=read_only)
         self.embedder = embedder
         self.budgets = budgets or MemoryBudgets()
-        self.relevance_check = relevance_check
+        self.profile = profile
+        self.stores: frozenset[str] = frozenset(names)
+        self.relevance = relevance
         self.craft = CraftKnowledge(self.db, embedder=embedder)
         self.decomposition = RuleBook(self.db, "decomposition")
         self.web_action = RuleBook(self.db, "web_action")
@@ -284,71 +381,95 @@ class MementoMemory:
     def apply(self, store: str, ops: list[Any], *, batch: int, tx: Transaction) -> dict[str, int]:
         """Apply a :class:`~memento.memory.canonicalizer.Canonicalizer` plan to a store inside ``tx``.
 
-        Returns counts per action. ``merge`` sums the candidate's support into the target (rules: support),
-        unites provenance (and sources for facts) and adopts the merged text.
+        Returns counts per action. Counts are numbers of independent runs: an added item starts with as much
+        support as it has backing runs (its provenance), a ``merge`` adds the candidate's runs that the target
+        does not already count (so one run proposing the same item twice counts once), unites provenance (and
+        sources for facts) and adopts the merged text; ``contradict`` adds the candidate's runs to a rule's
+        contradiction count. A masked store is never written (every op counts as ``reject``).
         """
         created: dict[str, str] = {}
-        counts = {"add": 0, "merge": 0, "supersede": 0, "reject": 0}
+        counts = {"add": 0, "merge": 0, "supersede": 0, "contradict": 0, "reject": 0}
+        if store not in self.stores:
+            counts["reject"] = len(ops)
+            return counts
         for i, op in enumerate(ops):
-            cand = op.candidate
             counts[op.action] += 1
             if op.action == "reject":
                 continue
             target = created.get(op.target, op.target) if op.target else None
-            if store == "facts":
-                if op.action == "add":
-                    fact = self.facts.new_fact(
-                        cand.entity, cand.text, sources=cand.sources, batch=batch, provenance=cand.provenance
-                    )
-                    fact = fact.model_copy(update={"support": cand.support})
-                    created[f"new:{i}"] = self.facts.put(fact, tx=tx).id
-                elif op.action == "merge":
-                    self.facts.merge_into(
-                        target,
-                        text=op.merged,
-                        sources=cand.sources,
-                        support=cand.support,
-                        provenance=cand.provenance,
-                        batch=batch,
-                        tx=tx,
-                    )
-                else:
-                    new = self.facts.new_fact(
-                        cand.entity,
-                        op.merged or cand.text,
-                        sources=cand.sources,
-                        batch=batch,
-                        provenance=cand.provenance,
-                    )
-                    self.facts.supersede(target, new, tx=tx)
-            elif store == "craft":
-                if op.action == "add":
-                    entry = CraftEntry(
-                        text=cand.text, provenance=sorted(set(cand.provenance)), batch=batch, support=cand.support
-                    )
-                    created[f"new:{i}"] = self.craft.put(entry, tx=tx).id
-                else:
-                    old = CraftEntry.model_validate(tx.get("craft", target))
-                    self.craft.put(
-                        old.model_copy(
-                            update={
-                                "text": op.merged or old.text,
-                                "support": old.support + cand.support,
-                                "provenance": sorted(set(old.provenance) | set(cand.provenance)),
-                            }
-                        ),
-                        tx=tx,
-                    )
-            else:
-                book = self.decomposition if store == "decomposition" else self.web_action
-                if op.action == "add":
-                    rule = book.add(cand.text, provenance=cand.provenance, batch=batch, support=cand.support, tx=tx)
-                    created[f"new:{i}"] = rule.id
-                else:
-                    rule = book.reinforce(target, support=cand.support, task_ids=cand.provenance, batch=batch, tx=tx)
-                    if op.merged and op.merged != rule.text:
-                        book.update_text(target, op.merged, batch=batch, tx=tx)
+            made = self._apply_one(store, op, target, batch=batch, tx=tx)
+            if made is not None:
+                created[f"new:{i}"] = made
         return counts
+
+    @staticmethod
+    def _runs(candidate: Any) -> int:
+        return len(set(candidate.provenance)) or candidate.support
+
+    @staticmethod
+    def _new_runs(candidate: Any, provenance: list[str]) -> int:
+        if not candidate.provenance:
+            return candidate.support
+        return len(set(candidate.provenance) - set(provenance))
+
+    def _apply_one(self, store: str, op: Any, target: str | None, *, batch: int, tx: Transaction) -> str | None:
+        """Apply one planned op; returns the id of a created item."""
+        cand = op.candidate
+        if store == "facts":
+            if op.action == "add":
+                fact = self.facts.new_fact(
+                    cand.entity, cand.text, sources=cand.sources, batch=batch, provenance=cand.provenance
+                )
+                return self.facts.put(fact.model_copy(update={"support": self._runs(cand)}), tx=tx).id
+            if op.action == "merge":
+                old = Fact.model_validate(tx.get("facts", target))
+                self.facts.merge_into(
+                    target,
+                    text=op.merged,
+                    sources=cand.sources,
+                    support=self._new_runs(cand, old.provenance),
+                    provenance=cand.provenance,
+                    batch=batch,
+                    tx=tx,
+                )
+            elif op.action == "supersede":
+                new = self.facts.new_fact(
+                    cand.entity, op.merged or cand.text, sources=cand.sources, batch=batch, provenance=cand.provenance
+                )
+                self.facts.supersede(target, new.model_copy(update={"support": self._runs(cand)}), tx=tx)
+            return None
+        if store == "craft":
+            if op.action == "add":
+                entry = CraftEntry(
+                    text=cand.text, provenance=sorted(set(cand.provenance)), batch=batch, support=self._runs(cand)
+                )
+                return self.craft.put(entry, tx=tx).id
+            if op.action == "merge":  # an edit of one entry (a delta), never a rewrite of the store
+                old = CraftEntry.model_validate(tx.get("craft", target))
+                self.craft.put(
+                    old.model_copy(
+                        update={
+                            "text": op.merged or old.text,
+                            "support": old.support + self._new_runs(cand, old.provenance),
+                            "provenance": sorted(set(old.provenance) | set(cand.provenance)),
+                        }
+                    ),
+                    tx=tx,
+                )
+            return None
+        book = self.decomposition if store == "decomposition" else self.web_action
+        if op.action == "add":
+            rule = book.add(cand.text, provenance=cand.provenance, batch=batch, support=self._runs(cand), tx=tx)
+            return rule.id
+        old = Rule.model_validate(tx.get(book.store, target))
+        fresh = self._new_runs(cand, old.provenance)
+        if op.action == "contradict":
+            book.reinforce(target, contradiction=fresh, task_ids=cand.provenance, batch=batch, tx=tx)
+            return None
+        rule = book.reinforce(target, support=fresh, task_ids=cand.provenance, batch=batch, tx=tx)
+        if op.merged and op.merged != rule.text:
+            book.update_text(target, op.merged, batch=batch, tx=tx)
+        return None
 
     # -- inspection --------------------------------------------------------------------------------------
     def snapshot(self, version: int | None = None) -> dict[str, Any]:
@@ -443,9 +564,9 @@ class MementoMemory:
         return out
 
     # -- MemoryProvider (no exclusion) -------------------------------------------------------------------
-    def view(self, *, exclude_task_id: str | None = None, lm: Any = None) -> MemoryView:
+    def view(self, *, exclude_task_id: str | None = None, relevance: RelevanceStage | None = None) -> MemoryView:
         """A provider for one task instance that hides memory written by ``exclude_task_id``'s own run."""
-        return MemoryView(self, exclude_task_id=exclude_task_id, relevance_check=self.relevance_check, lm=lm)
+        return MemoryView(self, exclude_task_id=exclude_task_id, relevance=relevance or self.relevance)
 
     def craft_knowledge(self, task_text: str) -> str:
         """See :meth:`MemoryView.craft_knowledge`."""

@@ -4,8 +4,11 @@ One class serves two stores of the same database: ``decomposition`` (M2: "When <
 inputs>, add a sub-question that covers <pattern>") and ``web_action`` (M3: query formulation, URL selection,
 scraping constraints). Each rule keeps support and contradiction counts, a status (``active``;
 ``downweighted`` once contradictions exceed support; ``retired``), its created/updated batch and provenance
-(task ids). Injection never takes the whole book: :meth:`RuleBook.select` packs the best rules by weight
-(relevance to the task as a bonus) into a token budget.
+(task ids). Counts are numbers of independent runs (the trainer aggregates per batch). A down-weighted rule is
+not retracted: selection still considers it at a quarter of its weight, it is shown with its counts, the
+distillers see it, and it turns active again once its support catches up. Retirement is explicit
+(:meth:`RuleBook.retire`, logged). Under the budgeted profile :meth:`RuleBook.select` packs the best rules by
+weight (relevance to the task as a bonus) into a token budget.
 
 Example:
     >>> import tempfile
@@ -86,18 +89,21 @@ class RuleBook:
     ) -> list[Rule]:
         """The best rules for a task that fit in ``budget_tokens``: heaviest first, task-relevant ones boosted.
 
-        Candidates are the ``pool`` heaviest active rules and the ``pool`` best lexical matches (FTS5 BM25), so
-        the cost does not grow with the book. A rule's score is its weight plus ``relevance_bonus`` times its
-        BM25 score relative to the best match (the best match gains the whole bonus).
+        Candidates are the ``pool`` heaviest live rules (active or down-weighted) and the ``pool`` best lexical
+        matches (FTS5 BM25), so the cost does not grow with the book. A rule's score is its weight plus
+        ``relevance_bonus`` times its BM25 score relative to the best match (the best match gains the whole bonus).
         """
         candidates: dict[str, tuple[Rule, float]] = {}
-        hits = self.db.fts_search(self.store, task_text, columns=("text",), limit=pool, exclude_task_id=exclude_task_id)
+        live = ("active", "downweighted")
+        hits = self.db.fts_search(
+            self.store, task_text, columns=("text",), statuses=live, limit=pool, exclude_task_id=exclude_task_id
+        )
         best = min((rank for _data, rank in hits), default=0.0)  # FTS5 ranks are negative: lower is better
         for data, rank in hits:
             rule = Rule.model_validate(data)
             relevance = rank / best if best < 0 else 0.0
             candidates[rule.id] = (rule, self.weight(rule) + relevance_bonus * relevance)
-        for data in self.db.top_by_weight(self.store, limit=pool, exclude_task_id=exclude_task_id):
+        for data in self.db.top_by_weight(self.store, statuses=live, limit=pool, exclude_task_id=exclude_task_id):
             rule = Rule.model_validate(data)
             candidates.setdefault(rule.id, (rule, self.weight(rule)))
         ranked = sorted(candidates.values(), key=lambda pair: (-pair[1], pair[0].id))
@@ -113,8 +119,9 @@ class RuleBook:
 
     @staticmethod
     def render_rule(rule: Rule) -> str:
-        """One prompt line for a rule, with its evidence counts."""
-        return f"- {rule.text} (support {rule.support}, contradicted {rule.contradiction})"
+        """One prompt line for a rule, with its evidence counts (and its status when down-weighted)."""
+        mark = ", down-weighted" if rule.status == "downweighted" else ""
+        return f"- {rule.text} (support {rule.support}, contradicted {rule.contradiction}{mark})"
 
     def stats(self) -> RuleStats:
         """Counts for reports: rules, statuses, total support/contradiction, rules contradicted, characters."""
@@ -189,13 +196,22 @@ class RuleBook:
             )
             return self.put(rule, tx=t)
 
-    def retire(self, rule_id: str, *, batch: int = 0, tx: Transaction | None = None) -> Rule:
-        """Retire a rule: it stays in the book (and the log) but is never injected again."""
+    def retire(self, rule_id: str, *, batch: int = 0, reason: str = "", tx: Transaction | None = None) -> Rule:
+        """Retire a rule: it stays in the book (and the change log) but is never injected again. Logged."""
         with self.db.write(tx, batch=batch) as t:
             data = t.get(self.store, rule_id)
             if data is None:
                 raise KeyError(rule_id)
             rule = Rule.model_validate(data).model_copy(update={"status": "retired", "updated_batch": batch})
+            logger.info(
+                "%s rule %s retired in batch %d (support %d, contradiction %d): %s",
+                self.store,
+                rule_id,
+                batch,
+                rule.support,
+                rule.contradiction,
+                reason or "no reason given",
+            )
             return self.put(rule, tx=t)
 
     def update_text(self, rule_id: str, text: str, *, batch: int = 0, tx: Transaction | None = None) -> Rule:

@@ -13,9 +13,30 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-__all__ = ["BatchReport", "RuleCounts", "CharCounts", "reports_table", "summarize_trajectories"]
+__all__ = [
+    "BatchReport",
+    "RuleCounts",
+    "CharCounts",
+    "DistillerStats",
+    "DISTILLERS",
+    "reports_table",
+    "summarize_trajectories",
+]
 
 _STORES = ("craft", "decomposition", "web_action", "facts")
+#: the per-run distillers: M1 craft insights, M3 web-action rules, M4 facts (Phase A); coverage, M2 rules (Phase C)
+DISTILLERS: tuple[str, ...] = ("craft_insights", "web_rules", "facts", "coverage", "decomposition")
+
+
+class DistillerStats(BaseModel):
+    """What one distiller saw in a batch: ``runs`` offered to it, ``seen`` (a run's record reached a prompt),
+    ``summarised`` (the record was over budget and an LLM summary was shown instead; for facts: split into
+    several calls), ``failed`` (calls that failed and were recorded, not retried)."""
+
+    runs: int = 0
+    seen: int = 0
+    summarised: int = 0
+    failed: int = 0
 
 
 class RuleCounts(BaseModel):
@@ -50,7 +71,9 @@ class BatchReport(BaseModel):
     Memory: ``rules`` (per rule book: rules, total support, total contradiction, rules contradicted) and
     ``chars`` (per store: after / added / deleted / modified). Behaviour (forward pass): ``questions_per_sample``,
     ``steps_per_question``, ``searches``, ``unique_urls``, ``repeated_urls``, ``lm_calls``; learning cost:
-    ``train_lm_calls``. Outcome: ``mean_score`` over scored runs, ``valid_runs``/``failed_runs``.
+    ``train_lm_calls`` and per learning stage ``train_stages``. Outcome: ``mean_score`` over scored runs,
+    ``valid_runs``/``failed_runs`` (``crashed_runs``: no trajectory at all, counted apart). Audit: ``distillers``
+    says per distiller how many runs it was offered, saw and saw summarised.
     """
 
     batch: int
@@ -58,6 +81,7 @@ class BatchReport(BaseModel):
     examples: int = 0
     valid_runs: int = 0
     failed_runs: int = 0
+    crashed_runs: int = 0
     mean_score: float | None = None
     rules: dict[str, RuleCounts] = Field(default_factory=_rule_counts)
     chars: dict[str, CharCounts] = Field(default_factory=_char_counts)
@@ -73,6 +97,9 @@ class BatchReport(BaseModel):
     repeated_urls: int = 0
     lm_calls: int = 0
     train_lm_calls: int = 0
+    train_stages: dict[str, int] = Field(default_factory=dict)
+    distillers: dict[str, DistillerStats] = Field(default_factory=dict)
+    rules_retired: int = 0
     seconds: dict[str, float] = Field(default_factory=dict)
 
 
@@ -98,6 +125,8 @@ def reports_table(reports: list[BatchReport]) -> Any:
         ("memory version", [str(r.version) for r in reports]),
         ("mean score", ["-" if r.mean_score is None else f"{r.mean_score:.3f}" for r in reports]),
         ("valid runs", [f"{r.valid_runs}/{r.examples}" for r in reports]),
+        ("crashed runs", [str(r.crashed_runs) for r in reports]),
+        *[(f"{_LABELS[name]}: runs seen (summarised)", [_seen(r, name) for r in reports]) for name in DISTILLERS],
         ("M2 rules", [str(r.rules["decomposition"].rules) for r in reports]),
         ("M2 support/contradiction", [_sup_con(r.rules["decomposition"]) for r in reports]),
         ("M3 rules", [str(r.rules["web_action"].rules) for r in reports]),
@@ -117,6 +146,22 @@ def reports_table(reports: list[BatchReport]) -> Any:
     for label, values in rows:
         table.add_row(label, *values)
     return table
+
+
+_LABELS = {
+    "craft_insights": "A: M1 insights",
+    "web_rules": "A: M3 web rules",
+    "facts": "A: M4 facts",
+    "coverage": "C: coverage",
+    "decomposition": "C: M2 rules",
+}
+
+
+def _seen(report: BatchReport, name: str) -> str:
+    stats = report.distillers.get(name)
+    if stats is None:
+        return "-"
+    return f"{stats.seen}/{stats.runs} ({stats.summarised})"
 
 
 def _sup_con(counts: RuleCounts) -> str:

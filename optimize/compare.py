@@ -422,31 +422,37 @@ class MementoRunner:
                     info={"memory_from": "memento", "note": "reads the memory trained by `memento` (its cost)"},
                     artefacts={"memory": f"../memento/{MEMORY_DIR}"},
                 )
-        from memento.memory.memento_memory import MementoMemory
+        from memento.memory.memento_memory import open_memory
         from memento.optimize.memento_trainer import MementoTrainer
+        from memento.programs.memento_learner import MementoLearner
         from memento.programs.memento_program import Memento
         from memento.web.factory import web_tools_factory
 
-        store = MementoMemory(method_dir / MEMORY_DIR, embedder=ctx.embedder)
+        store = open_memory(ctx.settings.memory, method_dir / MEMORY_DIR, embedder=ctx.embedder)
         web = CountingWeb(web_tools_factory(ctx.settings))
+        # training explores with [trainer] exploration steps per sample; test time uses [budgets] exploration
+        budgets = ctx.settings.budgets.model_copy(update={"exploration": ctx.settings.trainer.exploration})
+        learner = MementoLearner(roles=ctx.roles, explore_steps=max(1, budgets.exploration))
         program = Memento(
             ctx.task,
             memory=store,
             web=web,
-            budgets=ctx.settings.budgets.model_copy(),
+            budgets=budgets,
             threads=ctx.settings.run.threads,
             roles=ctx.roles,
+            stages=learner,
         )
         limit = ctx.budget.memory_train_limit
         trainset = ctx.trainset[:limit] if limit is not None else ctx.trainset
-        trainer = MementoTrainer(
+        trainer = MementoTrainer.from_settings(
             program,
             ctx.metric,
             store,
+            ctx.settings,
             batch_size=ctx.budget.memory_batch_size,
             threads=ctx.threads,
             roles=ctx.roles,
-            success_threshold=ctx.settings.trainer.success_threshold,
+            learner=learner,
         )
         reports = trainer.fit(trainset)  # resumes a half-finished batch after a crash; never applies one twice
         searches, fetches = web.totals()

@@ -1,74 +1,91 @@
-"""MEMENTO's batch learning loop (§3.5): forward pass, unsupervised consolidation, judging, supervised reflection.
+"""MEMENTO's batch learning loop (§3.5, Appendix D): forward pass, per-run distillation, judging, reflection.
 
 For each batch of the training set, :meth:`MementoTrainer.fit`:
 
 * **Phase A** runs the program over the batch in parallel with the current memory (each run excludes what its
-  own task wrote), then consolidates without ground truth: M1 is rewritten from per-sample craft insights of
-  the valid runs (:class:`~memento.signatures.distill_craft_insights.DistillCraftInsights`,
-  :class:`~memento.signatures.consolidate_craft_knowledge.ConsolidateCraftKnowledge`), M3 is updated from the
-  search logs (:class:`~memento.signatures.distill_web_rules.DistillWebRules`) and M4 folds the facts extracted
-  from the runs (:class:`~memento.signatures.extract_facts.ExtractFacts`), every candidate going through the
-  :class:`~memento.memory.canonicalizer.Canonicalizer`.
+  own task wrote; exploration insights are recorded in the trajectories, not written), then distils *every run
+  that left a record*, one run per call (map), and merges the proposals across the batch by canonicalisation
+  (reduce), so a rule's support is the number of independent runs that back it:
+  M1 craft insights (:class:`~memento.signatures.distill_craft_insights.DistillCraftInsights`) and the runs'
+  exploration insights enter M1 as deltas (add, or merge into one entry); M3 operations come from each run's
+  search log (:class:`~memento.signatures.distill_web_rules.DistillWebRules`); M4 facts
+  (:class:`~memento.signatures.extract_facts.ExtractFacts`) are checked against their own source pages.
+  A record over its budget is summarised (:class:`~memento.signatures.summarize_run.SummarizeRun`, a
+  metered LLM step counted in the report), never cut.
 * **Phase B** scores each prediction with the metric (an LLM judge where the task has one); failed runs are
   excluded from Phase C.
-* **Phase C** reflects with supervision: per target element, whether a sub-question covered it and correctly
-  (:class:`~memento.signatures.assess_coverage.AssessCoverage`); M2 rules injected into successful runs gain
-  support, those injected into failed runs gain contradiction; the LLM proposes add / reinforce / contradict /
-  remove operations (:class:`~memento.signatures.distill_decomposition_rules.DistillDecompositionRules`),
-  canonicalised before they are applied.
+* **Phase C** reflects with supervision, per valid run: per target element, whether a sub-question covered it
+  and correctly (:class:`~memento.signatures.assess_coverage.AssessCoverage`), then M2 operations
+  (:class:`~memento.signatures.distill_decomposition_rules.DistillDecompositionRules`). An M2 rule injected into
+  a run is credited automatically by the run's outcome (support on success, contradiction on failure) and the
+  LLM's operations on it for that run are ignored: one vote per run and rule.
 * A new memory version is committed.
 
-The LLM stages run under the ``reflection_lm`` role when ``roles`` is given. Each phase's result is written
-in the same SQLite transaction as its memory changes (checkpoints ``trainer/batch/<n>``), so ``fit`` on a
-directory with a half-finished batch resumes it at the next phase and never applies a batch twice.
+Every LM stage is a predictor of the learning module (:class:`~memento.programs.memento_learner.MementoLearner`,
+``reflection_lm``). Each phase's result is written in the same SQLite transaction as its memory changes
+(:class:`BatchCheckpoint` under ``trainer/batch/<n>``), so ``fit`` on a directory with a half-finished batch
+resumes it at the next phase and never applies a batch twice.
 
 Example:
     >>> trainer = MementoTrainer(program, task.metric, memory, batch_size=10, threads=4)  # doctest: +SKIP
     >>> reports = trainer.fit(trainset)  # doctest: +SKIP
-    >>> reports[-1].version, reports[-1].rules["decomposition"].total_support  # doctest: +SKIP
-    (6, 41)
+    >>> reports[-1].distillers["web_rules"].seen  # doctest: +SKIP
+    10
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
+import threading
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal
 
 import dspy
+from pydantic import BaseModel, Field
 
 from memento.errors import ConfigError, DataError, LMUnavailableError
 from memento.lm import raise_if_fatal
 from memento.lm_failures import LMFailureWatch
-from memento.memory.canonicalizer import Candidate, Canonicalizer, is_no_data
+from memento.memory.canonicalizer import Candidate, Canonicalizer, CanonicalOp, is_no_data
 from memento.memory.memento_memory import MementoMemory
 from memento.memory.rule_book import RuleBook
 from memento.metrics.as_float import score_of
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
-from memento.optimize.batch_report import BatchReport, CharCounts, RuleCounts, summarize_trajectories
+from memento.optimize import run_digest
+from memento.optimize.batch_report import (
+    DISTILLERS,
+    BatchReport,
+    CharCounts,
+    DistillerStats,
+    RuleCounts,
+    summarize_trajectories,
+)
+from memento.programs.memento_learner import MementoLearner
 from memento.programs.memento_program import injected_items
-from memento.signatures.assess_coverage import AssessCoverage
-from memento.signatures.consolidate_craft_knowledge import ConsolidateCraftKnowledge
-from memento.signatures.distill_craft_insights import DistillCraftInsights
-from memento.signatures.distill_decomposition_rules import DistillDecompositionRules
-from memento.signatures.distill_web_rules import DistillWebRules
-from memento.signatures.extract_facts import ExtractFacts
 from memento.text import one_line
 from memento.threads import run_parallel
 from memento.types import Trajectory
 from memento.usage import UsageMeter
 
-__all__ = ["MementoTrainer", "PHASES", "example_id"]
+__all__ = [
+    "MementoTrainer",
+    "PHASES",
+    "example_id",
+    "RunRecord",
+    "RunDigest",
+    "RuleVote",
+    "ConsolidationPlan",
+    "ReflectionPlan",
+    "BatchCheckpoint",
+]
 
 logger = logging.getLogger(__name__)
 
 PHASES: tuple[str, ...] = ("forward", "consolidated", "scored", "done")
 _KEY = "trainer/batch/{:05d}"
-_CLIP = 500
 
 
 class _StaleBatch(Exception):
@@ -89,10 +106,76 @@ def _phase_index(phase: str | None) -> int:
     return PHASES.index(phase) if phase in PHASES else -1
 
 
-def _ops_text(rules: list[Any]) -> str:
-    return "\n".join(
-        f"{i}. {r.text} (support {r.support}, contradicted {r.contradiction})" for i, r in enumerate(rules, 1)
-    )
+def _numbered(rules: list[Any]) -> str:
+    return "\n".join(f"{i}. {RuleBook.render_rule(r)[2:]}" for i, r in enumerate(rules, 1))
+
+
+# -- records of a batch -------------------------------------------------------------------------------------
+class RunRecord(BaseModel):
+    """One forward run of a batch: its prediction and trajectory, then its score and the judge's feedback.
+
+    ``crashed``: the program raised before producing a trajectory (counted apart in the report).
+    """
+
+    id: str
+    prediction: dict[str, Any] = Field(default_factory=dict)
+    trajectory: Trajectory
+    crashed: bool = False
+    score: float | None = None
+    feedback: str = ""
+
+
+class RunDigest(BaseModel):
+    """What the distillers read of one run, each text within its budget (summarised when it was over)."""
+
+    record: str = ""
+    record_summarised: bool = False
+    search_log: str = ""
+    search_log_summarised: bool = False
+    tree: str = ""
+    tree_summarised: bool = False
+    summary_failures: int = 0
+
+
+class RuleVote(BaseModel):
+    """One run's verdict on one stored rule (``auto``: M2 outcome credit of an injected rule)."""
+
+    rule_id: str
+    run_id: str
+    op: Literal["reinforce", "contradict", "remove"]
+    auto: bool = False
+
+
+class ConsolidationPlan(BaseModel):
+    """Phase A's planned memory changes (applied in one transaction)."""
+
+    craft: list[CanonicalOp] = Field(default_factory=list)
+    web_votes: list[RuleVote] = Field(default_factory=list)
+    web_adds: list[CanonicalOp] = Field(default_factory=list)
+    facts: list[CanonicalOp] = Field(default_factory=list)
+
+
+class ReflectionPlan(BaseModel):
+    """Phase C's planned M2 changes (applied in one transaction)."""
+
+    votes: list[RuleVote] = Field(default_factory=list)
+    adds: list[CanonicalOp] = Field(default_factory=list)
+
+
+class BatchCheckpoint(BaseModel):
+    """The resumable state of one batch, written atomically with each phase's memory changes."""
+
+    fingerprint: str
+    phase: str
+    base_version: int
+    runs: list[RunRecord]
+    seconds: dict[str, float] = Field(default_factory=dict)
+    train_lm_calls: int = 0
+    train_stages: dict[str, int] = Field(default_factory=dict)
+    counts: dict[str, int] = Field(default_factory=dict)
+    digests: dict[str, RunDigest] = Field(default_factory=dict)
+    distillers: dict[str, DistillerStats] = Field(default_factory=dict)
+    report: BatchReport | None = None
 
 
 class MementoTrainer:
@@ -103,14 +186,23 @@ class MementoTrainer:
             works) whose memory is ``memory``.
         metric: the task metric ``metric(example, pred) -> Prediction(score, feedback) | float``.
         memory: the writable :class:`~memento.memory.memento_memory.MementoMemory` the program reads.
-        batch_size: examples per batch (10 in MEMENTO).
+        batch_size: examples per batch (10 in MEMENTO; ``[trainer] batch_size``).
         threads: parallel forward passes and distillation calls.
-        roles: LM roles; the distillation stages run under ``roles.reflection_lm``.
+        roles: LM roles; the learning stages run under ``roles.reflection_lm``.
+        learner: the learning module (default: a new :class:`MementoLearner` under ``roles``).
         canonicalizer: defaults to a :class:`~memento.memory.canonicalizer.Canonicalizer` with the memory's
-            embedder (or the default one).
-        success_threshold: a run scoring strictly above this succeeded (credits its rules) in Phase C
+            embedder (or the default one) and the learner's check and merge stages.
+        success_threshold: a run scoring strictly above this succeeded (credits its injected M2 rules) in Phase C
             (``trainer.success_threshold``; the rule of :func:`memento.metrics.success.succeeded`).
-        max_craft_entries: the size M1 is kept to when rewritten.
+        record_chars: budget of one run's record in a distiller prompt (craft insights, M2 judged run, facts).
+        search_log_chars: budget of one run's search log (M3), separate so the queries always reach M3.
+        evidence_chars: budget of a candidate's evidence for the canonicaliser's check (a fact's source pages,
+            the record of the run that proposes a rule or insight).
+        rules_shown_tokens: budget of the current rules shown to a rule distiller (all of them under ``paper``).
+        retire_min_runs: a rule is retired when at least this many runs of a batch propose removing it and its
+            contradictions then exceed its support (the retirement is logged).
+        summary_input_chars: the longest text one summary call reads; a longer record is summarised in parts, so
+            no learning prompt grows with the run.
         on_event: called as ``on_event(batch, phase, detail)`` when a phase starts (the CLI's progress).
         max_consecutive_lm_failures: training stops (``LMUnavailableError``, nothing committed for the batch)
             once this many LM calls failed in a row (``trainer.max_consecutive_lm_failures``); a batch whose
@@ -126,9 +218,15 @@ class MementoTrainer:
         *,
         threads: int = 4,
         roles: Any = None,
+        learner: MementoLearner | None = None,
         canonicalizer: Canonicalizer | None = None,
         success_threshold: float = DEFAULT_SUCCESS_THRESHOLD,
-        max_craft_entries: int = 12,
+        record_chars: int = 16_000,
+        search_log_chars: int = 12_000,
+        evidence_chars: int = 6_000,
+        rules_shown_tokens: int = 1_500,
+        retire_min_runs: int = 2,
+        summary_input_chars: int = 48_000,
         on_event: Callable[[int, str, str], None] | None = None,
         max_consecutive_lm_failures: int = 3,
     ) -> None:
@@ -139,41 +237,56 @@ class MementoTrainer:
         attached = getattr(program, "memory", None)
         if attached is not None and attached is not memory:
             raise ConfigError("the program reads another memory than the one being trained; pass the same object")
+        for name, value in (("record_chars", record_chars), ("search_log_chars", search_log_chars)):
+            if value < 200:
+                raise ConfigError(f"{name} must be >= 200, got {value}")
         self.program = program
         self.metric = metric
         self.memory = memory
         self.batch_size = batch_size
         self.threads = max(1, threads)
         self.roles = roles
+        self.learner = learner or MementoLearner(roles=roles)
         self.canonicalizer = canonicalizer or Canonicalizer(
-            memory.db, embedder=memory.embedder, lm=getattr(roles, "reflection_lm", None)
+            memory.db, embedder=memory.embedder, check=self.learner.check, merge=self.learner.merge
         )
         self.success_threshold = success_threshold
-        self.max_craft_entries = max_craft_entries
+        self.record_chars = record_chars
+        self.search_log_chars = search_log_chars
+        self.evidence_chars = evidence_chars
+        self.rules_shown_tokens = rules_shown_tokens
+        self.retire_min_runs = max(1, retire_min_runs)
+        self.summary_input_chars = max(1_000, summary_input_chars)
         self.on_event = on_event
         self.lm_watch = LMFailureWatch(max_consecutive=max_consecutive_lm_failures)
         self.task = getattr(program, "task", None)
-        self.distill_insights = dspy.Predict(DistillCraftInsights)
-        self.consolidate_craft = dspy.Predict(ConsolidateCraftKnowledge)
-        self.distill_web_rules = dspy.Predict(DistillWebRules)
-        self.extract_facts = dspy.Predict(ExtractFacts)
-        self.assess_coverage = dspy.Predict(AssessCoverage)
-        self.distill_decomposition = dspy.Predict(DistillDecompositionRules)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(
+        cls, program: Any, metric: Callable[..., Any], memory: MementoMemory, settings: Any, **kwargs: Any
+    ) -> MementoTrainer:
+        """A trainer configured by the ``[trainer]`` and ``[run]`` sections of :class:`memento.config.Settings`."""
+        section = settings.trainer
+        options: dict[str, Any] = {
+            "threads": settings.run.threads,
+            "success_threshold": section.success_threshold,
+            "record_chars": section.record_chars,
+            "search_log_chars": section.search_log_chars,
+            "evidence_chars": section.evidence_chars,
+            "rules_shown_tokens": section.rules_shown_tokens,
+            "retire_min_runs": section.retire_min_runs,
+            "max_consecutive_lm_failures": section.max_consecutive_lm_failures,
+        }
+        options.update(kwargs)
+        batch_size = options.pop("batch_size", None) or section.batch_size
+        return cls(program, metric, memory, batch_size, **options)
 
     # -- plumbing ----------------------------------------------------------------------------------------
     def _emit(self, batch: int, phase: str, detail: str = "") -> None:
         logger.info("batch %d: %s %s", batch, phase, detail)
         if self.on_event is not None:
             self.on_event(batch, phase, detail)
-
-    @contextlib.contextmanager
-    def _reflection(self) -> Iterator[None]:
-        lm = getattr(self.roles, "reflection_lm", None)
-        if lm is not None:
-            with dspy.context(lm=lm):
-                yield
-        else:
-            yield
 
     def _inputs(self, example: Any) -> dict[str, Any]:
         if self.task is not None:
@@ -182,6 +295,9 @@ class MementoTrainer:
 
     def _cutoff(self, example: Any) -> Any:
         return self.task.cutoff(example) if self.task is not None else example.get("cutoff")
+
+    def _writes(self, store: str) -> bool:
+        return store in getattr(self.memory, "stores", (store,))
 
     @staticmethod
     def fingerprint(ids: list[str]) -> str:
@@ -203,6 +319,15 @@ class MementoTrainer:
             reports.append(self.run_batch(batch, examples, ids[start : start + self.batch_size]))
         return reports
 
+    def _metered(self, state: BatchCheckpoint, fn: Callable[[], Any]) -> Any:
+        with UsageMeter(self.roles) as meter:
+            out = fn()
+        usage = meter.usage()
+        state.train_lm_calls += usage.lm_calls
+        for stage, stats in usage.by_stage.items():
+            state.train_stages[stage] = state.train_stages.get(stage, 0) + stats.lm_calls
+        return out
+
     def run_batch(self, batch: int, examples: list[Any], ids: list[str]) -> BatchReport:
         """Run (or resume) one batch through phases A, B and C and commit its version.
 
@@ -212,10 +337,10 @@ class MementoTrainer:
         try:
             return self._run_batch(batch, examples, ids)
         except _StaleBatch:
-            state = self.memory.db.checkpoint(_KEY.format(batch)) or {}
-            if state.get("phase") == "done":
+            saved = self.memory.db.checkpoint(_KEY.format(batch)) or {}
+            if saved.get("phase") == "done" and saved.get("report"):
                 self._emit(batch, "done", "already applied by another writer; skipped")
-                return BatchReport.model_validate(state["report"])
+                return BatchReport.model_validate(saved["report"])
             raise DataError(
                 f"batch {batch} in {self.memory.directory} was advanced by another writer; rerun to resume it"
             ) from None
@@ -226,100 +351,10 @@ class MementoTrainer:
         if (tx.checkpoint(key) or {}).get("phase") != phase:
             raise _StaleBatch
 
-    def _run_batch(self, batch: int, examples: list[Any], ids: list[str]) -> BatchReport:
-        key = _KEY.format(batch)
-        fp = self.fingerprint(ids)
-        state = self.memory.db.checkpoint(key) or {}
-        if state and state.get("fingerprint") != fp:
-            raise DataError(
-                f"batch {batch} in {self.memory.directory} was started on different examples; "
-                "train on the same data or use a new --memory directory"
-            )
-        if state.get("phase") == "done":
-            self._emit(batch, "done", "already applied; skipped")
-            return BatchReport.model_validate(state["report"])
-        seconds: dict[str, float] = dict(state.get("seconds", {}))
-        train_calls = int(state.get("train_lm_calls", 0))
-        if _phase_index(state.get("phase")) < _phase_index("forward"):
-            started = time.perf_counter()
-            self._emit(batch, "forward", f"{len(examples)} examples")
-            with self.lm_watch:
-                runs = self._forward(examples, ids)
-            self._stop_on_lm_failure(batch, runs)
-            seconds["forward"] = round(time.perf_counter() - started, 3)
-            state = {
-                "fingerprint": fp,
-                "phase": "forward",
-                "base_version": self.memory.version,
-                "runs": runs,
-                "seconds": seconds,
-                "train_lm_calls": 0,
-            }
-            with self.memory.transaction(batch=batch) as tx:
-                self._guard(tx, key, None)
-                tx.set_checkpoint(key, state)
-        runs = state["runs"]
-        trajectories = [Trajectory.model_validate(r["trajectory"]) for r in runs]
-        counts = dict(state.get("counts", {"reject": 0, "merge": 0}))
-
-        if _phase_index(state["phase"]) < _phase_index("consolidated"):
-            started = time.perf_counter()
-            self._emit(batch, "consolidate", "M1 insights, M3 search logs, M4 facts")
-            with UsageMeter(self.roles) as meter, self._reflection():
-                plan = self._consolidation_plan(batch, runs, trajectories)
-            train_calls += meter.usage().lm_calls
-            seconds["consolidate"] = round(time.perf_counter() - started, 3)
-            with self.memory.transaction(batch=batch) as tx:
-                self._guard(tx, key, state["phase"])
-                for name, value in self._apply_consolidation(batch, plan, tx).items():
-                    counts[name] = counts.get(name, 0) + value
-                state.update(phase="consolidated", seconds=seconds, train_lm_calls=train_calls, counts=counts)
-                tx.set_checkpoint(key, state)
-
-        if _phase_index(state["phase"]) < _phase_index("scored"):
-            started = time.perf_counter()
-            self._emit(batch, "score", "metric / judge")
-            scored = run_parallel(
-                lambda pair: self._score(examples[pair[0]], pair[1]), list(enumerate(runs)), threads=self.threads
-            )
-            for run, (score, feedback) in zip(runs, scored, strict=True):
-                run["score"], run["feedback"] = score, feedback
-            seconds["score"] = round(time.perf_counter() - started, 3)
-            phase = state["phase"]
-            state.update(phase="scored", runs=runs, seconds=seconds)
-            with self.memory.transaction(batch=batch) as tx:
-                self._guard(tx, key, phase)
-                tx.set_checkpoint(key, state)
-
-        started = time.perf_counter()
-        self._emit(batch, "reflect", "M2 coverage and rule operations")
-        with UsageMeter(self.roles) as meter, self._reflection():
-            plan = self._reflection_plan(batch, examples, runs, trajectories)
-        train_calls += meter.usage().lm_calls
-        seconds["reflect"] = round(time.perf_counter() - started, 3)
-        with self.memory.transaction(batch=batch) as tx:
-            self._guard(tx, key, state["phase"])  # another writer applied or advanced it meanwhile: never twice
-            for name, value in self._apply_reflection(batch, plan, tx).items():
-                counts[name] = counts.get(name, 0) + value
-            version = self.memory.commit_version(batch=batch, note=f"batch {batch}: {len(runs)} examples", tx=tx)
-            report = self._report(
-                batch, version, state["base_version"], runs, trajectories, seconds, train_calls, counts, tx
-            )
-            state.update(
-                phase="done",
-                report=report.model_dump(mode="json"),
-                seconds=seconds,
-                train_lm_calls=train_calls,
-                counts=counts,
-            )
-            tx.set_checkpoint(key, state, version=version)
-        self._emit(batch, "done", f"version {version}")
-        return report
-
-    def _stop_on_lm_failure(self, batch: int, runs: list[dict[str, Any]]) -> None:
+    def _stop_on_lm_failure(self, batch: int, runs: list[RunRecord]) -> None:
         """Refuse to go on with a batch the LM failed: too many failed calls in a row, or no valid run at all."""
         watch = self.lm_watch
-        valid = sum(self._valid(r, Trajectory.model_validate(r["trajectory"])) for r in runs)
+        valid = sum(self._valid(r) for r in runs)
         if watch.tripped or (valid == 0 and watch.failed > 0):
             why = (
                 f"{watch.streak} consecutive LM calls failed"
@@ -331,300 +366,438 @@ class MementoTrainer:
                 "this batch: fix the LM and rerun to retry it"
             )
 
+    def _run_batch(self, batch: int, examples: list[Any], ids: list[str]) -> BatchReport:
+        key = _KEY.format(batch)
+        fp = self.fingerprint(ids)
+        saved = self.memory.db.checkpoint(key)
+        if saved and saved.get("fingerprint") != fp:
+            raise DataError(
+                f"batch {batch} in {self.memory.directory} was started on different examples; "
+                "train on the same data or use a new --memory directory"
+            )
+        state = BatchCheckpoint.model_validate(saved) if saved else None
+        if state is not None and state.phase == "done" and state.report is not None:
+            self._emit(batch, "done", "already applied; skipped")
+            return state.report
+        if state is None:
+            started = time.perf_counter()
+            self._emit(batch, "forward", f"{len(examples)} examples")
+            with self.lm_watch:
+                runs = self._forward(examples, ids)
+            self._stop_on_lm_failure(batch, runs)
+            state = BatchCheckpoint(fingerprint=fp, phase="forward", base_version=self.memory.version, runs=runs)
+            state.seconds["forward"] = round(time.perf_counter() - started, 3)
+            with self.memory.transaction(batch=batch) as tx:
+                self._guard(tx, key, None)
+                tx.set_checkpoint(key, state.model_dump(mode="json"))
+
+        if _phase_index(state.phase) < _phase_index("consolidated"):
+            started = time.perf_counter()
+            self._emit(batch, "consolidate", "M1 insights, M3 search logs, M4 facts (one call per run)")
+            plan = self._metered(state, lambda: self._consolidation_plan(state))
+            state.seconds["consolidate"] = round(time.perf_counter() - started, 3)
+            with self.memory.transaction(batch=batch) as tx:
+                self._guard(tx, key, state.phase)
+                self._count(state, self._apply_consolidation(batch, plan, tx))
+                state.phase = "consolidated"
+                tx.set_checkpoint(key, state.model_dump(mode="json"))
+
+        if _phase_index(state.phase) < _phase_index("scored"):
+            started = time.perf_counter()
+            self._emit(batch, "score", "metric / judge")
+            scored = run_parallel(
+                lambda pair: self._score(examples[pair[0]], pair[1]), list(enumerate(state.runs)), threads=self.threads
+            )
+            for run, (score, feedback) in zip(state.runs, scored, strict=True):
+                run.score, run.feedback = score, feedback
+            state.seconds["score"] = round(time.perf_counter() - started, 3)
+            phase, state.phase = state.phase, "scored"
+            with self.memory.transaction(batch=batch) as tx:
+                self._guard(tx, key, phase)
+                tx.set_checkpoint(key, state.model_dump(mode="json"))
+
+        started = time.perf_counter()
+        self._emit(batch, "reflect", "M2 coverage and rule operations (one call per valid run)")
+        plan_c = self._metered(state, lambda: self._reflection_plan(examples, state))
+        state.seconds["reflect"] = round(time.perf_counter() - started, 3)
+        with self.memory.transaction(batch=batch) as tx:
+            self._guard(tx, key, state.phase)  # another writer applied or advanced it meanwhile: never twice
+            self._count(state, self._apply_reflection(batch, plan_c, tx))
+            version = self.memory.commit_version(batch=batch, note=f"batch {batch}: {len(state.runs)} examples", tx=tx)
+            report = self._report(batch, version, state)
+            state.phase, state.report = "done", report
+            tx.set_checkpoint(key, state.model_dump(mode="json"), version=version)
+        self._emit(batch, "done", f"version {version}")
+        return report
+
+    @staticmethod
+    def _count(state: BatchCheckpoint, counts: dict[str, int]) -> None:
+        for name, value in counts.items():
+            state.counts[name] = state.counts.get(name, 0) + value
+
     # -- Phase A: forward pass -----------------------------------------------------------------------------
-    def _forward(self, examples: list[Any], ids: list[str]) -> list[dict[str, Any]]:
-        def one(pair: tuple[int, Any]) -> dict[str, Any]:
+    def _forward(self, examples: list[Any], ids: list[str]) -> list[RunRecord]:
+        def one(pair: tuple[int, Any]) -> RunRecord:
             i, example = pair
             try:
                 pred = self.program(**self._inputs(example), cutoff=self._cutoff(example), task_id=ids[i])
-                trajectory = pred.trajectory
-                prediction = {k: v for k, v in pred.items() if k != "trajectory"}
             except Exception as exc:  # noqa: BLE001 - one broken example is a failed run, not a failed batch
                 raise_if_fatal(exc)
                 if isinstance(exc, ConfigError):
                     raise
                 logger.warning("forward pass failed on %s: %s", ids[i], exc)
                 trajectory = Trajectory(task_text=str(self._inputs(example)), task_id=ids[i], error=str(exc)[:300])
-                prediction = {}
-            return {
-                "id": ids[i],
-                "prediction": json.loads(json.dumps(prediction, default=str)),
-                "trajectory": trajectory.model_dump(mode="json"),
-            }
+                return RunRecord(id=ids[i], trajectory=trajectory, crashed=True)
+            prediction = {k: v for k, v in pred.items() if k != "trajectory"}
+            return RunRecord(
+                id=ids[i],
+                prediction=json.loads(json.dumps(prediction, default=str)),
+                trajectory=pred.trajectory,
+            )
 
         return run_parallel(one, list(enumerate(examples)), threads=self.threads)
 
     @staticmethod
-    def _valid(run: dict[str, Any], trajectory: Trajectory) -> bool:
-        if trajectory.error:
+    def _valid(run: RunRecord) -> bool:
+        trajectory = run.trajectory
+        if run.crashed or trajectory.error:
             return False
         answered = [n for n in trajectory.nodes if n.parent_id is not None and n.status == "answered"]
-        values = [v for v in run["prediction"].values() if v not in (None, "", [], {})]
+        values = [v for v in run.prediction.values() if v not in (None, "", [], {})]
         return bool(values) and (bool(answered) or not trajectory.nodes)
 
     @staticmethod
-    def _run_record(trajectory: Trajectory) -> str:
-        lines = []
-        for node in trajectory.nodes:
-            if node.parent_id is None:
-                continue
-            lines.append(f"[{node.status}] Q: {node.question}\n  A: {one_line(node.answer, 300) or '(none)'}")
-        useful = {e.url for n in trajectory.nodes for e in n.evidence}
-        for call in trajectory.tool_calls:
-            if call.kind == "search_web":
-                lines.append(f"search: {call.args.get('query', '')!r} -> {len(call.result_urls)} results")
-            elif call.kind == "scrape":
-                url = call.args.get("url", "")
-                lines.append(f"scrape: {url} ({'used as evidence' if url in useful else 'not used'})")
-        return "\n".join(lines)[:6000]
+    def _recorded(run: RunRecord) -> bool:
+        return not run.crashed and run_digest.has_record(run.trajectory)
 
-    def _consolidation_plan(self, batch: int, runs: list[dict], trajectories: list[Trajectory]) -> dict[str, Any]:
-        valid = [(r, t) for r, t in zip(runs, trajectories, strict=True) if self._valid(r, t)]
+    # -- Phase A: digests (summarise what is over budget) ----------------------------------------------------
+    def _summary(self, task: str, text: str, budget: int) -> str:
+        """An LLM summary within ``budget``; a text longer than ``summary_input_chars`` is summarised in parts."""
+        if len(text) <= self.summary_input_chars:
+            return self.learner.summarize(task, text, budget)[:budget]
+        parts, current = [], ""
+        for block in text.split("\n"):
+            if current and len(current) + len(block) + 1 > self.summary_input_chars:
+                parts.append(current)
+                current = ""
+            current = f"{current}\n{block}" if current else block[: self.summary_input_chars]
+        parts.append(current)
+        share = max(100, budget // len(parts) - 1)
+        return "\n".join(self.learner.summarize(task, part, share)[:share] for part in parts)[:budget]
 
-        def insights(pair: tuple[dict, Trajectory]) -> list[tuple[str, str]]:
-            run, traj = pair
-            try:
-                out = self.distill_insights(task=traj.task_text, run_record=self._run_record(traj))
-            except Exception as exc:  # noqa: BLE001
-                raise_if_fatal(exc)
-                logger.warning("craft insights failed for %s: %s", run["id"], exc)
-                return []
-            return [(str(text).strip(), run["id"]) for text in (out.insights or []) if str(text).strip()]
+    def _fit(self, task: str, render: Callable[[int], str], budget: int, digest: RunDigest) -> tuple[str, bool]:
+        """The most detailed rendering within ``budget`` (fewer result titles first), else an LLM summary."""
+        text = ""
+        for titles in run_digest.TITLE_LADDER:
+            text = render(titles)
+            if len(text) <= budget:
+                return text, False
+        text = render(run_digest.TITLE_LADDER[0])
+        try:
+            return self._summary(task, text, budget), True
+        except Exception as exc:  # noqa: BLE001 - a failed summary falls back to the record's head and tail
+            raise_if_fatal(exc)
+            logger.warning("run summary failed (head and tail kept): %s", exc)
+            with self._lock:
+                digest.summary_failures += 1
+            half = budget // 2 - 40
+            return f"{text[:half]}\n[... {len(text) - 2 * half} characters not shown ...]\n{text[-half:]}", True
 
-        def facts(pair: tuple[dict, Trajectory]) -> list[Candidate]:
-            run, traj = pair
-            findings = "\n".join(
-                f"Q: {n.question}\nA: {one_line(n.answer, 400)}\nEvidence: "
-                + "; ".join(f"{e.url} {one_line(e.snippet, 160)}" for e in n.evidence[:4])
-                for n in traj.nodes
-                if n.parent_id is not None and n.status == "answered" and not is_no_data(n.answer or "")
+    def _digest(self, run: RunRecord) -> RunDigest:
+        traj = run.trajectory
+        task = one_line(traj.task_text, 2000)
+        digest = RunDigest()
+        digest.record, digest.record_summarised = self._fit(
+            task, lambda titles: run_digest.run_record(traj, titles=titles), self.record_chars, digest
+        )
+        digest.search_log, digest.search_log_summarised = self._fit(
+            task, lambda titles: run_digest.search_log(traj, titles=titles), self.search_log_chars, digest
+        )
+        digest.tree, digest.tree_summarised = self._fit(
+            task, lambda _titles: run_digest.judged_tree(traj), self.record_chars, digest
+        )
+        return digest
+
+    def _digests(self, state: BatchCheckpoint) -> dict[str, RunDigest]:
+        missing = [r for r in state.runs if self._recorded(r) and r.id not in state.digests]
+        made = run_parallel(self._digest, missing, threads=self.threads)
+        for run, digest in zip(missing, made, strict=True):
+            state.digests[run.id] = digest
+        return state.digests
+
+    # -- Phase A: per-run distillers ---------------------------------------------------------------------------
+    def _stats(self, state: BatchCheckpoint, name: str) -> DistillerStats:
+        with self._lock:
+            return state.distillers.setdefault(name, DistillerStats())
+
+    def _seen(self, stats: DistillerStats, summarised: bool) -> None:
+        with self._lock:
+            stats.runs += 1
+            stats.seen += 1
+            stats.summarised += int(summarised)
+
+    def _try(self, stats: DistillerStats, what: str, fn: Callable[[], Any]) -> Any:
+        try:
+            with self.learner.reflection():
+                return fn()
+        except Exception as exc:  # noqa: BLE001 - a failed distiller call is recorded, the batch goes on
+            raise_if_fatal(exc)
+            with self._lock:
+                stats.failed += 1
+            logger.warning("%s failed: %s", what, exc)
+            return None
+
+    def _call(self, stats: DistillerStats, summarised: bool, what: str, fn: Callable[[], Any]) -> Any:
+        self._seen(stats, summarised)
+        return self._try(stats, what, fn)
+
+    def _insights(self, state: BatchCheckpoint, run: RunRecord) -> list[Candidate]:
+        digest = state.digests[run.id]
+        traj = run.trajectory
+        out = self._call(
+            self._stats(state, "craft_insights"),
+            digest.record_summarised,
+            f"craft insights for {run.id}",
+            lambda: self.learner.distill_insights(task=traj.task_text, run_record=digest.record),
+        )
+        texts = [str(t).strip() for t in (getattr(out, "insights", None) or []) if str(t).strip()]
+        evidence = digest.record[: self.evidence_chars]
+        found = [Candidate(text=t, provenance=[run.id], evidence=evidence) for t in texts]
+        for exploration in traj.explorations:
+            for text in exploration.insights:
+                found.append(
+                    Candidate(
+                        text=text,
+                        provenance=[run.id],
+                        evidence=f"{exploration.when.replace('_', ' ')} exploration of the web for the task: "
+                        f"{one_line(traj.task_text, 600)}",
+                    )
+                )
+        return found
+
+    def _web_rules(self, state: BatchCheckpoint, run: RunRecord) -> tuple[list[RuleVote], list[Candidate]]:
+        digest = state.digests[run.id]
+        traj = run.trajectory
+        shown = self._shown(self.memory.web_action, traj.task_text)
+        out = self._call(
+            self._stats(state, "web_rules"),
+            digest.search_log_summarised,
+            f"web-rule distillation for {run.id}",
+            lambda: self.learner.distill_web_rules(
+                task=traj.task_text, search_log=digest.search_log or "(no searches)", current_rules=_numbered(shown)
+            ),
+        )
+        return self._split_ops(getattr(out, "operations", None) or [], shown, run.id, digest.search_log)
+
+    def _facts(self, state: BatchCheckpoint, run: RunRecord) -> list[Candidate]:
+        traj = run.trajectory
+        stats = self._stats(state, "facts")
+        chunks = run_digest.findings(traj, is_no_data=is_no_data, max_chars=self.record_chars)
+        self._seen(stats, len(chunks) > 1)  # a run without answered findings is seen and yields no fact
+        found: list[Candidate] = []
+        for chunk in chunks:
+            out = self._try(
+                stats,
+                f"fact extraction for {run.id}",
+                lambda chunk=chunk: self.learner.extract_facts(task=traj.task_text, findings=chunk),
             )
-            if not findings:
-                return []
-            try:
-                out = self.extract_facts(task=traj.task_text, findings=findings[:8000])
-            except Exception as exc:  # noqa: BLE001
-                raise_if_fatal(exc)
-                logger.warning("fact extraction failed for %s: %s", run["id"], exc)
-                return []
-            found = []
-            for item in out.facts or []:
+            for item in getattr(out, "facts", None) or []:
                 data = item if isinstance(item, dict) else item.model_dump()
+                sources = [str(s) for s in data.get("sources", []) or []]
                 found.append(
                     Candidate(
                         text=str(data.get("fact", "")),
                         entity=str(data.get("entity", "")),
-                        sources=[str(s) for s in data.get("sources", []) or []],
-                        provenance=[run["id"]],
-                        evidence=findings[:2000],
+                        sources=sources,
+                        provenance=[run.id],
+                        evidence=run_digest.page_text(traj, sources, max_chars=self.evidence_chars),
                     )
                 )
-            return found
+        return found
 
-        per_run_insights = run_parallel(insights, valid, threads=self.threads)
-        per_run_facts = run_parallel(facts, valid, threads=self.threads)
-        plan: dict[str, Any] = {"craft": None, "web_ops": [], "web_adds": [], "facts": []}
-
-        # M1: rewrite from this batch's insights (skipped when no valid run produced any)
-        flat = [pair for group in per_run_insights for pair in group]
-        if flat:
-            current = self.memory.craft.all()
-            try:
-                out = self.consolidate_craft(
-                    current_entries="\n".join(e.text for e in current),
-                    new_insights="\n".join(text for text, _ in flat),
-                    max_entries=self.max_craft_entries,
-                )
-                entries = [str(e).strip() for e in (out.entries or []) if str(e).strip() and not is_no_data(str(e))]
-            except Exception as exc:  # noqa: BLE001 - keep the old M1 when the rewrite fails
-                raise_if_fatal(exc)
-                logger.warning("craft consolidation failed: %s", exc)
-                entries = []
-            if entries:
-                plan["craft"] = self._craft_provenance(entries[: self.max_craft_entries], flat, current)
-
-        # M3: operations from the search logs
-        logs = []
-        for run, traj in valid:
-            searches = [c for c in traj.tool_calls if c.kind in ("search_web", "scrape")]
-            if searches:
-                logs.append(f"## task {run['id']}: {one_line(traj.task_text, 200)}\n{self._run_record(traj)}")
-        if logs:
-            shown = self.memory.web_action.select("\n".join(logs), budget_tokens=1500)
-            try:
-                out = self.distill_web_rules(search_logs="\n\n".join(logs)[:12000], current_rules=_ops_text(shown))
-                ops = list(out.operations or [])
-            except Exception as exc:  # noqa: BLE001
-                raise_if_fatal(exc)
-                logger.warning("web-rule distillation failed: %s", exc)
-                ops = []
-            searched = [run["id"] for run, _ in valid]
-            plan["web_ops"], adds = self._split_ops(ops, shown, searched)
-            plan["web_adds"] = self.canonicalizer.plan("web_action", adds)
-
-        # M4: facts, canonicalised
-        plan["facts"] = self.canonicalizer.plan("facts", [c for group in per_run_facts for c in group])
-        return plan
-
-    def _craft_provenance(
-        self, entries: list[str], insights: list[tuple[str, str]], current: list[Any]
-    ) -> list[tuple[str, list[str], int]]:
-        """(text, provenance, support) per rewritten entry: the tasks whose insights it is closest to."""
-        by_text = {e.text: e for e in current}
-        embedder = self.canonicalizer.embedder
-        vectors = embedder.embed(entries + [text for text, _ in insights])
-        entry_vecs, insight_vecs = vectors[: len(entries)], vectors[len(entries) :]
-        sims = insight_vecs @ entry_vecs.T  # insights x entries
-        out = []
-        for j, text in enumerate(entries):
-            owners = [insights[i][1] for i in range(len(insights)) if int(sims[i].argmax()) == j]
-            old = by_text.get(text)
-            provenance = sorted(set(owners) | set(old.provenance if old else []))
-            support = (old.support if old else 0) + len(owners) or 1
-            out.append((text, provenance, support))
-        return out
+    def _shown(self, book: RuleBook, task_text: str) -> list[Any]:
+        budget = 10**9 if getattr(self.memory, "profile", "budgeted") == "paper" else self.rules_shown_tokens
+        return book.select(task_text, budget_tokens=budget)
 
     @staticmethod
     def _split_ops(
-        ops: list[Any], shown: list[Any], task_ids: list[str]
-    ) -> tuple[list[tuple[str, str, list[str]]], list[Candidate]]:
-        """Numbered ops -> (op, rule id, task ids) on shown rules, plus ``add`` candidates."""
-        updates: list[tuple[str, str, list[str]]] = []
+        ops: list[Any], shown: list[Any], run_id: str, evidence: str
+    ) -> tuple[list[RuleVote], list[Candidate]]:
+        """One run's numbered ops -> votes on shown rules, plus ``add`` candidates backed by that run."""
+        votes: list[RuleVote] = []
         adds: list[Candidate] = []
         for item in ops:
             data = item if isinstance(item, dict) else item.model_dump()
             op = data.get("op")
             if op == "add":
                 if str(data.get("text", "")).strip():
-                    adds.append(
-                        Candidate(str(data["text"]), provenance=list(task_ids), evidence=data.get("reason", ""))
-                    )
+                    adds.append(Candidate(text=str(data["text"]), provenance=[run_id], evidence=evidence))
                 continue
             number = data.get("rule")
             if isinstance(number, int) and 1 <= number <= len(shown) and op in ("reinforce", "contradict", "remove"):
-                updates.append((op, shown[number - 1].id, list(task_ids)))
-        return updates, adds
+                votes.append(RuleVote(rule_id=shown[number - 1].id, run_id=run_id, op=op))
+        return votes, adds
 
-    def _apply_rule_ops(self, book: RuleBook, updates: list[tuple[str, str, list[str]]], batch: int, tx: Any) -> None:
-        for op, rule_id, task_ids in updates:
+    def _consolidation_plan(self, state: BatchCheckpoint) -> ConsolidationPlan:
+        recorded = [r for r in state.runs if self._recorded(r)]
+        self._digests(state)
+        for name in ("craft_insights", "web_rules", "facts"):
+            state.distillers[name] = DistillerStats()
+        plan = ConsolidationPlan()
+        if self._writes("craft"):
+            insights = run_parallel(lambda r: self._insights(state, r), recorded, threads=self.threads)
+            plan.craft = self.canonicalizer.plan("craft", [c for group in insights for c in group])
+        if self._writes("web_action"):
+            web = run_parallel(lambda r: self._web_rules(state, r), recorded, threads=self.threads)
+            plan.web_votes = [v for votes, _adds in web for v in votes]
+            plan.web_adds = self.canonicalizer.plan("web_action", [c for _votes, adds in web for c in adds])
+        if self._writes("facts"):
+            facts = run_parallel(lambda r: self._facts(state, r), recorded, threads=self.threads)
+            plan.facts = self.canonicalizer.plan("facts", [c for group in facts for c in group])
+        return plan
+
+    # -- applying votes: one per run and rule ------------------------------------------------------------------
+    def _apply_votes(self, book: RuleBook, votes: list[RuleVote], batch: int, tx: Any) -> int:
+        """Apply the batch's votes: support and contradiction grow by numbers of runs; returns rules retired."""
+        tally: dict[str, dict[str, set[str]]] = {}
+        for vote in votes:
+            ops = tally.setdefault(vote.rule_id, {"reinforce": set(), "contradict": set(), "remove": set()})
+            ops[vote.op].add(vote.run_id)
+        retired = 0
+        for rule_id, ops in tally.items():
             if tx.get(book.store, rule_id) is None:
                 continue
-            if op == "reinforce":
-                book.reinforce(rule_id, support=1, task_ids=task_ids, batch=batch, tx=tx)
-            elif op == "contradict":
-                book.reinforce(rule_id, contradiction=1, task_ids=task_ids, batch=batch, tx=tx)
-            elif op == "remove":
-                book.retire(rule_id, batch=batch, tx=tx)
+            against = ops["contradict"] | ops["remove"]
+            support = ops["reinforce"] - against  # a run voting both ways counts for neither
+            against = against - ops["reinforce"]
+            rule = book.reinforce(
+                rule_id,
+                support=len(support),
+                contradiction=len(against),
+                task_ids=sorted(support | against),
+                batch=batch,
+                tx=tx,
+            )
+            removers = ops["remove"] - ops["reinforce"]
+            if len(removers) >= self.retire_min_runs and rule.contradiction > rule.support:
+                book.retire(
+                    rule_id,
+                    batch=batch,
+                    reason=f"{len(removers)} runs proposed removal ({', '.join(sorted(removers))})",
+                    tx=tx,
+                )
+                retired += 1
+        return retired
 
-    def _apply_consolidation(self, batch: int, plan: dict[str, Any], tx: Any) -> dict[str, int]:
-        counts = {"reject": 0, "merge": 0}
-        if plan["craft"]:
-            self.memory.craft.replace_all(plan["craft"], batch=batch, tx=tx)
-        self._apply_rule_ops(self.memory.web_action, plan["web_ops"], batch, tx)
-        for store, ops in (("web_action", plan["web_adds"]), ("facts", plan["facts"])):
+    def _apply_consolidation(self, batch: int, plan: ConsolidationPlan, tx: Any) -> dict[str, int]:
+        counts = {"reject": 0, "merge": 0, "contradict": 0, "retired": 0}
+        if self._writes("web_action"):
+            counts["retired"] += self._apply_votes(self.memory.web_action, plan.web_votes, batch, tx)
+        for store, ops in (("craft", plan.craft), ("web_action", plan.web_adds), ("facts", plan.facts)):
+            if not ops:
+                continue
             got = self.memory.apply(store, ops, batch=batch, tx=tx)
-            counts["reject"] += got["reject"]
-            counts["merge"] += got["merge"]
+            for name in ("reject", "merge", "contradict"):
+                counts[name] += got.get(name, 0)
         return counts
 
     # -- Phase B: scoring ------------------------------------------------------------------------------------
-    def _score(self, example: Any, run: dict[str, Any]) -> tuple[float | None, str]:
-        trajectory = Trajectory.model_validate(run["trajectory"])
-        if trajectory.error or not run["prediction"]:
+    def _score(self, example: Any, run: RunRecord) -> tuple[float | None, str]:
+        trajectory = run.trajectory
+        if run.crashed or trajectory.error or not run.prediction:
             return None, f"run failed: {trajectory.error or 'no prediction'}"
-        pred = dspy.Prediction(**run["prediction"], trajectory=trajectory)
+        pred = dspy.Prediction(**run.prediction, trajectory=trajectory)
         try:
             result = self.metric(example, pred)
         except Exception as exc:  # noqa: BLE001 - an unscorable run is excluded from Phase C
             raise_if_fatal(exc)
-            logger.warning("metric failed on %s: %s", run["id"], exc)
+            logger.warning("metric failed on %s: %s", run.id, exc)
             return None, f"metric failed: {exc}"
         feedback = getattr(result, "feedback", None) or (result.get("feedback") if isinstance(result, dict) else "")
         return score_of(result), str(feedback or "")
 
-    # -- Phase C: supervised reflection ----------------------------------------------------------------------
-    def _reflection_plan(
-        self, batch: int, examples: list[Any], runs: list[dict], trajectories: list[Trajectory]
-    ) -> dict[str, Any]:
-        judged = [
-            (ex, run, traj)
-            for ex, run, traj in zip(examples, runs, trajectories, strict=True)
-            if run.get("score") is not None and self._valid(run, traj)
+    # -- Phase C: supervised reflection, one call per valid run -------------------------------------------------
+    def _coverage(self, state: BatchCheckpoint, example: Any, run: RunRecord) -> str:
+        traj = run.trajectory
+        digest = state.digests.get(run.id) or RunDigest(tree=run_digest.judged_tree(traj))
+        labels = {k: v for k, v in example.items() if k not in self._inputs(example) and k not in ("docs",)}
+        expected = f"labels: {one_line(json.dumps(labels, default=str), 1500)}\njudge feedback: {run.feedback}"
+        out = self._call(
+            self._stats(state, "coverage"),
+            digest.tree_summarised,
+            f"coverage assessment for {run.id}",
+            lambda: self.learner.assess_coverage(
+                task=traj.task_text, expected=expected, sub_questions=digest.tree or "(none)"
+            ),
+        )
+        rows = []
+        for c in getattr(out, "coverage", None) or []:
+            c = c if isinstance(c, dict) else c.model_dump()
+            mark = "correct" if c.get("correct") else ("covered, wrong" if c.get("covered") else "MISSED")
+            rows.append(f"  * {c.get('target', '')}: {mark} ({one_line(c.get('sub_question', ''), 160)})")
+        cov = "\n".join(rows) or ("  (coverage unavailable)" if out is None else "  (no targets)")
+        return (
+            f"score {float(run.score or 0.0):.2f}\nsub-questions:\n{digest.tree or '(none)'}\n"
+            f"feedback: {one_line(run.feedback, 600)}\ncoverage:\n{cov}"
+        )
+
+    def _decomposition(
+        self, state: BatchCheckpoint, example: Any, run: RunRecord
+    ) -> tuple[list[RuleVote], list[Candidate]]:
+        traj = run.trajectory
+        judged = self._coverage(state, example, run)
+        success = succeeded(run.score, threshold=self.success_threshold)
+        injected = set(injected_items(traj).get("decomposition", []))
+        auto = [
+            RuleVote(rule_id=rule_id, run_id=run.id, op="reinforce" if success else "contradict", auto=True)
+            for rule_id in sorted(injected)
         ]
-        credit: list[tuple[str, str, bool]] = []  # (rule id, task id, success)
-        for _ex, run, traj in judged:
-            success = succeeded(run["score"], threshold=self.success_threshold)
-            for rule_id in injected_items(traj).get("decomposition", []):
-                credit.append((rule_id, run["id"], success))
+        shown = self._shown(self.memory.decomposition, traj.task_text)
+        digest = state.digests.get(run.id)
+        out = self._call(
+            self._stats(state, "decomposition"),
+            bool(digest and digest.tree_summarised),
+            f"decomposition-rule distillation for {run.id}",
+            lambda: self.learner.distill_decomposition(
+                task=traj.task_text, judged_run=judged, current_rules=_numbered(shown)
+            ),
+        )
+        votes, adds = self._split_ops(
+            getattr(out, "operations", None) or [], shown, run.id, judged[: self.evidence_chars]
+        )
+        # one vote per run and rule: the outcome credit of an injected rule wins over the LLM's operation on it
+        return auto + [v for v in votes if v.rule_id not in injected], adds
 
-        def coverage(item: tuple[Any, dict, Trajectory]) -> str:
-            ex, run, traj = item
-            subs = "\n".join(
-                f"- {n.question} -> {one_line(n.answer, 200) or '(no answer)'}" for n in traj.nodes if n.parent_id
-            )
-            labels = {k: v for k, v in ex.items() if k not in self._inputs(ex) and k not in ("docs",)}
-            expected = f"labels: {one_line(json.dumps(labels, default=str), 1500)}\njudge feedback: {run['feedback']}"
-            try:
-                out = self.assess_coverage(task=traj.task_text, expected=expected, sub_questions=subs or "(none)")
-                rows = []
-                for c in out.coverage or []:
-                    c = c if isinstance(c, dict) else c.model_dump()
-                    mark = "correct" if c.get("correct") else ("covered, wrong" if c.get("covered") else "MISSED")
-                    rows.append(f"  * {c.get('target', '')}: {mark} ({one_line(c.get('sub_question', ''), 160)})")
-                cov = "\n".join(rows) or "  (no targets)"
-            except Exception as exc:  # noqa: BLE001
-                raise_if_fatal(exc)
-                logger.warning("coverage assessment failed for %s: %s", run["id"], exc)
-                cov = "  (coverage unavailable)"
-            return (
-                f"## task {run['id']} (score {float(run['score']):.2f}): {one_line(traj.task_text, 300)}\n"
-                f"sub-questions:\n{subs or '(none)'}\nfeedback: {one_line(run['feedback'], 300)}\ncoverage:\n{cov}"
-            )
-
-        reports = run_parallel(coverage, judged, threads=self.threads)
-        plan: dict[str, Any] = {"credit": credit, "ops": [], "adds": []}
-        if reports:
-            text = "\n\n".join(reports)
-            shown = self.memory.decomposition.select(text, budget_tokens=1500)
-            try:
-                out = self.distill_decomposition(judged_runs=text[:12000], current_rules=_ops_text(shown))
-                ops = list(out.operations or [])
-            except Exception as exc:  # noqa: BLE001
-                raise_if_fatal(exc)
-                logger.warning("decomposition-rule distillation failed: %s", exc)
-                ops = []
-            plan["ops"], adds = self._split_ops(ops, shown, [run["id"] for _ex, run, _t in judged])
-            plan["adds"] = self.canonicalizer.plan("decomposition", adds)
+    def _reflection_plan(self, examples: list[Any], state: BatchCheckpoint) -> ReflectionPlan:
+        for name in ("coverage", "decomposition"):
+            state.distillers[name] = DistillerStats()
+        if not self._writes("decomposition"):
+            return ReflectionPlan()
+        judged = [(ex, run) for ex, run in zip(examples, state.runs, strict=True) if run.score is not None]
+        judged = [(ex, run) for ex, run in judged if self._valid(run)]
+        got = run_parallel(lambda pair: self._decomposition(state, *pair), judged, threads=self.threads)
+        plan = ReflectionPlan(votes=[v for votes, _adds in got for v in votes])
+        plan.adds = self.canonicalizer.plan("decomposition", [c for _votes, adds in got for c in adds])
         return plan
 
-    def _apply_reflection(self, batch: int, plan: dict[str, Any], tx: Any) -> dict[str, int]:
-        book = self.memory.decomposition
-        for rule_id, task_id, success in plan["credit"]:
-            if tx.get(book.store, rule_id) is None:
-                continue
-            if success:
-                book.reinforce(rule_id, support=1, task_ids=[task_id], batch=batch, tx=tx)
-            else:
-                book.reinforce(rule_id, contradiction=1, task_ids=[task_id], batch=batch, tx=tx)
-        self._apply_rule_ops(book, plan["ops"], batch, tx)
-        got = self.memory.apply("decomposition", plan["adds"], batch=batch, tx=tx)
-        return {"reject": got["reject"], "merge": got["merge"]}
+    def _apply_reflection(self, batch: int, plan: ReflectionPlan, tx: Any) -> dict[str, int]:
+        if not self._writes("decomposition"):
+            return {}
+        retired = self._apply_votes(self.memory.decomposition, plan.votes, batch, tx)
+        got = self.memory.apply("decomposition", plan.adds, batch=batch, tx=tx) if plan.adds else {}
+        return {
+            "reject": got.get("reject", 0),
+            "merge": got.get("merge", 0),
+            "contradict": got.get("contradict", 0),
+            "retired": retired,
+        }
 
     # -- report ----------------------------------------------------------------------------------------------
-    def _report(
-        self,
-        batch: int,
-        version: int,
-        base_version: int,
-        runs: list[dict],
-        trajectories: list[Trajectory],
-        seconds: dict[str, float],
-        train_calls: int,
-        counts: dict[str, int],
-        tx: Any,
-    ) -> BatchReport:
-        diff = self.memory.diff(base_version, version)
-        scores = [float(r["score"]) for r in runs if r.get("score") is not None]
+    def _report(self, batch: int, version: int, state: BatchCheckpoint) -> BatchReport:
+        runs = state.runs
+        trajectories = [r.trajectory for r in runs]
+        diff = self.memory.diff(state.base_version, version)
+        scores = [float(r.score) for r in runs if r.score is not None]
         rules = {}
         for name, book in (("decomposition", self.memory.decomposition), ("web_action", self.memory.web_action)):
             stats = book.stats()
@@ -641,22 +814,27 @@ class MementoTrainer:
             for name, d in diff.stores.items()
         }
         fact_stats = self.memory.facts.stats()
-        valid = sum(self._valid(r, t) for r, t in zip(runs, trajectories, strict=True))
+        valid = sum(self._valid(r) for r in runs)
+        crashed = sum(r.crashed for r in runs)
         return BatchReport(
             batch=batch,
             version=version,
             examples=len(runs),
             valid_runs=valid,
             failed_runs=len(runs) - valid,
+            crashed_runs=crashed,
             mean_score=round(sum(scores) / len(scores), 4) if scores else None,
             rules=rules,
             chars=chars,
             craft_entries=len(self.memory.craft),
             facts=fact_stats["facts"],
             facts_superseded=fact_stats["superseded"],
-            candidates_rejected=counts.get("reject", 0),
-            candidates_merged=counts.get("merge", 0),
-            train_lm_calls=train_calls,
-            seconds=seconds,
+            candidates_rejected=state.counts.get("reject", 0),
+            candidates_merged=state.counts.get("merge", 0),
+            rules_retired=state.counts.get("retired", 0),
+            train_lm_calls=state.train_lm_calls,
+            train_stages=dict(state.train_stages),
+            distillers={name: state.distillers.get(name, DistillerStats()) for name in DISTILLERS},
+            seconds=state.seconds,
             **summarize_trajectories(trajectories),
         )

@@ -6,6 +6,7 @@ from memento.programs.baselines import ClosedBook, FewShot
 from memento.programs.case_based_agent import CaseBasedAgent
 from memento.programs.jitmem_agent import JitMemAgent
 from memento.programs.jitmem_curator import JitMemCurator
+from memento.programs.memento_learner import MementoLearner
 from memento.programs.memento_program import Memento
 from memento.programs.react_agent import ReActAgent
 from memento.programs.registry import build_program, method_names, register_method
@@ -20,6 +21,7 @@ __all__ = [
     "JitMemAgent",
     "JitMemCurator",
     "Memento",
+    "MementoLearner",
     "ReActAgent",
     "ResearchProgram",
     "SubQuestionAgent",

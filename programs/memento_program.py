@@ -3,34 +3,46 @@
 M1 craft knowledge and M2 decomposition rules feed ``Decompose`` and ``Reflect``; M3 web-action rules go into
 the sub-question agent's ``web_action_rules`` input; M4 facts go into its ``known_facts`` input and are searched by
 ``search_memory``. Each call reads memory through :meth:`memento.memory.memento_memory.MementoMemory.view`
-excluding its own ``task_id`` (a task never retrieves memory written from its own run) and notes in the
-trajectory which items were injected (``memory-injected: {...}``), which the trainer credits in Phase C.
+excluding its own ``task_id`` (a task never retrieves memory written from its own run) and records in the
+trajectory's typed ``injected_memory`` field which items were injected, which the trainer credits in Phase C.
 
-Cold start: when M1 is empty and ``budgets.exploration > 0``, an :class:`~memento.programs.exploration_agent.
-ExplorationAgent` researches how to research this kind of task and seeds M1 (once, under a lock). With a frozen
-memory (test time) the insights only guide that call.
+Exploration (MEMENTO Appendix D.1), within ``budgets.exploration`` steps per sample:
+
+* **cold start**: when the M1 relevance check finds no applicable entry for the task (an empty M1 included), the
+  exploration agent researches how to research this kind of task; its insights guide this call;
+* **end of sample**: while training (memory not frozen), what is left of the budget is spent after the answer.
+
+Exploration never writes memory during the forward pass (other runs of the batch read it): its insights are
+recorded in the trajectory (``explorations``) and the trainer adds them to the batch's Phase A plan, committed
+with the batch. At test time (frozen memory) exploration only reads.
+
+The exploration agent and the relevance check are stages of the learning module
+(:class:`~memento.programs.memento_learner.MementoLearner`), which is deliberately not an attribute of this
+program: its predictors never appear in the program's traces, so the program's optimizers must not see them.
 
 Example:
     >>> from memento.memory.memento_memory import MementoMemory
     >>> from memento.programs.memento_program import Memento
     >>> program = Memento("qa", memory=MementoMemory("mem"), web=factory)  # doctest: +SKIP
-    >>> program(question="...", task_id="q17").trajectory.memory_version  # doctest: +SKIP
-    3
+    >>> program(question="...", task_id="q17").trajectory.injected_memory["decomposition"]  # doctest: +SKIP
+    ['r-3f2a9c1d0b7e']
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memento.errors import ConfigError, DataError
+from memento.lm import raise_if_fatal
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree, _TreeRun
 from memento.programs.exploration_agent import ExplorationAgent
 from memento.programs.registry import register_method
 from memento.programs.research_program import ResearchCall, ResearchProgram
+from memento.types import Exploration
 
 if TYPE_CHECKING:
     from memento.config import Settings
@@ -38,11 +50,28 @@ if TYPE_CHECKING:
     from memento.memory.memento_memory import MementoMemory
     from memento.tasks.task import Task
 
-__all__ = ["Memento", "INJECTED_NOTE", "injected_items"]
+__all__ = ["Memento", "LearningStages", "injected_items"]
 
 logger = logging.getLogger(__name__)
 
-INJECTED_NOTE = "memory-injected: "
+
+@dataclass(frozen=True)
+class LearningStages:
+    """The learning module's stages the research program calls, as plain callables (not predictors of it).
+
+    ``relevance(task, entries) -> numbers | None`` and ``explore(task_kind=, web=, max_steps=) -> Prediction``.
+    """
+
+    relevance: Callable[[str, list[str]], list[int] | None] | None = None
+    explore: Callable[..., Any] | None = None
+
+    @classmethod
+    def of(cls, learner: Any) -> LearningStages:
+        """The stages of a :class:`~memento.programs.memento_learner.MementoLearner`."""
+        return cls(relevance=learner.relevance, explore=learner.explore)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LearningStages:
+        return self
 
 
 class _WithView:
@@ -65,92 +94,106 @@ class Memento(AdaptiveExplorationTree):
     Args:
         task: the task spec or its registered name.
         memory: the :class:`~memento.memory.memento_memory.MementoMemory` (any MemoryProvider works; exclusion
-            and cold start need a MementoMemory).
+            and exploration need a MementoMemory).
+        stages: the learning module's relevance check and exploration agent (:class:`LearningStages`, or a
+            :class:`~memento.programs.memento_learner.MementoLearner`); default: a new learner under ``roles``.
         **kwargs: as :class:`~memento.programs.adaptive_exploration_tree.AdaptiveExplorationTree` (``web``,
-            ``budgets``, ``threads``, ``roles``, ``on_event``); ``budgets.exploration`` is the cold-start budget.
+            ``budgets``, ``threads``, ``roles``, ``on_event``); ``budgets.exploration`` is the exploration budget
+            per sample (cold start plus end of sample).
     """
 
     method = "memento"
-    # copies share the memory, hence its cold-start lock
-    _shared_attrs = (*AdaptiveExplorationTree._shared_attrs, "_explore_lock")
+    _shared_attrs = (*AdaptiveExplorationTree._shared_attrs, "stages")
 
-    def __init__(self, task: Task | str, *, memory: Any, **kwargs: Any) -> None:
+    def __init__(self, task: Task | str, *, memory: Any, stages: Any = None, **kwargs: Any) -> None:
         if memory is None:
             raise ConfigError("Memento needs a memory (MementoMemory(directory))")
         super().__init__(task, memory=memory, **kwargs)
-        self.explorer = ExplorationAgent(max_steps=max(1, self.budgets.exploration))
-        self._explore_lock = threading.Lock()
-        self._explored: list[str] | None = None
+        if stages is None:
+            from memento.programs.memento_learner import MementoLearner
 
-    # -- cold start --------------------------------------------------------------------------------------
-    def cold_start(self, call: ResearchCall) -> list[str]:
-        """Explore when M1 is empty and the budget allows; seed M1 unless the memory is frozen.
+            stages = MementoLearner(roles=self.roles, explore_steps=max(1, self.budgets.exploration))
+        self.stages = stages if isinstance(stages, LearningStages) else LearningStages.of(stages)
 
-        Returns the insights found (also when they were written), [] when nothing was explored.
-        """
-        craft = getattr(self.memory, "craft", None)
-        if self.budgets.exploration <= 0 or craft is None or call.web is None:
-            return []
-        with self._explore_lock:
-            if len(craft) > 0:
-                return []
-            if self._explored is not None:  # a frozen memory: explore once per program, reuse the insights
-                return self._explored
-            out = self.explorer(
-                task_kind=ExplorationAgent.describe(self.task, [call.task_text]),
-                web=call.web,
-                max_steps=self.budgets.exploration,
-            )
-            insights = list(out.insights)
-            call.note(f"cold start: explored {out.steps} steps, {len(insights)} craft insights")
-            if self.memory.frozen:
-                self._explored = insights
-            elif insights:
-                with self.memory.transaction(batch=self.memory.version + 1) as tx:
-                    for text in insights:
-                        craft.add(text, provenance=["exploration"], batch=self.memory.version + 1, tx=tx)
-            return insights
+    # -- exploration (Appendix D.1) -----------------------------------------------------------------------
+    def _explore(self, call: ResearchCall, when: str, steps: int, extra: str = "") -> Exploration | None:
+        if steps <= 0 or call.web is None or self.stages.explore is None:
+            return None
+        kind = ExplorationAgent.describe(self.task, [call.task_text])
+        out = self.stages.explore(task_kind=f"{kind}\n{extra}".strip(), web=call.web, max_steps=steps)
+        record = Exploration(when=when, steps=int(out.steps), insights=list(out.insights))
+        call.trajectory.explorations.append(record)
+        call.note(f"{when.replace('_', ' ')} exploration: {record.steps} steps, {len(record.insights)} insights")
+        return record
+
+    def cold_start(self, call: ResearchCall, view: Any) -> Exploration | None:
+        """Explore when the relevance check finds no applicable M1 entry (M1 read, budget left, M1 not masked)."""
+        if self.budgets.exploration <= 0 or not hasattr(view, "relevant_craft") or not view.readable("craft"):
+            return None
+        if view.relevant_craft(call.retrieval_key or call.task_text):  # the text memory_text() retrieves with
+            return None
+        return self._explore(call, "cold_start", self.budgets.exploration)
+
+    def end_of_sample(self, call: ResearchCall, view: Any, spent: int) -> Exploration | None:
+        """While training, spend the rest of the exploration budget after the answer (never at test time)."""
+        if getattr(self.memory, "frozen", True) or not hasattr(view, "readable") or not view.readable("craft"):
+            return None
+        unanswered = [n.question for n in call.trajectory.nodes if n.parent_id and n.status != "answered"]
+        extra = "Questions this run could not answer:\n" + "\n".join(f"- {q}" for q in unanswered[:5])
+        return self._explore(call, "end_of_sample", self.budgets.exploration - spent, extra if unanswered else "")
 
     # -- the call ----------------------------------------------------------------------------------------
     def research(self, call: ResearchCall) -> dict[str, Any]:
-        insights = self.cold_start(call)
-        if insights and getattr(self.memory, "frozen", False):
-            guidance = "Research-strategy insights from exploration:\n" + "\n".join(f"- {i}" for i in insights)
-            call.context = f"{call.context}\n\n{guidance}".strip()
         make_view = getattr(self.memory, "view", None)
-        view = make_view(exclude_task_id=call.task_id) if make_view is not None else self.memory
+        view = (
+            make_view(exclude_task_id=call.task_id, relevance=self.stages.relevance)
+            if make_view is not None
+            else self.memory
+        )
         call.trajectory.memory_version = getattr(self.memory, "version", None)
+        first = self.cold_start(call, view)
+        if first is not None and first.insights:
+            guidance = "Research-strategy insights from exploration:\n" + "\n".join(f"- {i}" for i in first.insights)
+            call.context = f"{call.context}\n\n{guidance}".strip()
         try:
             return _TreeRun(_WithView(self, view), call).execute()  # type: ignore[arg-type]
         finally:
             injected = getattr(view, "injected", None)
             if injected is not None:
-                call.note(INJECTED_NOTE + json.dumps(injected, sort_keys=True))
+                call.trajectory.injected_memory = {k: list(v) for k, v in injected.items() if v}
+            try:
+                self.end_of_sample(call, view, first.steps if first is not None else 0)
+            except Exception as exc:  # noqa: BLE001 - a failed late exploration loses nothing of the run
+                raise_if_fatal(exc)
+                logger.warning("end-of-sample exploration failed: %s", exc)
 
 
 def injected_items(trajectory: Any) -> dict[str, list[str]]:
-    """The memory items a Memento run injected (store -> ids), read back from its trajectory notes."""
-    for note in reversed(getattr(trajectory, "notes", []) or []):
-        if note.startswith(INJECTED_NOTE):
-            try:
-                return {k: list(v) for k, v in json.loads(note[len(INJECTED_NOTE) :]).items()}
-            except (ValueError, AttributeError):
-                return {}
-    return {}
+    """The memory items a Memento run injected (store -> ids), from the trajectory's typed field."""
+    return {k: list(v) for k, v in (getattr(trajectory, "injected_memory", None) or {}).items()}
 
 
 @register_method("memento")
 def _build_memento(
     *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Path | None = None
 ) -> Memento:
-    """The test-time Memento: memory opened read-only and frozen (``memento eval --method memento --memory DIR``)."""
-    from memento.memory.memento_memory import MementoMemory
+    """The test-time Memento: memory opened read-only and frozen (``memento eval --method memento --memory DIR``).
+
+    The ``[memory]`` settings choose the injection profile, the store mask and the budgets.
+    """
+    from memento.memory.memento_memory import MementoMemory, budgets_from_settings
     from memento.web.factory import web_tools_factory
 
     directory = Path(memory_dir) if memory_dir is not None else Path(settings.memory.dir)
     if not (directory / "memory.db").exists():
         raise DataError(f"no trained memory at {directory}: run `memento train --memory {directory}` first")
-    memory: MementoMemory = MementoMemory(directory, read_only=True)
+    memory: MementoMemory = MementoMemory(
+        directory,
+        read_only=True,
+        profile=settings.memory.profile,
+        stores=settings.memory.stores,
+        budgets=budgets_from_settings(settings.memory),
+    )
     return Memento(
         task,
         memory=memory,

@@ -200,7 +200,7 @@ def _build_react_memory(*, task, settings, roles=None, trainset=None, memory_dir
         raise ConfigError(
             f"method react_memory needs an existing memory directory (--memory DIR); {memory_dir} does not exist"
         )
-    from memento.memory.memento_memory import MementoMemory
+    from memento.memory.memento_memory import open_memory
 
-    memory = MementoMemory(memory_dir, read_only=True)
+    memory = open_memory(settings.memory, memory_dir, read_only=True)
     return _react(task, settings, roles, memory=memory)

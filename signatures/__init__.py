@@ -2,7 +2,6 @@
 
 from memento.signatures.assess_coverage import AssessCoverage
 from memento.signatures.check_candidate import CheckCandidate
-from memento.signatures.consolidate_craft_knowledge import ConsolidateCraftKnowledge
 from memento.signatures.curate_memory import CurateMemory
 from memento.signatures.curate_memory_blind import CurateMemoryBlind
 from memento.signatures.decompose import Decompose
@@ -24,12 +23,12 @@ from memento.signatures.reflect import Reflect
 from memento.signatures.rerank_results import RerankResults
 from memento.signatures.rewrite_query import RewriteQuery
 from memento.signatures.solve_sub_question import SolveSubQuestion
+from memento.signatures.summarize_run import SummarizeRun
 from memento.signatures.synthesize_node import SynthesizeNode
 
 __all__ = [
     "AssessCoverage",
     "CheckCandidate",
-    "ConsolidateCraftKnowledge",
     "CurateMemory",
     "CurateMemoryBlind",
     "Decompose",
@@ -50,6 +49,7 @@ __all__ = [
     "RerankResults",
     "RewriteQuery",
     "SolveSubQuestion",
+    "SummarizeRun",
     "SynthesizeNode",
     "answer_signature",
 ]

@@ -126,14 +126,14 @@ def make_engine(delay: float = 0.0, *, first: list[dict[str, Any]] | None = None
         ],
     )
     engine.when(
-        predicate=lambda c: "operations" in c.output_fields and "search_logs" in c.inputs,
+        predicate=lambda c: "operations" in c.output_fields and "search_log" in c.inputs,
         operations=[
             {"op": "add", "text": "Search the full name of a person in quotes.", "reason": "worked"},
             {"op": "reinforce", "rule": 1, "reason": "worked again"},
         ],
     )
     engine.when(
-        predicate=lambda c: "operations" in c.output_fields and "judged_runs" in c.inputs,
+        predicate=lambda c: "operations" in c.output_fields and "judged_run" in c.inputs,
         operations=[
             {
                 "op": "add",

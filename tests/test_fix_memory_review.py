@@ -162,7 +162,7 @@ def test_shallow_copy_is_the_same_bank_and_empty_task_text_is_refused(tmp_path):
 
 
 def test_diff_counts_support_only_changes_as_modified(tmp_path):
-    memory = MementoMemory(tmp_path / "mem", relevance_check=False)
+    memory = MementoMemory(tmp_path / "mem")
     with memory.transaction(batch=1) as tx:
         rule = memory.web_action.add("Search the company name in quotes.", provenance=["t1"], batch=1, tx=tx)
     memory.commit_version(batch=1)

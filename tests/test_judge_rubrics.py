@@ -178,7 +178,7 @@ def test_check_candidate_reasons_before_deciding_with_typed_kinds(lm, engine):
     assert list(CheckCandidate.output_fields) == ["reason", "accept"]
     kind = CheckCandidate.input_fields["kind"].annotation
     assert set(typing.get_args(kind)) == {"craft insight", "decomposition rule", "web-action rule", "fact"}
-    from memento.memory.canonicalizer import _KINDS
+    from memento.memory.canonicalizer import KINDS as _KINDS
 
     assert set(_KINDS.values()) == set(typing.get_args(kind))
     dspy.Predict(CheckCandidate)(kind="fact", candidate="Lyon was founded in 43 BC.", evidence="")

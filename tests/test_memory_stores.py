@@ -32,7 +32,7 @@ def _fill(memory: MementoMemory, batch: int, tag: str) -> None:
 
 
 def test_memory_implements_provider_and_reads_what_was_written(tmp_path):
-    memory = MementoMemory(tmp_path / "mem", relevance_check=False)
+    memory = MementoMemory(tmp_path / "mem")
     assert isinstance(memory, MemoryProvider)
     assert memory.version == 0
     _fill(memory, 1, "company")
@@ -43,7 +43,7 @@ def test_memory_implements_provider_and_reads_what_was_written(tmp_path):
     assert "Acme Corp makes company" in memory.known_facts("What does Acme Corp make?")
     assert memory.search("acme")[0].startswith("[Acme Corp] Acme Corp makes company.")
     # reopening the directory sees the same memory
-    again = MementoMemory(tmp_path / "mem", relevance_check=False)
+    again = MementoMemory(tmp_path / "mem")
     assert again.version == 1 and len(again.web_action) == 1 and len(again.facts) == 1
 
 
@@ -82,7 +82,7 @@ def test_injection_respects_budget_and_prefers_heavy_and_relevant_rules(tmp_path
 
 
 def test_a_task_never_retrieves_what_its_own_run_wrote(tmp_path):
-    memory = MementoMemory(tmp_path, relevance_check=False)
+    memory = MementoMemory(tmp_path)
     memory.web_action.add("Rule learned from task one.", provenance=["task-1"])
     memory.web_action.add("Rule learned from task two.", provenance=["task-2"])
     memory.facts.add("Nile", "The Nile flows north.", provenance=["task-1"])
@@ -98,7 +98,7 @@ def test_a_task_never_retrieves_what_its_own_run_wrote(tmp_path):
 
 
 def test_versions_diff_rollback_and_deterministic_export(tmp_path):
-    memory = MementoMemory(tmp_path / "mem", relevance_check=False)
+    memory = MementoMemory(tmp_path / "mem")
     _fill(memory, 1, "company")
     memory.export(tmp_path / "v1")
     rule = memory.web_action.all()[0]
@@ -187,7 +187,7 @@ def test_deep_copy_shares_memory(tmp_path):
 
 
 def test_parallel_readers_and_writers_are_safe(tmp_path):
-    memory = MementoMemory(tmp_path, relevance_check=False)
+    memory = MementoMemory(tmp_path)
     errors: list[BaseException] = []
 
     def writer(n: int) -> None:
@@ -239,7 +239,7 @@ def test_wal_mode_and_fts_index_follow_updates(tmp_path):
 
 
 def test_exclusion_matches_task_ids_literally(tmp_path):
-    memory = MementoMemory(tmp_path, relevance_check=False)
+    memory = MementoMemory(tmp_path)
     memory.web_action.add("Rule from the task with an underscore.", provenance=["q_1"])
     memory.web_action.add("Rule from a similar-looking task.", provenance=["qx1"])
     text = memory.view(exclude_task_id="q_1").web_action_rules("rule")
@@ -255,19 +255,26 @@ def test_craft_relevance_check_keeps_what_the_llm_selects(tmp_path):
     memory.craft.add("For court cases, read the docket first.")
     memory.craft.add("For court cases about patents, check the patent office.")
     memory.craft.add("For films, check the studio's release notes.")
+    from types import SimpleNamespace
+
+    from memento.programs.memento_learner import MementoLearner
+
+    def stage(lm):  # the learning module's relevance stage, run under the agent LM
+        return MementoLearner(roles=SimpleNamespace(lm=lm, reflection_lm=None)).relevance
+
     engine = ScriptedEngine().when(predicate=lambda c: "relevant" in c.output_fields, relevant=[2, 99])
     lm = scripted_lm(engine)
-    text = memory.view(lm=lm).craft_knowledge("Who won the patent court case?")
+    text = memory.view(relevance=stage(lm)).craft_knowledge("Who won the patent court case?")
     [call] = engine.calls
     shown = call.inputs["entries"].splitlines()
     assert len(shown) == 3 and "patent" in shown[0]  # embedding re-rank puts the closest entry first
     assert text == "- " + shown[1].split(". ", 1)[1]  # only the selected entry; out-of-range numbers ignored
     broken = ScriptedEngine().when(predicate=lambda c: "relevant" in c.output_fields, raw="no fields here")
-    kept = memory.view(lm=scripted_lm(broken)).craft_knowledge("Who won the patent court case?")
+    kept = memory.view(relevance=stage(scripted_lm(broken))).craft_knowledge("Who won the patent court case?")
     assert kept.count("\n") == 2  # an unusable judgement keeps the prefilter's choice
-    plain = MementoMemory(tmp_path, relevance_check=False)
+    plain = MementoMemory(tmp_path)
     import dspy
 
     with dspy.context(lm=lm):
         assert plain.craft_knowledge("court cases").count("\n") == 2  # prefilter only: matches + most supported
-    assert len(engine.calls) == 1  # no relevance call when the check is off
+    assert len(engine.calls) == 1  # no relevance call without a relevance stage

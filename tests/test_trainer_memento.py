@@ -137,17 +137,37 @@ def test_trajectory_notes_injected_items_and_own_memory_is_hidden(tmp_path):
     assert own.id in injected_items(pred.trajectory)["decomposition"]
 
 
-def test_cold_start_exploration_seeds_m1_once(tmp_path):
-    engine = make_engine()
+def test_exploration_runs_when_nothing_relevant_and_joins_the_batch_plan(tmp_path):
+    # M1 holds an entry, but the relevance check finds nothing applicable: that is a cold start too (Appendix D.1)
+    nothing = {"relevant": True}  # while set, the relevance check finds no applicable entry
+    engine = make_engine(
+        first=[{"predicate": lambda c: nothing["relevant"] and "relevant" in c.output_fields, "relevant": []}]
+    )
     dspy.configure(lm=scripted_lm(engine))
     task, memory, program, trainset = _setup(tmp_path, exploration=2)
-    program(question=trainset[0].question, task_id="q1")
-    craft = memory.craft.all()
-    assert len(craft) == 2 and all(e.provenance == ["exploration"] for e in craft)
-    explore_calls = [c for c in engine.calls if "task_kind" in c.inputs]
-    assert len([c for c in explore_calls if "next_tool_name" in c.output_fields]) == 2
-    program(question=trainset[1].question, task_id="q2")
-    assert len([c for c in engine.calls if "task_kind" in c.inputs]) == len(explore_calls)  # M1 has content now
+    with memory.transaction(batch=0) as tx:
+        memory.craft.add("For films, check the studio's release notes.", provenance=["old"], tx=tx)
+    pred = program(question=trainset[0].question, task_id="q1")
+    [cold] = pred.trajectory.explorations
+    assert cold.when == "cold_start" and cold.steps == 2 and len(cold.insights) == 2
+    assert len(memory.craft) == 1  # nothing is written during the forward pass
+    decompose = [c for c in engine.calls if "sub_questions" in c.output_fields][-1]
+    assert "Open the encyclopedia page" in decompose.inputs["context"]  # the insights guide this call
+
+    # a relevant entry: no cold start, the whole budget is spent at the end of the sample (training only)
+    nothing["relevant"] = False
+    pred = program(question=trainset[1].question, task_id="q2")
+    assert [e.when for e in pred.trajectory.explorations] == ["end_of_sample"]
+    assert pred.trajectory.explorations[0].steps == 2
+
+    # training commits what exploration found with the batch, as M1 deltas backed by the runs
+    nothing["relevant"] = True
+    reports = _trainer(program, task, memory).fit(trainset[:3])
+    texts = {e.text: e for e in memory.craft.all()}
+    assert "For films, check the studio's release notes." in texts  # never rewritten away
+    explored = texts["Open the encyclopedia page of the entity rather than trusting snippets."]
+    assert set(explored.provenance) == {"q1", "q2", "q3"} and explored.support == 3
+    assert reports[0].distillers["craft_insights"].seen == 3
 
 
 def test_frozen_memory_explores_without_write_back(tmp_path):
@@ -157,7 +177,7 @@ def test_frozen_memory_explores_without_write_back(tmp_path):
     memory.freeze()
     pred = program(question=trainset[0].question, task_id="q1")
     assert len(memory.craft) == 0
-    assert any(n.startswith("cold start: explored 1 steps") for n in pred.trajectory.notes)
+    assert [(e.when, e.steps) for e in pred.trajectory.explorations] == [("cold_start", 1)]
     decompose = [c for c in engine.calls if "sub_questions" in c.output_fields][-1]
     assert "Open the encyclopedia page" in decompose.inputs["context"]
 
@@ -188,7 +208,7 @@ def test_phase_c_credits_injected_rules_by_outcome_and_skips_failed_runs(tmp_pat
     engine = make_engine(
         first=[
             # no LLM rule operations: only the outcome credit of Phase C changes M2
-            {"predicate": lambda c: "judged_runs" in c.inputs, "operations": []},
+            {"predicate": lambda c: "judged_run" in c.inputs, "operations": []},
             # q3's final answer is unparseable: its run fails and is excluded from Phase C
             {
                 "predicate": lambda c: (
@@ -212,7 +232,7 @@ def test_phase_c_credits_injected_rules_by_outcome_and_skips_failed_runs(tmp_pat
 
 
 def test_phase_c_contradicts_rules_of_wrong_answers(tmp_path):
-    engine = make_engine(first=[{"predicate": lambda c: "judged_runs" in c.inputs, "operations": []}])
+    engine = make_engine(first=[{"predicate": lambda c: "judged_run" in c.inputs, "operations": []}])
     dspy.configure(lm=scripted_lm(engine))
     task, memory, program, trainset = _setup(tmp_path)
     rule = memory.decomposition.add("When a person is named, add a sub-question for their birthplace.")

@@ -94,6 +94,7 @@ def test_sigkill_mid_batch_then_rerun_equals_uninterrupted_run(tmp_path):
         )
         assert ref.returncode == 0, ref.stderr[-2000:]
         assert "MEMENTO training batches" in ref.stdout
+        assert "A: M3 web rules: runs seen" in ref.stdout and "C: M2 rules: runs seen" in ref.stdout  # the audit
 
         # the victim: killed once batch 2's forward pass is checkpointed, before the batch is applied
         db = tmp_path / "victim" / "memory.db"

@@ -17,6 +17,9 @@ from memento.errors import Cancelled, MementoError, NotAvailableYetError
 from memento.terminal import SafeConsole
 
 __all__ = [
+    "ProfileOpt",
+    "StoresOpt",
+    "memory_flags",
     "console",
     "err_console",
     "ConfigOpt",
@@ -48,6 +51,25 @@ NoWaitOpt = Annotated[
     typer.Option("--no-wait", help="If another process writes the memory directory, exit at once instead of waiting."),
 ]
 JudgeLMOpt = Annotated[str | None, typer.Option("--judge-lm", help="Judge model (default: the agent model).")]
+ProfileOpt = Annotated[
+    str | None,
+    typer.Option("--profile", help="MEMENTO memory injection: budgeted (token caps) or paper (M1-M3 whole)."),
+]
+StoresOpt = Annotated[
+    str | None,
+    typer.Option("--stores", help="MEMENTO stores read and written, e.g. M1,M3,M4 (Table 8 ablation; default all)."),
+]
+
+
+def memory_flags(profile: str | None, stores: str | None) -> dict[str, Any]:
+    """The ``[memory]`` settings values of the ``--profile`` and ``--stores`` flags (only those given)."""
+    out: dict[str, Any] = {}
+    if profile is not None:
+        out["profile"] = profile
+    if stores is not None:
+        out["stores"] = [name.strip().upper() for name in stores.split(",") if name.strip()]
+    return out
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -16,9 +16,12 @@ from memento.commands._common import (
     ConfigOpt,
     JudgeLMOpt,
     LMOpt,
+    ProfileOpt,
+    StoresOpt,
     cli_errors,
     console,
     err_console,
+    memory_flags,
     settings_from_flags,
 )
 from memento.commands._method_options import (
@@ -124,6 +127,8 @@ def compare(
     stream_batch: JitMemStreamBatch = None,
     payload_tokens: JitMemPayloadTokens = None,
     jitmem_train_gate: JitMemTrainGate = None,
+    profile: ProfileOpt = None,
+    stores: StoresOpt = None,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
@@ -165,6 +170,7 @@ def compare(
         cbr=cbr,
         jitmem=jitmem,
         observe=observe_flags(log_lm),
+        memory=memory_flags(profile, stores),
     )
     task_obj = get_task(task)
     if data is not None and (train is not None or test is not None):

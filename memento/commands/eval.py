@@ -21,10 +21,13 @@ from memento.commands._common import (
     ConfigOpt,
     JudgeLMOpt,
     LMOpt,
+    ProfileOpt,
+    StoresOpt,
     cancellable,
     cli_errors,
     console,
     err_console,
+    memory_flags,
     settings_from_flags,
 )
 from memento.commands._method_options import (
@@ -137,6 +140,8 @@ def eval_(
     warm: JitMemWarm = None,
     stream_batch: JitMemStreamBatch = None,
     payload_tokens: JitMemPayloadTokens = None,
+    profile: ProfileOpt = None,
+    stores: StoresOpt = None,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
@@ -179,6 +184,7 @@ def eval_(
             stream_batch=stream_batch,
             payload_tokens=payload_tokens,
         ),
+        memory=memory_flags(profile, stores),
     )
     stream_protocol = method == "jitmem" and settings.jitmem.protocol == "stream"
     if stream_protocol and settings.jitmem.warm and memory is None:

@@ -22,9 +22,12 @@ from memento.commands._common import (
     JudgeLMOpt,
     LMOpt,
     NoWaitOpt,
+    ProfileOpt,
+    StoresOpt,
     cancellable,
     cli_errors,
     console,
+    memory_flags,
     memory_lock,
     settings_from_flags,
 )
@@ -52,7 +55,12 @@ def train(
     memory: Annotated[
         Path | None, typer.Option("--memory", help="Memory directory (default: settings.memory.dir).")
     ] = None,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Examples per batch (one version each).", min=1)] = 10,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            "--batch-size", help="Examples per batch, one version each (default: [trainer] batch_size).", min=1
+        ),
+    ] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Use the first N examples.", min=1)] = None,
     metric: Annotated[str, typer.Option("--metric", help="The task's metric variant: default, judge, ...")] = "default",
     corpus: Annotated[
@@ -60,13 +68,21 @@ def train(
     ] = None,
     threads: Annotated[int | None, typer.Option("--threads", help="Parallel forward passes.", min=1)] = None,
     exploration: Annotated[
-        int | None, typer.Option("--exploration", help="Cold-start exploration steps when M1 is empty.", min=0)
+        int | None,
+        typer.Option(
+            "--exploration",
+            help="Exploration steps per training sample: cold start when no M1 entry applies, the rest at the end "
+            "of the sample (default: [trainer] exploration).",
+            min=0,
+        ),
     ] = None,
     embedder: Annotated[
         str, typer.Option("--embedder", help="Embeddings for canonicalisation: minilm (bundled) or hashing (fast).")
     ] = "minilm",
     log_lm: LogLMOpt = None,
     no_wait: NoWaitOpt = False,
+    profile: ProfileOpt = None,
+    stores: StoresOpt = None,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
@@ -79,7 +95,7 @@ def train(
 
     if not data.exists():
         raise DataError(f"data file not found: {data}")
-    budgets = {"exploration": exploration} if exploration is not None else {}
+    trainer_flags = {"exploration": exploration, "batch_size": batch_size}
     settings = settings_from_flags(
         config,
         lm,
@@ -87,8 +103,9 @@ def train(
         judge_lm,
         web={"corpus": corpus},
         run={"threads": threads},
-        budgets=budgets,
         observe=observe_flags(log_lm),
+        trainer={k: v for k, v in trainer_flags.items() if v is not None},
+        memory=memory_flags(profile, stores),
     )
     roles = memento.configure(settings)
     observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
@@ -111,7 +128,7 @@ def train(
     else:
         raise ConfigError(f"unknown embedder {embedder!r}: use minilm or hashing")
     with memory_lock(directory, no_wait=no_wait):  # one writer per memory directory, for all of its writes
-        _fit(directory, vectors, task_spec, examples, score, settings, roles, batch_size)
+        _fit(directory, vectors, task_spec, examples, score, settings, roles)
     report_hint(Path(directory))
 
 
@@ -123,7 +140,6 @@ def _fit(
     score: Any,
     settings: Any,
     roles: Any,
-    batch_size: int,
 ) -> None:
     """Open the memory (under its lock) and train it batch by batch with a progress display."""
     from rich.progress import (
@@ -135,26 +151,33 @@ def _fit(
         TimeRemainingColumn,
     )
 
-    from memento.memory.memento_memory import MementoMemory
+    from memento.memory.memento_memory import open_memory
     from memento.optimize.batch_report import reports_table
     from memento.optimize.memento_trainer import MementoTrainer
+    from memento.programs.memento_learner import MementoLearner
     from memento.programs.memento_program import Memento
     from memento.progress import progress_console
     from memento.web.factory import web_tools_factory
 
-    store = MementoMemory(directory, embedder=vectors)
+    store = open_memory(settings.memory, directory, embedder=vectors)
+    # training explores with [trainer] exploration steps per sample; [budgets] exploration is the test-time budget
+    budgets = settings.budgets.model_copy(update={"exploration": settings.trainer.exploration})
+    learner = MementoLearner(roles=roles, explore_steps=max(1, budgets.exploration))
     program = Memento(
         task_spec,
         memory=store,
         web=web_tools_factory(settings),
-        budgets=settings.budgets.model_copy(),
+        budgets=budgets,
         threads=settings.run.threads,
         roles=roles,
+        stages=learner,
     )
+    batch_size = settings.trainer.batch_size
     batches = (len(examples) + batch_size - 1) // batch_size
     console.print(
         f"training memory [bold]{directory}[/bold] (version {store.version}) on {len(examples)} {task_spec.name} "
-        f"examples: {batches} batches of {batch_size}"
+        f"examples: {batches} batches of {batch_size} (profile {store.profile}, stores "
+        f"{','.join(sorted(store.stores))}, exploration {budgets.exploration} steps per sample)"
     )
     with Progress(
         TextColumn("[bold]batch {task.fields[batch]}[/bold]"),
@@ -172,16 +195,8 @@ def _fit(
             done = (batch - 1) * 4 + {"forward": 0, "consolidate": 1, "score": 2, "reflect": 3, "done": 4}[phase]
             progress.update(bar, completed=done, batch=batch, description=f"{_PHASE_LABEL[phase]} {detail}".strip())
 
-        trainer = MementoTrainer(
-            program,
-            score,
-            store,
-            batch_size=batch_size,
-            threads=settings.run.threads,
-            roles=roles,
-            success_threshold=settings.trainer.success_threshold,
-            on_event=on_event,
-            max_consecutive_lm_failures=settings.trainer.max_consecutive_lm_failures,
+        trainer = MementoTrainer.from_settings(
+            program, score, store, settings, roles=roles, learner=learner, on_event=on_event
         )
         reports = trainer.fit(examples)
     console.print(reports_table(reports))

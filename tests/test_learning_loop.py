@@ -1,0 +1,366 @@
+"""MEMENTO's learning loop as the paper runs it: per-run distillation, counts of runs, summaries, masks, stages."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import dspy
+import pytest
+
+import memento.tasks.multihop  # noqa: F401  (registers the task)
+from memento.config import Budgets, load_settings
+from memento.memory.canonicalizer import Canonicalizer
+from memento.memory.embedder import HashingEmbedder
+from memento.memory.memento_memory import MementoMemory
+from memento.optimize.memento_trainer import MementoTrainer
+from memento.programs.memento_learner import LEARNING_STAGES, MementoLearner
+from memento.programs.memento_program import Memento
+from memento.tasks.task import get_task
+from memento.testing import OpenAICompatServer, scripted_lm
+
+sys.path.insert(0, str(Path(__file__).parent))
+from memento_training_fixture import make_engine, write_data  # noqa: E402
+
+
+def _setup(tmp_path: Path, *, budgets: Budgets | None = None, embedder=None, **memory_kwargs):
+    corpus, questions = write_data(tmp_path / "data")
+    settings = load_settings(flags={"web": {"corpus": str(corpus), "cache_dir": str(tmp_path / "cache")}})
+    from memento.web.factory import web_tools_factory
+
+    task = get_task("multihop")
+    memory = MementoMemory(tmp_path / "mem", embedder=embedder or HashingEmbedder(), **memory_kwargs)
+    learner = MementoLearner()
+    program = Memento(
+        task,
+        memory=memory,
+        web=web_tools_factory(settings),
+        budgets=budgets or Budgets(initial_questions=2, total_questions=3, steps_per_question=3),
+        threads=2,
+        stages=learner,
+    )
+    return task, memory, program, learner, task.load(questions)
+
+
+def _trainer(program, task, memory, learner, **kwargs) -> MementoTrainer:
+    return MementoTrainer(program, task.metric, memory, batch_size=3, threads=2, learner=learner, **kwargs)
+
+
+# -- the learning module ----------------------------------------------------------------------------------------
+def test_learning_module_lists_every_learning_stage_and_is_not_part_of_the_program(tmp_path):
+    task, memory, program, learner, _ = _setup(tmp_path)
+    names = {name for name, _ in learner.named_predictors()}
+    for attr in LEARNING_STAGES:
+        assert attr in names
+    assert any(name.startswith("explorer.") for name in names)  # the exploration agent's ReAct predictors
+    program_names = {name for name, _ in program.named_predictors()}
+    assert not program_names & names and not any("explorer" in n for n in program_names)
+    with pytest.raises(TypeError, match="set of learning stages"):
+        learner()
+
+
+# -- support is the number of backing runs (real MiniLM: merging by meaning) ----------------------------------
+def test_support_counts_the_runs_that_propose_a_rule_in_different_words(tmp_path):
+    from memento.memory.embedder import SentenceTransformerEmbedder
+
+    wording = {
+        "Paul Clyne": "Put the full name of the person in quotes when you search.",
+        "Albany County": "When searching for a person, put their full name in quotes.",
+        "Arthur Penn": "Search for a person using their full name in quotation marks.",
+    }
+
+    def ops(call):
+        for key, text in wording.items():
+            if key in call.inputs.get("task", ""):
+                return [{"op": "add", "text": text, "reason": "worked"}]
+        return []
+
+    engine = make_engine(
+        first=[{"predicate": lambda c: "search_log" in c.inputs and "operations" in c.output_fields, "operations": ops}]
+    )
+    dspy.configure(lm=scripted_lm(engine))
+    minilm = SentenceTransformerEmbedder()
+    task, memory, program, learner, trainset = _setup(tmp_path, embedder=minilm)
+    trainer = _trainer(
+        program,
+        task,
+        memory,
+        learner,
+        canonicalizer=Canonicalizer(memory.db, embedder=minilm, check=learner.check, merge=learner.merge),
+    )
+    [report] = trainer.fit(trainset[:3])
+    [rule] = memory.web_action.all()
+    assert rule.support == 3 and sorted(rule.provenance) == ["q1", "q2", "q3"]
+    assert report.distillers["web_rules"].seen == 3 and report.distillers["web_rules"].runs == 3
+    # the merge judgement was asked for the two later proposals, each against the rule planned first
+    assert len([c for c in engine.calls if "stored" in c.inputs and "web-action" in c.inputs["kind"]]) == 2
+
+
+# -- a run over its budget is summarised, never dropped ------------------------------------------------------------
+def test_long_run_is_summarised_by_a_metered_stage_and_still_reaches_every_distiller(tmp_path):
+    engine = make_engine(
+        first=[
+            {"predicate": lambda c: "summary" in c.output_fields, "summary": lambda c: "SUMMARY " + c.inputs["task"]}
+        ]
+    )
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, learner, trainset = _setup(tmp_path)
+    [report] = _trainer(program, task, memory, learner, record_chars=200, search_log_chars=200).fit(trainset[:3])
+    for name in ("craft_insights", "web_rules"):
+        stats = report.distillers[name]
+        assert stats.runs == stats.seen == stats.summarised == 3, name
+    assert report.distillers["decomposition"].seen == 3
+    insight_prompts = [c for c in engine.calls if "run_record" in c.inputs and "insights" in c.output_fields]
+    assert len(insight_prompts) == 3
+    assert all(c.inputs["run_record"].startswith("SUMMARY ") for c in insight_prompts)
+    # the record and the search log of each run (and any judged tree over budget): one summary each
+    assert report.train_stages["summarize_run"] == 6 + report.distillers["decomposition"].summarised
+    # usage per stage shows every learning stage that ran in this batch
+    for stage in ("distill_craft", "distill_web_rules", "assess_coverage", "distill_decomposition"):
+        assert report.train_stages[stage] == 3, stage
+    assert report.train_stages["extract_facts"] == 6  # findings over budget are split in two calls, not cut
+    assert report.distillers["facts"].summarised == 3
+    assert report.train_stages["canonical_check"] > 0  # (identical proposals merge without the merge stage)
+
+
+# -- counts ----------------------------------------------------------------------------------------------------
+def test_downweighted_rule_is_injected_at_reduced_weight_and_regains_active_status(tmp_path):
+    memory = MementoMemory(tmp_path)
+    weak = memory.decomposition.add("When a county is named, ask for its state.", support=1, contradiction=3)
+    strong = memory.decomposition.add("When a person is named, ask for their office.", support=1)
+    assert weak.status == "downweighted"
+    view = memory.view()
+    text = view.decomposition_rules("Who directed the film?")
+    lines = text.splitlines()
+    assert len(lines) == 2 and "down-weighted" in lines[1] and "support 1, contradicted 3" in lines[1]
+    chosen = memory.decomposition.select("unrelated words", budget_tokens=1000)
+    assert [r.id for r in chosen] == [strong.id, weak.id]  # same support, a quarter of the weight
+    assert memory.decomposition.weight(weak) < memory.decomposition.weight(strong)
+    assert weak.id in view.injected["decomposition"]
+    back = memory.decomposition.reinforce(weak.id, support=3)
+    assert back.status == "active"
+
+
+def test_m2_credit_is_counted_once_per_run_and_rule(tmp_path):
+    # every run's distiller reinforces rule 1 *and* the rule was injected: only the outcome credit counts
+    engine = make_engine(
+        first=[
+            {
+                "predicate": lambda c: "judged_run" in c.inputs,
+                "operations": [{"op": "reinforce", "rule": 1}, {"op": "contradict", "rule": 1}],
+            }
+        ]
+    )
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, learner, trainset = _setup(tmp_path)
+    injected = memory.decomposition.add("When a place is named, ask which state it is in.", provenance=["old"])
+    [report] = _trainer(program, task, memory, learner).fit(trainset[:3])
+    rule = memory.decomposition.get(injected.id)
+    assert report.valid_runs == 3 and report.distillers["decomposition"].seen == 3
+    # q1 and q2 succeed (New York), q3 fails (Paris): +2 support, +1 contradiction, nothing from the LLM ops
+    assert (rule.support, rule.contradiction) == (2, 1)
+    assert set(rule.provenance) == {"old", "q1", "q2", "q3"}
+
+
+def test_llm_votes_on_rules_a_run_did_not_see_count_once_per_run(tmp_path):
+    engine = make_engine(
+        first=[
+            {
+                "predicate": lambda c: "search_log" in c.inputs,
+                "operations": [{"op": "reinforce", "rule": 1}, {"op": "reinforce", "rule": 1}],
+            }
+        ]
+    )
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, learner, trainset = _setup(tmp_path)
+    rule = memory.web_action.add("Quote exact names.", provenance=["old"])
+    _trainer(program, task, memory, learner).fit(trainset[:3])
+    assert memory.web_action.get(rule.id).support == 3  # three runs, each counted once
+
+
+def test_removal_needs_evidence_from_several_runs_and_is_logged(tmp_path, caplog):
+    engine = make_engine(
+        first=[{"predicate": lambda c: "search_log" in c.inputs, "operations": [{"op": "remove", "rule": 1}]}]
+    )
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, learner, trainset = _setup(tmp_path)
+    rule = memory.web_action.add("Always open the third search result.", provenance=["old"], support=1)
+    with caplog.at_level("INFO", logger="memento.memory.rule_book"):
+        [report] = _trainer(program, task, memory, learner).fit(trainset[:3])
+    after = memory.web_action.get(rule.id)
+    assert after.status == "retired" and after.contradiction == 3 and report.rules_retired == 1
+    assert any("retired in batch 1" in r.message and "3 runs proposed removal" in r.message for r in caplog.records)
+
+
+def test_fact_is_checked_against_its_own_source_page(tmp_path):
+    engine = make_engine()
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, learner, trainset = _setup(tmp_path)
+    _trainer(program, task, memory, learner).fit(trainset[:3])
+    checks = [c for c in engine.calls if "accept" in c.output_fields and c.inputs.get("kind") == "fact"]
+    assert checks
+    for call in checks:
+        evidence = call.inputs["evidence"]
+        assert "[corpus://albany]" in evidence and "Albany County is a county in the state of New York." in evidence
+        assert "Q: " not in evidence  # not the run's findings
+
+
+def test_fact_support_decides_which_facts_fit_the_budget(tmp_path):
+    memory = MementoMemory(tmp_path)
+    with memory.transaction(batch=1) as tx:
+        weak = memory.facts.put(memory.facts.new_fact("Albany County", "Albany County has a weak fact here."), tx=tx)
+        strong = memory.facts.new_fact("Albany County", "Albany County is in New York State.")
+        memory.facts.put(strong.model_copy(update={"support": 4}), tx=tx)
+    facts = memory.facts.for_task("Which state is Albany County in?", budget_tokens=16)
+    assert [f.id for f in facts] == [strong.id] and weak.id != strong.id
+
+
+# -- M1 grows by deltas --------------------------------------------------------------------------------------
+def test_craft_knowledge_grows_by_deltas_without_a_cap(tmp_path):
+    counter = {"n": 0}
+
+    def insights(call):
+        counter["n"] += 1
+        return [f"Insight number {counter['n']} about researching topic {counter['n'] * 7919}."]
+
+    engine = make_engine(first=[{"predicate": lambda c: "run_record" in c.inputs, "insights": insights}])
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, learner, trainset = _setup(tmp_path)
+    memory.craft.add("An entry nobody proposes again.", provenance=["old"])
+    engine.when(predicate=lambda c: "stored" in c.inputs, verdict="distinct", merged="")
+    trainer = _trainer(program, task, memory, learner)
+    trainer.batch_size = 6
+    trainer.fit(trainset)
+    texts = [e.text for e in memory.craft.all()]
+    assert "An entry nobody proposes again." in texts and len(texts) == 7  # no rewrite, no cap of 12 or less
+
+
+# -- store masks --------------------------------------------------------------------------------------------------
+def test_masked_stores_are_never_read_or_written(tmp_path):
+    engine = make_engine()
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, learner, trainset = _setup(tmp_path, stores=["M1", "M3"])
+    with memory.transaction(batch=0) as tx:
+        memory.decomposition.add("MASKEDRULE when a county is named ask its state.", provenance=["old"], tx=tx)
+        memory.facts.put(memory.facts.new_fact("Albany County", "MASKEDFACT Albany County is in New York."), tx=tx)
+    before = memory.snapshot()["stores"]
+    [report] = _trainer(program, task, memory, learner).fit(trainset[:3])
+    after = memory.snapshot()["stores"]
+    assert after["decomposition"] == before["decomposition"] and after["facts"] == before["facts"]
+    assert all("MASKED" not in c.prompt for c in engine.calls)  # not injected, not found by search_memory
+    assert not [c for c in engine.calls if "judged_run" in c.inputs or "facts" in c.output_fields]
+    assert report.distillers["decomposition"].runs == 0 and report.distillers["facts"].runs == 0
+    assert report.distillers["web_rules"].seen == 3 and len(memory.web_action) == 1
+    assert memory.view().search("Albany County") == []
+    with pytest.raises(Exception, match="unknown memory store"):
+        MementoMemory(tmp_path / "other", stores=["M5"])
+
+
+def test_paper_profile_injects_m1_to_m3_whole(tmp_path):
+    memory = MementoMemory(tmp_path, profile="paper")
+    for i in range(40):
+        memory.web_action.add(f"Rule number {i} about query formulation for topic {i}.")
+    whole = memory.view().web_action_rules("anything")
+    assert len(whole.splitlines()) == 40
+    budgeted = MementoMemory(tmp_path, profile="budgeted").view().web_action_rules("anything")
+    assert len(budgeted.splitlines()) < 40
+
+
+# -- done means: one batch of 10 at the default budgets through an OpenAI-compatible server -----------------------
+def test_every_run_reaches_the_distillers_through_an_openai_compatible_server(tmp_path):
+    questions = [
+        {
+            "id": f"t{i}",
+            "question": f"Question {i}: which state is Albany County in, asked the {i}th way?",
+            "answers": ["New York"],
+        }
+        for i in range(10)
+    ]
+    engine = make_engine(
+        first=[
+            {
+                "predicate": lambda c: "sub_questions" in c.output_fields,
+                "sub_questions": lambda c: [
+                    f"Sub-question {j} of {c.inputs.get('question', '')[:12]}" for j in range(5)
+                ],
+            }
+        ]
+    )
+    with OpenAICompatServer(engine) as server:
+        lm = dspy.LM("openai/test-model", api_base=server.api_base, api_key="k", cache=False, num_retries=0)
+        dspy.configure(lm=lm)
+        corpus, _ = write_data(tmp_path / "data")
+        settings = load_settings(flags={"web": {"corpus": str(corpus), "cache_dir": str(tmp_path / "cache")}})
+        from memento.web.factory import web_tools_factory
+
+        task = get_task("multihop")
+        data = tmp_path / "ten.jsonl"
+        data.write_text("".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8")
+        trainset = task.load(data)
+        memory = MementoMemory(tmp_path / "mem", embedder=HashingEmbedder())
+        learner = MementoLearner()
+        # the default research budgets, and the training default of exploration steps per sample (as `memento train`)
+        budgets = Budgets(exploration=settings.trainer.exploration)
+        program = Memento(
+            task, memory=memory, web=web_tools_factory(settings), budgets=budgets, threads=4, stages=learner
+        )
+        trainer = MementoTrainer.from_settings(program, task.metric, memory, settings, learner=learner)
+        assert trainer.batch_size == settings.trainer.batch_size == 10
+        [report] = trainer.fit(trainset)
+        prompts = list(engine.calls)
+    assert server.chat_requests >= len(prompts) > 0
+    rule_prompts = [c.prompt for c in prompts if "search_log" in c.inputs or "judged_run" in c.inputs]
+    craft_prompts = [c.prompt for c in prompts if "run_record" in c.inputs and "insights" in c.output_fields]
+    for q in questions:
+        assert any(q["question"] in p for p in rule_prompts), q["id"]
+        assert any(q["question"] in p for p in craft_prompts), q["id"]
+    assert report.examples == 10 and report.crashed_runs == 0 and report.valid_runs == 10
+    for name in ("craft_insights", "web_rules", "facts"):
+        assert report.distillers[name].seen == 10, name
+    for name in ("coverage", "decomposition"):
+        assert report.distillers[name].seen == report.valid_runs, name
+    distiller_prompts = [c for c in prompts if {"search_log", "judged_run", "run_record", "findings"} & set(c.inputs)]
+    assert max(len(c.prompt) for c in distiller_prompts) < 80_000
+
+
+def test_crashed_runs_are_counted_apart_and_every_recorded_run_is_distilled(tmp_path):
+    engine = make_engine()
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, learner, trainset = _setup(tmp_path)
+    real = program.forward
+
+    def forward(**kwargs):
+        if kwargs.get("task_id") == "q2":
+            raise RuntimeError("the program broke")
+        return real(**kwargs)
+
+    program.forward = forward
+    [report] = _trainer(program, task, memory, learner).fit(trainset[:3])
+    assert report.crashed_runs == 1 and report.failed_runs == 1 and report.valid_runs == 2
+    for name in ("craft_insights", "web_rules", "facts", "coverage", "decomposition"):
+        assert report.distillers[name].runs == 2, name
+    assert not [c for c in engine.calls if "run_record" in c.inputs and "Albany County in" in c.inputs["task"]]
+
+
+def test_paper_profile_warns_when_m1_outgrows_its_safety_size(tmp_path, caplog):
+    from memento.memory.memento_memory import MemoryBudgets
+
+    memory = MementoMemory(tmp_path, profile="paper", budgets=MemoryBudgets(paper_max_tokens=20))
+    for i in range(5):
+        memory.craft.add(f"Research insight number {i}: read the primary source before the news coverage.")
+    with caplog.at_level("WARNING", logger="memento.memory.memento_memory"):
+        text = memory.view().craft_knowledge("anything")
+    assert len(text.splitlines()) == 5  # injected whole, no cap
+    assert any("paper profile's safety size 20" in r.message for r in caplog.records)
+
+
+def test_relevance_and_exploration_are_metered_as_learning_stages_of_the_run(tmp_path):
+    engine = make_engine(first=[{"predicate": lambda c: "relevant" in c.output_fields, "relevant": []}])
+    dspy.configure(lm=scripted_lm(engine))
+    budgets = Budgets(initial_questions=2, total_questions=3, steps_per_question=3, exploration=2)
+    task, memory, program, learner, trainset = _setup(tmp_path, budgets=budgets)
+    memory.craft.add("For films, check the studio's release notes.", provenance=["old"])
+    pred = program(question=trainset[0].question, task_id="q1")
+    stages = pred.trajectory.usage.by_stage
+    assert stages["craft_relevance"].lm_calls == 1 and stages["explore"].lm_calls >= 2
