@@ -7,6 +7,11 @@ outside a court's name; a *name leak* is any capitalised word of a party string 
 (any case but all-lowercase, outside court names). The baseline, measured in the same run, is the naive
 procedure: case-insensitive replacement of the two full party strings only.
 
+Beside the leak rates, :mod:`memento.tasks.pii_check` (also independent of the anonymizer) counts *garbled* rows (a
+word of a multi-word party name left right beside its placeholder: "Great the respondent") and rows with an
+*identifying fragment* (a party word inside a court's name, or misspelt by one letter; a capitalised word that
+the corpus also writes in lowercase is an ordinary word).
+
 Usage:
     python bench/bench_legal_pii.py --data /work/shared/data/justice/justice.csv
 """
@@ -42,15 +47,17 @@ def main() -> int:
     from memento.tasks._text import html_to_text
     from memento.tasks.legal import LegalTask
     from memento.tasks.pii import PartyAnonymizer, find_leaks
+    from memento.tasks.pii_check import find_fragments, find_garbles
 
     with args.data.open(encoding="utf-8", newline="") as handle:
         rows = [r for r in csv.DictReader(handle) if (r.get("first_party_winner") or "").strip()]
     texts = [html_to_text(r["facts"]) for r in rows]
+    vocabulary = {w for text in texts for w in re.findall(r"(?<![\w])[a-z]+(?![\w])", text)}
 
     results: dict[str, dict[str, float]] = {}
     examples_left: list[str] = []
     for method in ("raw text", "naive full-name replace", "PartyAnonymizer"):
-        full_rows = name_rows = any_rows = full_hits = name_hits = 0
+        full_rows = name_rows = any_rows = full_hits = name_hits = garbled_rows = fragment_rows = 0
         started = time.perf_counter()
         outputs = []
         for row, text in zip(rows, texts, strict=True):
@@ -71,6 +78,13 @@ def main() -> int:
             any_rows += bool(leaks)
             full_hits += len(full)
             name_hits += len(names)
+            garbles = find_garbles(out, row["first_party"], row["second_party"])
+            fragments = find_fragments(out, row["first_party"], row["second_party"], vocabulary=vocabulary)
+            garbled_rows += bool(garbles)
+            fragment_rows += bool(fragments)
+            if method == "PartyAnonymizer" and (garbles or fragments) and len(examples_left) < args.show:
+                hit = (garbles or fragments)[0]
+                examples_left.append(f"{row['ID']} {row['name']}: {hit.kind} {hit.word!r} in ...{hit.context!r}...")
             if method == "PartyAnonymizer" and leaks and len(examples_left) < args.show:
                 context = " ".join(leaks[0].context.split())
                 examples_left.append(f"{row['ID']} {row['name']}: {leaks[0].kind} {leaks[0].name!r} in ...{context}...")
@@ -80,6 +94,8 @@ def main() -> int:
             "any_rows": any_rows,
             "full_hits": full_hits,
             "name_hits": name_hits,
+            "garbled_rows": garbled_rows,
+            "fragment_rows": fragment_rows,
             "ms_per_row": 1000 * elapsed / len(rows),
         }
 
@@ -96,13 +112,14 @@ def main() -> int:
     print()
     print(
         "| facts | rows with full-name leak | rows with name leak | rows with any leak | leak rate | name hits "
-        "| ms/row |"
+        "| garbled rows | garbling rate | rows with fragment | fragment rate | ms/row |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for method, r in results.items():
         print(
             f"| {method} | {r['full_rows']:.0f} | {r['name_rows']:.0f} | {r['any_rows']:.0f} | "
-            f"{r['any_rows'] / n:.4f} | {r['name_hits']:.0f} | {r['ms_per_row']:.2f} |"
+            f"{r['any_rows'] / n:.4f} | {r['name_hits']:.0f} | {r['garbled_rows']:.0f} | {r['garbled_rows'] / n:.4f} | "
+            f"{r['fragment_rows']:.0f} | {r['fragment_rows'] / n:.4f} | {r['ms_per_row']:.2f} |"
         )
     print()
     print(f"LegalTask.load over the whole file: {load_s:.1f} s; {report.summary()}")

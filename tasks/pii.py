@@ -10,6 +10,12 @@ a model recall the case and its outcome. :class:`PartyAnonymizer` replaces, in o
 * for an organisation: its distinctive words and runs of them ("Planned Parenthood"), never generic words from a
   stoplist ("United", "States", "Inc", "City", "of", "Department", state names...).
 
+An organisation's name is replaced whole or not at all: a match of part of it grows over the neighbouring words
+of the party's string ("Great Lakes Dredge" when "Lakes Dredge" matched, "Gas and Electric" for "Gas & Electric"),
+never "Great the respondent". A party word misspelt by one letter ("Richmon" for "Richmond", "Edwart Whigham" for
+"Edward L. Whigham") is the party unless the text also uses it as an ordinary lowercase word. A distinctive
+organisation name is replaced inside its own court's name ("Navajo Nation Supreme Court"); a state's is kept.
+
 A leading "the" and a possessive are kept grammatical ("the Stanleys'" -> "the petitioner's"); a placeholder that
 starts a sentence is capitalised. A name both parties share ("the Reeds") becomes "the parties". A given name
 written before a person-party's surname is the party itself when the party string gives no given name ("John
@@ -42,7 +48,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "PartySegment",
@@ -416,6 +422,9 @@ class _Pattern:
     given: frozenset[str] = frozenset()  # the person's given names (surname patterns)
     fuzzy: tuple[str, ...] = ()  # group "last" must be spelled like one of these ("Vella" for the party "Julian Vell")
     skip_lower: bool = False  # an all-lowercase match is an ordinary word ("cannabis"), not the name
+    org: frozenset[str] = frozenset()  # an organisation's words (lowercase): a match grows to the whole name
+    in_courts: bool = False  # replaced inside court names too (a distinctive name: "Navajo Nation Supreme Court")
+    misspelt: str = ""  # group "last" must be a misspelling of this name ("Richmon" for "Richmond")
 
 
 def _similar(word: str, surname: str) -> bool:
@@ -437,6 +446,97 @@ def _given_name_before(window: str) -> str:
     if words[0] in _NOT_GIVEN or any(w in GENERIC_TOKENS or w in _NOT_GIVEN for w in words):
         return ""
     return match.group(1)
+
+
+_MISSPELT_MIN = 5  # names at least this long are also found misspelt by one letter
+_MISSPELT_WORD = r"(?P<last>[A-Z][a-z][A-Za-z]{2,})"
+_WORD_BEFORE = re.compile(r"([A-Za-z][\w'’.]*|&)(?:\s+|-)$")  # the word before, across a blank or a hyphen
+_WORD_AFTER = re.compile(r"(?:['’]s|s['’]|['’]|s)?(?:\s+|-)([A-Za-z][\w'’.]*|&)")  # "Veterans' Affairs"
+_CONNECTORS = frozenset({"of", "and", "&", "the", "for", "on"})
+
+
+def _org_words(text: str) -> frozenset[str]:
+    """The words of an organisation's name, lowercase and bare, with the spellings of its abbreviations."""
+    words: set[str] = set()
+    for token in re.findall(r"[\w'’.\-]+|&", text):
+        core = _bare(token).lower()
+        if core:
+            words.add(core)
+            words.update(form.lower() for form in ORG_ABBREVIATIONS.get(core, ()))
+    if words & {"&", "and"}:  # "Gas & Electric" is also written "Gas and Electric"
+        words |= {"&", "and"}
+    return frozenset(words)
+
+
+def _name_word(match: re.Match[str] | None, words: frozenset[str], *, backward: bool = False) -> bool:
+    """A capitalised word of the name; going back, one that ends a sentence ("Monterey. Monterey denied") is not."""
+    if match is None or not match.group(1)[:1].isupper():
+        return False
+    word = _bare(match.group(1)).lower()
+    abbreviation = len(word) == 1 or word in ORG_ABBREVIATIONS or word in _LEGAL_FORMS
+    if backward and match.group(1).endswith(".") and not abbreviation:
+        return False
+    return word in words
+
+
+def _whole_name(text: str, start: int, end: int, words: frozenset[str]) -> tuple[int, int]:
+    """Grow a match of part of an organisation's name over the neighbouring words of the same name, so the whole
+    name is replaced ("Great Lakes Dredge" when "Lakes Dredge" matched); a connector ("of", "&") is crossed only
+    when a name word lies beyond it."""
+    while True:
+        before = _WORD_BEFORE.search(text, max(0, start - 40), start)
+        if _name_word(before, words, backward=True) and _bare(before.group(1)).lower() not in _CONNECTORS:
+            start = before.start(1)
+            continue
+        if before is not None and before.group(1).lower() in _CONNECTORS and before.group(1).lower() in words:
+            further = _WORD_BEFORE.search(text, max(0, before.start(1) - 40), before.start(1))
+            if _name_word(further, words, backward=True) and _bare(further.group(1)).lower() not in _CONNECTORS:
+                start = further.start(1)
+                continue
+        break
+    while True:
+        after = _WORD_AFTER.match(text, end)
+        if _name_word(after, words) and _bare(after.group(1)).lower() not in _CONNECTORS:
+            end = after.start(1) + len(after.group(1).rstrip(".,")) if after.group(1)[-1] in ",." else after.end(1)
+            continue
+        if after is not None and after.group(1).lower() in _CONNECTORS and after.group(1).lower() in words:
+            further = _WORD_AFTER.match(text, after.end(1))
+            if _name_word(further, words) and _bare(further.group(1)).lower() not in _CONNECTORS:
+                end = further.end(1)
+                continue
+        break
+    return start, end
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by exactly one letter added, dropped, changed or two swapped."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        swapped = len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]]
+        return len(diff) == 1 or swapped
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
+
+
+def _own_given(word: str, given: frozenset[str]) -> bool:
+    """Whether ``word`` is one of the party's given names, or one misspelt by a letter ("Edwart" for "Edward")."""
+    return word in given or any(len(g) >= _MISSPELT_MIN and _one_edit(word.lower(), g.lower()) for g in given)
+
+
+def _misspelt(word: str, name: str, text: str) -> bool:
+    """Whether ``word`` in ``text`` is ``name`` misspelt by one letter ("Richmon", "Scarpelli" for "Scarpello"),
+    not an ordinary word (also written in lowercase in the text, or a generic word) nor a place named after a
+    demonym ("Korea" for "Korean")."""
+    w, n = word.lower(), name.lower()
+    if w == n or len(w) < 4 or w[0] != n[0] or word in GENERIC_TOKENS or word in _NOT_GIVEN:
+        return False
+    if n.endswith(("an", "ese")) and n.startswith(w):
+        return False
+    if re.search(rf"(?<![\w]){re.escape(w)}(?![\w])", text):
+        return False
+    return _one_edit(w, n)
 
 
 class PartyAnonymizer:
@@ -479,19 +579,32 @@ class PartyAnonymizer:
             surname: Literal["", "alone", "named"] = "",
             given: frozenset[str] = frozenset(),
             fuzzy: tuple[str, ...] = (),
+            misspelt: str = "",
         ) -> None:
             core = f"(?i:{body})" if insensitive else body
             if not person:  # "Halo Electronics, Inc." when the party is "Halo Electronics"
                 core = f"(?:{core}){_CORP}"
             regex = _compile(rf"(?<![\w])(?:{core})")
-            patterns.append(_Pattern(regex, party, person, surname, given, fuzzy, skip_lower=not insensitive))
+            courts = False if person else context["courts"]
+            patterns.append(
+                _Pattern(regex, party, person, surname, given, fuzzy, not insensitive, context["org"], courts, misspelt)
+            )
 
+        context: dict[str, Any] = {"org": frozenset(), "courts": False}
         for index, party in enumerate(self.parties):
+            organisations = [seg for seg in party.segments if seg.kind == "organisation"]
+            context["org"] = _org_words(party.full)  # a match grows over any word of the party's string
+            context["courts"] = any(seg.name_tokens for seg in organisations)
             if party.full:
                 add(_flex(party.full), index, False, insensitive=True)
             for segment in party.segments:
                 person = segment.kind == "person"
+                context["courts"] = bool(segment.name_tokens)
                 add(_flex(segment.text), index, person, insensitive=True)
+                for name in segment.name_tokens:  # "Richmon" for "Richmond", "Scarpelli" for "Scarpello"
+                    for part in re.split(r"[-'’]", name):
+                        if len(part) >= _MISSPELT_MIN and part.lower() not in _PARTICLES:
+                            add(_MISSPELT_WORD, index, person, misspelt=part)
                 short = "" if person else _without_legal_form(segment.text)
                 if short:  # "Northwest" for the party "Northwest, Inc.": as written, never a lowercase word
                     add(_flex(short), index, False, insensitive=" " in short)
@@ -563,22 +676,27 @@ class PartyAnonymizer:
         found: dict[tuple[int, int], tuple[set[int], str, bool]] = {}  # span -> parties, tail, namesake
         for pattern in patterns:
             for match in pattern.regex.finditer(text):
-                tail = _TAIL.match(text, match.end())
-                if tail is None or match.start() == match.end():
+                begin, finish = match.start(), match.end()
+                if pattern.misspelt and not _misspelt(match.group("last"), pattern.misspelt, text):
+                    continue
+                if pattern.org:  # a whole organisation name or nothing: never "Great the respondent"
+                    begin, finish = _whole_name(text, begin, finish, pattern.org)
+                tail = _TAIL.match(text, finish)
+                if tail is None or begin == finish:
                     continue  # the name continues ("Reed" in "Reedy")
                 if pattern.fuzzy and not any(_similar(match.group("last"), name) for name in pattern.fuzzy if name):
                     continue
                 if pattern.skip_lower and match.group(0).islower():
                     continue
-                if not pattern.person and _inside((match.start(), match.end()), courts):
-                    continue
-                window = text[max(0, match.start() - _WINDOW) : match.start()]
+                if not pattern.person and not pattern.in_courts and _inside((begin, finish), courts):
+                    continue  # "Supreme Court of Illinois" stays when the party is Illinois
+                window = text[max(0, begin - _WINDOW) : begin]
                 lead = (_BEFORE_TITLE.search(window) if pattern.person else None) or _BEFORE_THE.search(window)
-                start = match.start() - (len(lead.group(0)) if lead else 0)
+                start = begin - (len(lead.group(0)) if lead else 0)
                 namesake = False
                 if pattern.surname and lead is None:
                     given = _given_name_before(window)
-                    own = pattern.given and any(w.rstrip(".") in pattern.given for w in given.split())
+                    own = pattern.given and any(_own_given(w.rstrip("."), pattern.given) for w in given.split())
                     if given and (pattern.surname == "alone" or own):
                         # "John Stewart" when the party is "Stewart", "Richard Allen Moran" for "Richard Allan
                         # Moran": the party itself

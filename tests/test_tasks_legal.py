@@ -212,7 +212,7 @@ KNOWN_FLAGGED = {
     "62578": "the city in a mayor's title (Mayor of Montgomery)",
     **{
         row: "another person who shares a party's given name (James Hereford, John Delaney, ...)"
-        for row in ("53771", "55297", "55629", "55793", "55804", "56006", "59703", "60371", "61550", "62716",
+        for row in ("53771", "55297", "55629", "55804", "56006", "59703", "60371", "61550", "62716",
                     "62936", "63331")
     },
 }  # fmt: skip
