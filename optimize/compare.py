@@ -338,7 +338,12 @@ class TrainOutcome:
 
 
 class MethodRunner(Protocol):
-    """A compared method: ``train`` leaves a frozen artefact in ``method_dir``; ``load`` rebuilds the test program."""
+    """A compared method: ``train`` leaves a frozen artefact in ``method_dir``; ``load`` rebuilds the test program.
+
+    A runner with its own test protocol may also define ``test(ctx, spec, method_dir, models)`` returning
+    ``(scores, failed, measures, PhaseCost, info)`` (or ``None`` to be evaluated the usual way); JitMem's test stream
+    does.
+    """
 
     def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome: ...
 
@@ -796,6 +801,10 @@ def _eval_command(ctx: CompareContext, spec: MethodSpec, method_dir: Path, artef
         parts += ["--memory", str((method_dir / artefacts["memory"]).resolve())]
     if ctx.settings.web.corpus is not None:
         parts += ["--corpus", str(ctx.settings.web.corpus)]
+    jit = ctx.settings.jitmem
+    if spec.name == "jitmem" and jit.protocol == "stream":
+        parts += ["--jitmem-protocol", "stream", "--orderings", str(jit.orderings), "--stream-batch"]
+        parts += [str(jit.stream_batch), "--warm" if jit.warm else "--cold"]
     return " ".join(parts)
 
 

@@ -429,7 +429,6 @@ def run_orderings(
         if warm_bank is not None and not bank_dir.exists():
             shutil.copytree(Path(warm_bank), bank_dir)
         agent = build_agent(run_dir / "memory")
-        start_size = len(agent.bank)
         result = stream(
             agent,
             tasks,
@@ -450,7 +449,7 @@ def run_orderings(
                 "ordering": ordering + 1,
                 "seed": seed + ordering,
                 "mean": sum(scores) / n if n else None,
-                "bank_start": start_size,
+                "bank_start": sizes.get(0, 0),  # what the first batch saw (also when resumed from a checkpoint)
                 "bank_end": len(agent.bank),
                 "curve": [
                     {"batch": b + 1, "score": score, "bank_size": sizes[b]} for b, score in enumerate(result.curve())

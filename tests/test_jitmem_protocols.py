@@ -95,6 +95,8 @@ def test_stream_protocol_from_the_cli_gives_mean_std_over_orderings_and_the_cold
             assert all(item["accepted"] for item in batch["items"])
     # each test example's score is its mean over the orderings (first-batch tasks score 0 in that ordering)
     assert len(jit.scores) == 6 and abs(sum(jit.scores) / 6 - stream["mean"]) < 1e-9
+    assert "--method jitmem --corpus" in jit.artefacts["eval"] and "--memory" not in jit.artefacts["eval"]
+    assert jit.artefacts["eval"].endswith("--jitmem-protocol stream --orderings 3 --stream-batch 2 --cold")
     md = (out / "results.md").read_text()
     assert "## Test streams" in md and "over 3 orderings from an empty bank" in md
     assert json.loads((out / "jitmem" / "test" / "stream.json").read_text())["mean"] == stream["mean"]
@@ -118,7 +120,7 @@ def test_warm_stream_starts_from_the_training_bank_and_ground_truth_can_gate_it(
     assert jit.info["train_gate"] == "ground_truth" and jit.info["stored"] == train_bank
     assert 0 < train_bank < 4  # only the training runs the metric scored correct entered the bank
     stream = jit.info["stream"]
-    assert stream["warm"] is True
+    assert stream["warm"] is True and "--memory" in jit.artefacts["eval"] and jit.artefacts["eval"].endswith("--warm")
     for o in stream["per_ordering"]:
         assert o["bank_start"] == train_bank and o["bank_end"] == train_bank + 6
     # the training bank was copied per ordering, never written by the test streams
