@@ -235,7 +235,11 @@ class Transaction:
         tasks: list[str] | None = None,
         op: str | None = None,
     ) -> None:
-        """Insert or replace an item; logs ``add`` or ``update`` (or ``op``) with the before/after records."""
+        """Insert or replace an item; logs ``add`` or ``update`` (or ``op``) with the before/after records.
+        Secrets and URL passwords never enter memory (:func:`memento.scrub.scrub_data`)."""
+        from memento.scrub import scrub, scrub_data
+
+        data, text = scrub_data(data), scrub(text)
         before = self.get(store, item_id)
         if before == data:
             return

@@ -1072,7 +1072,9 @@ def compare(
     metric_name = "default" if metric is None else metric if isinstance(metric, str) else ""
     metric_fn = _resolve_metric(task_obj, metric, roles)
     metric_name = f"{task_obj.name}:{metric_name or getattr(metric_fn, '__name__', type(metric_fn).__name__)}"
-    out = Path(out_dir)
+    from memento.paths import writable_dir
+
+    out = writable_dir(out_dir, what="comparison directory")
     out.mkdir(parents=True, exist_ok=True)
     split = {
         "task": task_obj.name,

@@ -178,9 +178,10 @@ def compare(
     if data is None and (train is None or test is None):
         raise ConfigError("give --train and --test, or --data with --n-train/--n-test")
     from memento.optimize.compare import parse_methods
-    from memento.paths import readable_file
+    from memento.paths import readable_file, writable_dir
 
     parse_methods([*methods.split(","), baseline])  # unknown methods or baseline: refused before any work
+    writable_dir(out, what="--out")  # at or under a file: one line, before any work
     for path in (p for p in (data, train, test) if p is not None):
         readable_file(path, what="data file", error=ConfigError)
     if train is not None and test is not None and train.resolve() == test.resolve():

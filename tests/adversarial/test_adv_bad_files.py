@@ -148,3 +148,9 @@ def test_a_failing_eval_leaves_no_out_directory(tmp_path):
     _fails_cleanly(tmp_path, args, names=str(data))
     assert not (tmp_path / "fresh").exists()
     os.sync()
+
+
+def test_compare_out_under_a_file(tmp_path, bad):
+    out = bad["plain"] / "cmp"
+    args = ["compare", "--task", "multihop", "--methods", "closed_book", "--data", str(_good_data(tmp_path))]
+    _fails_cleanly(tmp_path, [*args, "--n-train", "1", "--n-test", "1", "--out", str(out), *LM], names=str(out))

@@ -68,3 +68,15 @@ def test_run_never_prints_or_saves_an_echoed_key(tmp_path, leaked_in):
     printed = proc.stdout + proc.stderr
     assert KEY not in printed, printed[-2000:]
     assert leaked_in(tmp_path, [KEY]) == []
+
+
+def test_memory_items_never_hold_a_registered_secret_or_url_password(tmp_path, leaked_in):
+    from memento.memory.memento_memory import MementoMemory
+    from memento.scrub import register_secret
+
+    register_secret(KEY)
+    memory = MementoMemory(tmp_path / "mem")
+    memory.craft.add(f"Use the key {KEY} at http://u:Pw-in-url-77@10.0.0.1/api when searching.")
+    memory.facts.add("Acme", f"Acme's token is {KEY}.", sources=["http://u:Pw-in-url-77@acme.test/"])
+    memory.db.close()
+    assert leaked_in(tmp_path / "mem", [KEY, "Pw-in-url-77"]) == []
