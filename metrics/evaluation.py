@@ -2,8 +2,9 @@
 
 Each example runs the program (``program(**example.inputs())``) and then the metric, each under its own
 :class:`memento.usage.UsageMeter`, so the program's LM calls and the judge's calls are reported apart. A program or
-metric failure on one example is recorded on that example (score 0) and the run goes on; only
-:class:`memento.errors.LMUnavailableError` (the LM cannot be used at all) stops it.
+metric failure on one example is recorded on that example (score 0) and the run goes on; only a fatal error
+(:class:`memento.errors.FatalError`, e.g. an LM that cannot be used at all; see :func:`memento.errors.handle_error`)
+stops it.
 
 Example:
     >>> from memento.metrics.evaluation import evaluate, write_results
@@ -27,9 +28,8 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, Field
 
-from memento.errors import Cancelled, LMUnavailableError, MementoError
+from memento.errors import Cancelled, FatalError, handle_error
 from memento.files import atomic_write_text
-from memento.lm import raise_if_fatal
 from memento.metrics.stats import bootstrap_ci
 from memento.text import error_line
 from memento.threads import run_parallel
@@ -178,7 +178,7 @@ def evaluate(
         An :class:`EvalResult`; examples keep the input order.
 
     Raises:
-        LMUnavailableError: the LM cannot be used (unreachable server, refused key, unknown model). The examples
+        FatalError: e.g. LMUnavailableError, the LM cannot be used (unreachable server, refused key). The examples
             finished until then are kept: the exception's ``partial_result`` is an :class:`EvalResult` marked
             ``complete=False``, also written to ``out_dir/results.json`` when ``out_dir`` is given.
         Cancelled: a cancel (Ctrl-C, SIGTERM) stopped the run; the finished examples are kept the same way.
@@ -197,12 +197,8 @@ def evaluate(
         try:
             with meter:
                 pred = program(**inputs)
-        except LMUnavailableError:
-            raise
         except Exception as exc:
-            raise_if_fatal(exc)
-            logger.warning("example %s failed: %s", record.id or index, exc)
-            record.error = error_line(exc)
+            record.error = handle_error(exc, where=f"example {record.id or index}", log=logger).reason
         usage = meter.usage()
         trajectory = getattr(pred, "trajectory", None) if pred is not None else None
         if isinstance(trajectory, Trajectory):
@@ -219,14 +215,9 @@ def evaluate(
                 with judge_meter:
                     result = metric(example, pred)
                 record.score, record.feedback, record.measures = _metric_outputs(result)
-            except (LMUnavailableError, MementoError) as exc:
-                if isinstance(exc, LMUnavailableError):
-                    raise
-                record.error = record.error or f"metric: {error_line(exc)}"
             except Exception as exc:
-                raise_if_fatal(exc)
-                logger.warning("metric failed on example %s: %s", record.id or index, exc)
-                record.error = record.error or f"metric: {error_line(exc)}"
+                failure = handle_error(exc, where=f"metric on example {record.id or index}", log=logger)
+                record.error = record.error or f"metric: {failure.reason}"
             record.judge_usage = judge_meter.usage()
             if isinstance(trajectory, Trajectory):
                 trajectory.score = record.score
@@ -250,7 +241,7 @@ def evaluate(
     extra["resumed"] = len(reused)
     try:
         run_parallel(run_one, todo, threads=threads)
-    except (LMUnavailableError, Cancelled) as exc:
+    except (FatalError, Cancelled) as exc:
         with finished_lock:
             done = sorted(finished, key=lambda r: r.index)
         partial = _aggregate(done, metric, started, **labels).model_copy(update=extra)

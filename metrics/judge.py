@@ -25,15 +25,15 @@ from typing import Any, ClassVar
 
 import dspy
 
-from memento.errors import DataError
-from memento.lm import raise_if_fatal, role_lm
+from memento.errors import ParseError, handle_error
+from memento.lm import role_lm
 
 __all__ = ["LLMJudge", "JudgeError", "as_data"]
 
 logger = logging.getLogger(__name__)
 
 
-class JudgeError(DataError):
+class JudgeError(ParseError):
     """A judge reply that cannot be used: unparseable or outside the allowed range."""
 
 
@@ -131,8 +131,8 @@ class LLMJudge:
                 self._record(str(exc))
                 return None
             except Exception as exc:  # a parse failure of the judge's reply is a judge error, not a crash
-                raise_if_fatal(exc)
-                self._record(f"unparseable judge reply ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
+                failure = handle_error(exc, where="judge", log=logger)
+                self._record(f"unparseable judge reply ({failure.reason[:200]})")
                 return None
             else:
                 if self.memoize:

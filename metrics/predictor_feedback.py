@@ -35,8 +35,7 @@ from typing import Any
 
 import dspy
 
-from memento.errors import MementoError
-from memento.lm import raise_if_fatal
+from memento.errors import handle_error
 from memento.metrics.as_float import score_of
 from memento.tasks._text import normalize_answer
 
@@ -179,11 +178,8 @@ class PredictorFeedback:
         task_text = str(getattr(getattr(pred, "trajectory", None), "task_text", "") or "")
         try:
             targets = self.assess(task_text, _expected_text(example, feedback), subs)
-        except MementoError:
-            raise
         except Exception as exc:  # a coverage assessment that fails leaves the module feedback only
-            raise_if_fatal(exc)
-            logger.warning("coverage assessment for GEPA feedback failed: %s", exc)
+            handle_error(exc, where="coverage assessment for GEPA feedback", log=logger)
             return "The coverage assessment failed; no target coverage is available."
         missed = [t for t, covered, _ in targets if not covered]
         wrong = [t for t, covered, correct in targets if covered and not correct]

@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from memento.errors import ConfigError, LMUnavailableError, MementoError
-from memento.lm import raise_if_fatal
+from memento.errors import ConfigError, handle_error
 from memento.threads import run_parallel
 from memento.types import Trajectory, new_id
 
@@ -190,14 +189,8 @@ def stream(
                     item.score, item.feedback = _score(metric, example, pred)
                     if trajectory is not None:
                         trajectory.score = item.score
-            except LMUnavailableError:
-                raise
-            except MementoError as exc:
-                item.error = f"{type(exc).__name__}: {exc}"
             except Exception as exc:
-                raise_if_fatal(exc)
-                logger.warning("stream task %s failed: %s", position, exc)
-                item.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                item.error = handle_error(exc, where=f"stream task {position}", log=logger).reason
             return item
 
         done: list[StreamItem] = []
@@ -347,13 +340,8 @@ def build_training_bank(
             pred.trajectory.score = item.score
             item.accepted = item.score >= threshold and not pred.trajectory.error
             return item, pred.trajectory
-        except LMUnavailableError:
-            raise
-        except MementoError as exc:
-            item.error = f"{type(exc).__name__}: {exc}"
         except Exception as exc:
-            raise_if_fatal(exc)
-            item.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            item.error = handle_error(exc, where=f"stream task {position}", log=logger).reason
         return item, None
 
     done = run_parallel(run_one, list(range(len(examples))), threads=threads)

@@ -46,8 +46,7 @@ from typing import Any, Literal
 import dspy
 from pydantic import BaseModel, Field
 
-from memento.errors import ConfigError, DataError, LMUnavailableError
-from memento.lm import raise_if_fatal
+from memento.errors import ConfigError, DataError, LMUnavailableError, handle_error
 from memento.lm_failures import LMFailureWatch
 from memento.memory.canonicalizer import Candidate, Canonicalizer, CanonicalOp, is_no_data
 from memento.memory.memento_memory import MementoMemory
@@ -442,11 +441,8 @@ class MementoTrainer:
             try:
                 pred = self.program(**self._inputs(example), cutoff=self._cutoff(example), task_id=ids[i])
             except Exception as exc:  # noqa: BLE001 - one broken example is a failed run, not a failed batch
-                raise_if_fatal(exc)
-                if isinstance(exc, ConfigError):
-                    raise
-                logger.warning("forward pass failed on %s: %s", ids[i], exc)
-                trajectory = Trajectory(task_text=str(self._inputs(example)), task_id=ids[i], error=str(exc)[:300])
+                failure = handle_error(exc, where=f"forward pass on {ids[i]}", log=logger)
+                trajectory = Trajectory(task_text=str(self._inputs(example)), task_id=ids[i], error=failure.reason)
                 return RunRecord(id=ids[i], trajectory=trajectory, crashed=True)
             prediction = {k: v for k, v in pred.items() if k != "trajectory"}
             return RunRecord(
@@ -496,8 +492,7 @@ class MementoTrainer:
         try:
             return self._summary(task, text, budget), True
         except Exception as exc:  # noqa: BLE001 - a failed summary falls back to the record's head and tail
-            raise_if_fatal(exc)
-            logger.warning("run summary failed (head and tail kept): %s", exc)
+            handle_error(exc, where="run summary (head and tail kept)", log=logger)
             with self._lock:
                 digest.summary_failures += 1
             half = budget // 2 - 40
@@ -541,10 +536,9 @@ class MementoTrainer:
             with self.learner.reflection():
                 return fn()
         except Exception as exc:  # noqa: BLE001 - a failed distiller call is recorded, the batch goes on
-            raise_if_fatal(exc)
+            handle_error(exc, where=what, log=logger)
             with self._lock:
                 stats.failed += 1
-            logger.warning("%s failed: %s", what, exc)
             return None
 
     def _call(self, stats: DistillerStats, summarised: bool, what: str, fn: Callable[[], Any]) -> Any:
@@ -710,9 +704,7 @@ class MementoTrainer:
         try:
             result = self.metric(example, pred)
         except Exception as exc:  # noqa: BLE001 - an unscorable run is excluded from Phase C
-            raise_if_fatal(exc)
-            logger.warning("metric failed on %s: %s", run.id, exc)
-            return None, f"metric failed: {exc}"
+            return None, str(handle_error(exc, where=f"metric on {run.id}", log=logger))
         feedback = getattr(result, "feedback", None) or (result.get("feedback") if isinstance(result, dict) else "")
         return score_of(result), str(feedback or "")
 

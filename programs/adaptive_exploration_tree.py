@@ -45,8 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import dspy
 
-from memento.errors import MementoError
-from memento.lm import raise_if_fatal
+from memento.errors import handle_error
 from memento.programs.registry import register_method
 from memento.programs.research_program import ResearchCall, ResearchProgram
 from memento.programs.session_memory import SessionMemory
@@ -55,7 +54,7 @@ from memento.signatures.decompose import Decompose
 from memento.signatures.final_answer import answer_signature
 from memento.signatures.reflect import EXPLORE_UNTIL_BUDGET, STOP_WHEN_ESTABLISHED, Reflect
 from memento.signatures.synthesize_node import SynthesizeNode
-from memento.text import error_line, one_line
+from memento.text import one_line
 from memento.threads import run_parallel
 from memento.types import Evidence, Node
 
@@ -264,11 +263,9 @@ class _TreeRun:
                 max_questions=limit,
             )
             questions = [str(q) for q in (pred.sub_questions or []) if str(q).strip()]
-        except MementoError:
-            raise
         except Exception as exc:
-            raise_if_fatal(exc)
-            self.call.note(f"decompose failed ({type(exc).__name__}); researching the task as one question")
+            failure = handle_error(exc, where="decompose", log=logger)
+            self.call.note(f"{failure}; researching the task as one question")
             questions = []
         if not questions:
             questions = [self.call.task_text]
@@ -324,11 +321,9 @@ class _TreeRun:
                 remaining_budget=remaining,
                 stopping_rule=STOP_WHEN_ESTABLISHED if self.budgets.stop_early else EXPLORE_UNTIL_BUDGET,
             )
-        except MementoError:
-            raise
         except Exception as exc:
-            raise_if_fatal(exc)
-            self.call.note(f"reflection after wave {wave} failed ({type(exc).__name__}); exploration stops")
+            failure = handle_error(exc, where=f"reflection after wave {wave}", log=logger)
+            self.call.note(f"{failure}; exploration stops")
             self.timed(f"reflect_{wave}_s", started)
             return []
         reflection = str(pred.reflection or "").strip()
@@ -395,11 +390,9 @@ class _TreeRun:
                 findings="\n".join(lines) or "(no findings)",
             )
             answer = str(pred.answer or "").strip()
-        except MementoError:
-            raise
         except Exception as exc:
-            raise_if_fatal(exc)
-            node.error = f"synthesis failed: {error_line(exc)}"
+            failure = handle_error(exc, where="synthesis", log=logger)
+            node.error = f"synthesis failed: {failure.reason}"
             if node.id != ROOT_ID:
                 node.status = "failed"
             self.call.note(f"{node.id}: {node.error}")

@@ -27,6 +27,8 @@ import dspy
 from dspy.adapters.types.tool import Tool
 from dspy.utils.exceptions import ContextWindowExceededError, format_error_for_lm
 
+from memento.errors import handle_error
+
 __all__ = ["BoundReAct", "tool_spec", "FINISH"]
 
 logger = logging.getLogger(__name__)
@@ -115,7 +117,8 @@ class BoundReAct(dspy.ReAct):
                 trajectory[f"observation_{idx}"] = func(**args)
             except TypeError as err:
                 trajectory[f"observation_{idx}"] = f"Execution error in {name}: bad arguments {args}: {err}"
-            except Exception as err:
+            except Exception as err:  # the agent reads a tool's failure and goes on; a fatal error stops the run
+                handle_error(err, where=f"tool {name}", log=logger)
                 trajectory[f"observation_{idx}"] = (
                     f"Execution error in {name}: {format_error_for_lm(err, traceback_frames=1)}"
                 )

@@ -49,8 +49,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import dspy
 
-from memento.errors import ConfigError, DataError, MementoError
-from memento.lm import raise_if_fatal
+from memento.errors import ConfigError, DataError, MemoryFrozenError, handle_error
 from memento.memory.case_bank import DB_NAME, CaseBank, RetrievalPolicy
 from memento.metrics.judge import as_data
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
@@ -61,7 +60,7 @@ from memento.signatures.final_answer import answer_signature
 from memento.signatures.judge_task_reward import JudgeTaskReward
 from memento.signatures.plan_from_cases import PlanFromCases
 from memento.tasks.task import Task
-from memento.text import error_line, one_line
+from memento.text import one_line
 from memento.threads import run_parallel
 from memento.types import Case, Node, ToolCall, Trajectory, new_id
 
@@ -284,11 +283,8 @@ class CaseBasedAgent(ResearchProgram):
                     )
                 sub_tasks = [" ".join(str(s).split()) for s in (plan.sub_tasks or []) if str(s).strip()]
                 done = bool(plan.done)
-            except MementoError:
-                raise
             except Exception as exc:
-                raise_if_fatal(exc)
-                call.note(f"cbr: planner failed in cycle {cycle + 1} ({error_line(exc)})")
+                call.note(f"{handle_error(exc, where='cbr: planner', log=logger)} in cycle {cycle + 1}")
                 sub_tasks, done = ([call.task_text] if not executed else []), True
             traj.timings[f"plan_{cycle}_s"] = round(time.perf_counter() - started, 6)
             seen = {n.question.lower() for n in executed if n.status == "answered"}
@@ -353,11 +349,8 @@ class CaseBasedAgent(ResearchProgram):
                 node_id=node.id,
                 record=call.add_tool_call,
             )
-        except MementoError:
-            raise
         except Exception as exc:  # a custom executor's crash fails this sub-task, not the run
-            raise_if_fatal(exc)
-            node.status, node.error = "failed", error_line(exc)
+            node.status, node.error = "failed", handle_error(exc, where=f"{node.id}: executor", log=logger).reason
             return
         node.steps = int(out.get("steps", 0) or 0)
         node.answer = out.get("answer")
@@ -377,7 +370,7 @@ class CaseBasedAgent(ResearchProgram):
                     trajectory_ref=call.task_id,
                     meta={"seconds": round(time.perf_counter() - started, 3)},
                 )
-            except MementoError as exc:  # a frozen executor bank is read-only by design
+            except MemoryFrozenError as exc:  # a frozen executor bank is read-only by design
                 call.note(f"cbr: executor case not stored ({exc})")
 
     def _reward(self, call: ResearchCall, info: dict[str, Any], outputs: dict[str, Any], findings: str) -> float:
@@ -413,11 +406,9 @@ class CaseBasedAgent(ResearchProgram):
         started = time.perf_counter()
         try:
             reward = self._reward(call, info, outputs, findings)
-        except MementoError:
-            raise
         except Exception as exc:  # an unparseable grade: keep the run, store nothing rather than a made-up reward
-            raise_if_fatal(exc)
-            call.note(f"cbr: reward failed ({error_line(exc)}); case not stored")
+            failure = handle_error(exc, where="cbr: reward", log=logger)
+            call.note(f"{failure}; case not stored")
             info.update(reward=None, stored_case=None)
             return
         reward = min(1.0, max(0.0, reward)) if reward == reward else 0.0  # NaN -> 0

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from memento.lm import raise_if_fatal
+from memento.errors import handle_error
 from memento.memory.canonicalizer import is_no_data
 from memento.programs.bound_react import BoundReAct
 from memento.programs.toolbox import SCRAPE, SEARCH_WEB
@@ -64,8 +64,7 @@ class ExplorationAgent(dspy.Module):
                 max_iters=limit,
             )
         except Exception as exc:  # noqa: BLE001 - exploration is an optional warm-up
-            raise_if_fatal(exc)
-            logger.warning("exploration failed: %s", exc)
+            handle_error(exc, where="exploration", log=logger)
             return dspy.Prediction(insights=[], steps=0)
         insights: list[str] = []
         for item in out.insights or []:

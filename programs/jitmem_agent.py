@@ -38,8 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from memento.errors import ConfigError, MementoError
-from memento.lm import raise_if_fatal
+from memento.errors import ConfigError, handle_error
 from memento.memory.trajectory_bank import BankPolicy, TrajectoryBank
 from memento.metrics.judge import as_data
 from memento.programs.jitmem_curator import (
@@ -53,7 +52,6 @@ from memento.programs.registry import register_method
 from memento.programs.research_program import CONTROL_ARGS, EmptyQuestionError
 from memento.signatures.judge_success import JudgeSuccess
 from memento.tasks.task import Task
-from memento.text import error_line
 from memento.types import Trajectory, Usage, new_id
 from memento.usage import UsageMeter
 
@@ -193,12 +191,9 @@ class JitMemAgent(dspy.Module):
                 started = time.perf_counter()
                 try:
                     payload, raw_tokens = self.curate(task_text, hits, curator=curator)
-                except MementoError:
-                    raise
                 except Exception as exc:  # a curator parse failure must not lose the run: execute without memory
-                    raise_if_fatal(exc)
-                    logger.warning("JitMem curator failed on %s: %s", task_id, exc)
-                    notes.append(f"jitmem: curator failed ({error_line(exc)}); ran without a payload")
+                    failure = handle_error(exc, where="jitmem: curator", log=logger)
+                    notes.append(f"{failure}; ran without a payload")
                 timings["curate_s"] = round(time.perf_counter() - started, 6)
             user_context = kwargs.get("context") or ""
             labelled = f"{PAYLOAD_LABEL}:\n{payload}" if payload else ""
@@ -242,11 +237,8 @@ class JitMemAgent(dspy.Module):
                 started = time.perf_counter()
                 try:
                     accepted, reason = self.accept(trajectory, pred)
-                except MementoError:
-                    raise
                 except Exception as exc:  # an unparseable verdict counts as a rejection (never store unjudged)
-                    raise_if_fatal(exc)
-                    accepted, reason = False, f"judge failed: {error_line(exc)}"
+                    accepted, reason = False, str(handle_error(exc, where="judge", log=logger))
                 trajectory.timings["judge_s"] = round(time.perf_counter() - started, 6)
                 info["accepted"] = accepted
                 trajectory.notes.append(f"jitmem: judge {'accepted' if accepted else 'rejected'} ({reason[:200]})")
@@ -255,13 +247,10 @@ class JitMemAgent(dspy.Module):
                 if self.distiller is not None and (accepted or self.bank.policy == "all_with_labels"):
                     try:
                         to_store = self.distiller(trajectory=trajectory).trajectory
-                    except MementoError:
-                        raise
                     except Exception as exc:
-                        raise_if_fatal(exc)
-                        logger.warning("write-time distillation failed on %s: %s", task_id, exc)
+                        failure = handle_error(exc, where="jitmem: distillation", log=logger)
                         to_store = None
-                        trajectory.notes.append(f"jitmem: distillation failed ({error_line(exc)}); not stored")
+                        trajectory.notes.append(f"{failure}; not stored")
                 if to_store is not None:
                     info["stored"] = self.bank.add(to_store, accepted)
         trajectory.usage = _merge_usage(meter.usage(), executor_usage)

@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, get_origin
 import dspy
 
 from memento.config import Budgets
-from memento.errors import ConfigError, MementoError
-from memento.lm import raise_if_fatal
+from memento.errors import ConfigError, RecoverableError, handle_error
 from memento.tasks.task import Task, get_task
 from memento.types import ToolCall, Trajectory, Usage
 from memento.usage import UsageMeter
@@ -50,8 +49,11 @@ WebFactory = Callable[[dt.date | None, str], "WebTools"]
 CONTROL_ARGS: tuple[str, ...] = ("cutoff", "task_id", "context")
 
 
-class EmptyQuestionError(ConfigError):
-    """A program was called without the text of its task (a missing or blank input field)."""
+class EmptyQuestionError(RecoverableError):
+    """A program was called without the text of its task (a missing or blank input field).
+
+    Recoverable: in an evaluation or a stream that one task fails (recorded) and the others run.
+    """
 
 
 @dataclass
@@ -231,12 +233,9 @@ class ResearchProgram(dspy.Module):
         with meter:
             try:
                 outputs = self.research(call)
-            except MementoError:
-                raise
             except Exception as exc:
-                raise_if_fatal(exc)
-                logger.warning("%s failed on task %s: %s", type(self).__name__, call.task_id, exc)
-                trajectory.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip()
+                failure = handle_error(exc, where=f"{type(self).__name__} on task {call.task_id}", log=logger)
+                trajectory.error = failure.reason
                 outputs = empty_outputs(self.task.signature)
         trajectory.timings["total_s"] = round(time.perf_counter() - started, 6)
         trajectory.usage = self._usage(meter.usage(), call)
@@ -258,11 +257,8 @@ class ResearchProgram(dspy.Module):
         for key in keys:
             try:
                 out[key] = getattr(self.memory, key)(call.retrieval_key or call.task_text) or ""
-            except MementoError:
-                raise
             except Exception as exc:  # a broken memory must not lose the run: record and continue without it
-                logger.warning("memory %s failed: %s", key, exc)
-                call.note(f"memory {key} unavailable: {exc}")
+                handle_error(exc, where=f"memory {key}", record=call.note, log=logger)
                 out[key] = ""
         return out
 

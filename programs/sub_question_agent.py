@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from memento.errors import ConfigError, MementoError
-from memento.lm import raise_if_fatal
+from memento.errors import ConfigError, handle_error
 from memento.programs.bound_react import BoundReAct
 from memento.programs.toolbox import SCRAPE, SEARCH_MEMORY, SEARCH_WEB, Toolbox
 from memento.signatures.solve_sub_question import SolveSubQuestion
@@ -101,13 +100,9 @@ class SubQuestionAgent(dspy.Module):
                 known_facts=known_facts,
                 context=context,
             )
-        except MementoError:
-            raise
         except Exception as exc:
-            raise_if_fatal(exc)
-            message = str(exc).splitlines()[0] if str(exc) else ""
-            logger.info("sub-question %s failed: %s: %s", node_id, type(exc).__name__, message)
-            outcome.update(status="failed", error=f"{type(exc).__name__}: {message}"[:500])
+            failure = handle_error(exc, where=f"sub-question {node_id}", log=logger)
+            outcome.update(status="failed", error=failure.reason[:500])
             outcome["steps"] = len(box.calls)
             return dspy.Prediction(**outcome, tool_calls=box.calls, memory_hits=box.memory_hits)
         answer = str(pred.get("answer") or "").strip()
@@ -120,6 +115,7 @@ class SubQuestionAgent(dspy.Module):
             outcome.update(status="failed", error="the agent finished without an answer")
         else:
             outcome["status"] = "answered"
+        outcome["warnings"].extend(box.failures)
         if dropped:
             outcome["warnings"].append(f"cited URLs no tool returned were dropped: {', '.join(dropped[:5])}")
         return dspy.Prediction(**outcome, tool_calls=box.calls, memory_hits=box.memory_hits)

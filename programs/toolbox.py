@@ -7,8 +7,8 @@ the session memory and any attached :class:`memento.protocols.MemoryProvider`, o
 reranks results through callables, and remembers every URL seen with its title/date/snippet so the agent's cited
 sources become :class:`memento.types.Evidence`. URLs the LM writes with punctuation around them (``corpus://d1.``,
 ``(https://...)``) are cleaned before they are opened or matched, and a web layer that raises becomes an ``error:``
-observation the agent reads: a tool never raises into the agent (only :class:`memento.errors.MementoError`
-propagates, to stop the run).
+observation the agent reads: a tool never raises into the agent (only a fatal error propagates, to stop the run;
+see :func:`memento.errors.handle_error`).
 
 Example:
     >>> from memento.programs.toolbox import Toolbox
@@ -27,9 +27,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from memento.errors import MementoError
+from memento.errors import Failure, handle_error
 from memento.programs.bound_react import tool_spec
-from memento.scrub import scrub, scrub_url
+from memento.scrub import scrub_url
 from memento.text import clip
 from memento.types import Evidence, ToolCall
 from memento.web.web_tools import clean_url as web_clean_url
@@ -138,9 +138,8 @@ def _norm_url(url: str) -> str:
     return scrub_url(clean_url(url)).rstrip("/").lower()
 
 
-def _error_text(kind: str, exc: BaseException) -> str:
-    message = " ".join(str(exc).split())[:200]
-    return f"error: {kind} failed ({type(exc).__name__}{': ' + message if message else ''})"
+def _error_text(failure: Failure) -> str:
+    return f"error: {failure}"
 
 
 class Toolbox:
@@ -181,6 +180,7 @@ class Toolbox:
         self.seen: dict[str, Evidence] = {}
         self.scraped: list[str] = []
         self.memory_hits = 0
+        self.failures: list[str] = []  # recovered failures of helpers (query rewriting, reranking), one line each
 
     def functions(self, *, with_memory: bool = True) -> dict[str, Callable[..., str]]:
         """The tool functions by name, for :class:`memento.programs.bound_react.BoundReAct`."""
@@ -209,11 +209,8 @@ class Toolbox:
         if self.memory is not None and query:
             try:
                 facts = list(self.memory.search(query, k=self.memory_k) or [])
-            except MementoError:
-                raise
             except Exception as exc:  # a broken memory answers with an error line, the agent goes on
-                logger.warning("memory search failed: %s", exc)
-                facts, error = [], f"{type(exc).__name__}: {exc}"
+                facts, error = [], handle_error(exc, where="memory search", log=logger).reason
             if facts:
                 parts.append("Known facts from earlier sessions:")
                 parts.extend(f"- {fact}" for fact in facts)
@@ -247,20 +244,12 @@ class Toolbox:
         if self.rewrite is not None and query:
             try:
                 sent = (self.rewrite(query) or "").strip() or query
-            except MementoError:
-                raise
-            except Exception as exc:
-                from memento.lm import raise_if_fatal
-
-                raise_if_fatal(exc)
-                logger.warning("query rewriting failed, searching the original query: %s", exc)
+            except Exception as exc:  # search the original query
+                handle_error(exc, where="query rewriting", record=self.failures.append, log=logger)
         try:
             text = self.web.search_web(sent)
-        except MementoError:
-            raise
         except Exception as exc:  # a tool never raises into the agent: it reads the error and goes on
-            logger.warning("search_web failed for %r: %s", sent, exc)
-            text = _error_text("search_web", exc)
+            text = _error_text(handle_error(exc, where="search_web", log=logger))
         record = self._claim("search_web", {"query": sent}, text, started)
         if sent != query:
             record.args["original_query"] = query
@@ -270,13 +259,8 @@ class Toolbox:
         if self.rerank is not None and len(results) > 1:
             try:
                 text = self.rerank(sent, text)
-            except MementoError:
-                raise
-            except Exception as exc:
-                from memento.lm import raise_if_fatal
-
-                raise_if_fatal(exc)
-                logger.warning("reranking failed, keeping the engine's order: %s", exc)
+            except Exception as exc:  # keep the engine's order
+                handle_error(exc, where="reranking", record=self.failures.append, log=logger)
         if sent != query:
             text = f"(searched for: {sent})\n{text}"
         return text
@@ -289,11 +273,8 @@ class Toolbox:
             return self._unavailable("scrape", {"url": url}, started)
         try:
             text = self.web.scrape(url)
-        except MementoError:
-            raise
         except Exception as exc:  # a tool never raises into the agent: it reads the error and goes on
-            text = scrub(_error_text("scrape", exc))  # no password in logs, records or the agent's text
-            logger.warning("scrape of %s: %s", scrub_url(url), text)
+            text = _error_text(handle_error(exc, where="scrape", log=logger))  # scrubbed: no password anywhere
         self._claim("scrape", {"url": scrub_url(url)}, text, started)
         page = _parse_page(text)
         if page is not None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import dspy
 
-from memento.lm import raise_if_fatal
+from memento.errors import handle_error
 from memento.tasks.pii import PartyAnonymizer, find_leaks
 
 __all__ = ["ScrubPartyIdentity", "PartyNameScrubber"]
@@ -60,8 +60,8 @@ class PartyNameScrubber(dspy.Module):
             reply: Any = self.scrub(facts=facts, party_names=names)
             candidate = str(reply.scrubbed_facts or "").strip()
         except Exception as exc:
-            raise_if_fatal(exc)
-            return dspy.Prediction(facts=facts, accepted=False, note=f"scrub failed: {type(exc).__name__}")
+            failure = handle_error(exc, where="scrub", log=logger)
+            return dspy.Prediction(facts=facts, accepted=False, note=f"scrub failed: {failure.kind}")
         if len(candidate) < self.min_ratio * len(facts):
             return dspy.Prediction(facts=facts, accepted=False, note="scrub dropped too much text; kept the original")
         candidate = PartyAnonymizer(first_party, second_party).anonymize(candidate)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memento.errors import ConfigError, DataError, MementoError
+from memento.errors import ConfigError, DataError, RecoverableError
 from memento.scrub import scrub, scrub_url
 
 __all__ = [
@@ -24,8 +24,8 @@ __all__ = [
 ]
 
 
-class WebError(MementoError):
-    """Base of the web layer's errors."""
+class WebError(RecoverableError):
+    """Base of the web layer's recoverable errors (a search or a page failed; the agent reads it and goes on)."""
 
 
 class SearchError(WebError):

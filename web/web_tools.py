@@ -13,11 +13,10 @@ import threading
 import time
 from typing import Any
 
-from memento.errors import DataError
+from memento.errors import DataError, handle_error
 from memento.scrub import scrub, scrub_data, scrub_url
-from memento.text import clip, error_line
+from memento.text import clip
 from memento.types import ToolCall
-from memento.web.errors import FetchError
 from memento.web.search_result import SearchBackend, UndatedPolicy, coerce_date, filter_by_cutoff
 from memento.web.url_cache import normalize_url
 
@@ -99,10 +98,10 @@ class WebTools:
                 results = filter_by_cutoff(
                     self.backend.search(query, k=self.k, before=self.cutoff), self.cutoff, self.undated
                 )
-        except Exception as exc:  # a tool never raises into the agent
-            logger.warning("search failed for %r: %s", query, exc)
-            msg = error_line(exc, with_type=False, limit=300)
-            return self._record("search_web", {"query": query}, f"error: search failed: {msg}", start, error=msg)
+        except Exception as exc:  # a tool never raises into the agent (a fatal error stops the run)
+            failure = handle_error(exc, where="search", log=logger)
+            text = f"error: search failed: {failure.message}"
+            return self._record("search_web", {"query": query}, text, start, error=failure.reason)
         if not results:
             text = f"No results for {query!r}" + (f" published before {self.cutoff}." if self.cutoff else ".")
             return self._record("search_web", {"query": query}, text, start)
@@ -131,16 +130,10 @@ class WebTools:
             return self._record("scrape", {"url": scrub_url(url)}, "error: empty url", start, error="empty url")
         try:
             page = self._open(url)
-        except FetchError as exc:
-            msg = error_line(exc, with_type=False, limit=300)
+        except Exception as exc:  # never raise into the agent (a fatal error stops the run)
+            failure = handle_error(exc, where=f"scrape of {scrub_url(url)}", log=logger)
             return self._record(
-                "scrape", {"url": scrub_url(url)}, f"error: {msg}", start, error=f"{type(exc).__name__}: {msg}"
-            )
-        except Exception as exc:  # never raise into the agent
-            logger.warning("scrape failed for %s: %s", scrub_url(url), exc)
-            msg = error_line(exc, with_type=False, limit=300)
-            return self._record(
-                "scrape", {"url": scrub_url(url)}, f"error: {msg}", start, error=f"{type(exc).__name__}: {msg}"
+                "scrape", {"url": scrub_url(url)}, f"error: {failure.message}", start, error=failure.reason
             )
         cached = bool(getattr(page, "from_cache", False))
         if cached:
