@@ -30,7 +30,7 @@ from typing import Any
 
 import dspy
 
-from memento.lm import raise_if_fatal
+from memento.errors import handle_error
 from memento.programs.exploration_agent import ExplorationAgent
 from memento.signatures.assess_coverage import AssessCoverage
 from memento.signatures.check_candidate import CheckCandidate
@@ -121,8 +121,7 @@ class MementoLearner(dspy.Module):
             with self.reflection():
                 out = self.check_candidate(kind=kind, candidate=candidate, evidence=evidence)
         except Exception as exc:  # noqa: BLE001 - an unusable check keeps the candidate
-            raise_if_fatal(exc)
-            logger.warning("candidate check failed (kept): %s", exc)
+            handle_error(exc, where="candidate check (kept)", log=logger)
             return True, "check failed"
         return bool(out.accept), str(out.reason or "")
 
@@ -132,8 +131,7 @@ class MementoLearner(dspy.Module):
             with self.reflection():
                 out = self.merge_canonical(kind=kind, stored=stored, candidate=candidate)
         except Exception as exc:  # noqa: BLE001 - an unusable judgement keeps both items
-            raise_if_fatal(exc)
-            logger.warning("canonical merge failed (kept both): %s", exc)
+            handle_error(exc, where="canonical merge (kept both)", log=logger)
             return "distinct", ""
         return str(out.verdict), str(out.merged or "").strip()
 
@@ -145,8 +143,7 @@ class MementoLearner(dspy.Module):
                 verdict = self.judge_relevance(task=task, entries=numbered)
             return [int(i) for i in (verdict.relevant or [])]
         except Exception as exc:  # noqa: BLE001 - a bad judgement keeps the prefilter's choice
-            raise_if_fatal(exc)
-            logger.warning("craft relevance check failed, keeping the prefilter order: %s", exc)
+            handle_error(exc, where="craft relevance check (prefilter order kept)", log=logger)
             return None
 
     def explore(self, *, task_kind: str, web: Any, max_steps: int) -> dspy.Prediction:

@@ -36,8 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memento.errors import ConfigError, DataError
-from memento.lm import raise_if_fatal
+from memento.errors import ConfigError, DataError, handle_error
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree, _TreeRun
 from memento.programs.exploration_agent import ExplorationAgent
 from memento.programs.registry import register_method
@@ -164,8 +163,7 @@ class Memento(AdaptiveExplorationTree):
             try:
                 self.end_of_sample(call, view, first.steps if first is not None else 0)
             except Exception as exc:  # noqa: BLE001 - a failed late exploration loses nothing of the run
-                raise_if_fatal(exc)
-                logger.warning("end-of-sample exploration failed: %s", exc)
+                handle_error(exc, where="end-of-sample exploration", log=logger)
 
 
 def injected_items(trajectory: Any) -> dict[str, list[str]]:
