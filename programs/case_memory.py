@@ -32,6 +32,7 @@ import dspy
 
 from memento.errors import ConfigError, DataError
 from memento.memory.case_bank import DB_NAME, CaseBank, RetrievalPolicy
+from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD
 from memento.programs.baselines import ClosedBook, FewShot, _join_context
 from memento.programs.case_based_agent import render_cases
 from memento.programs.registry import register_method
@@ -63,6 +64,8 @@ class CaseMemoryBaseline(ClosedBook):
         trainset: labelled examples: when given, ``demos`` of them are shown as demonstrations (few-shot).
         demos: number of demonstrations (with ``trainset``).
         seed: demonstration sampling seed.
+        success_threshold: a case whose reward is strictly above it is labelled SUCCESS, else FAILURE
+            (``trainer.success_threshold``, the rule the CBR planner and the MEMENTO trainer use).
 
     Example:
         >>> program = CaseMemoryBaseline("qa", bank=bank, trainset=train, demos=5)  # doctest: +SKIP
@@ -82,6 +85,7 @@ class CaseMemoryBaseline(ClosedBook):
         trainset: list[dspy.Example] | None = None,
         demos: int = 5,
         seed: int = 0,
+        success_threshold: float = DEFAULT_SUCCESS_THRESHOLD,
         **kwargs: Any,
     ) -> None:
         super().__init__(task, **kwargs)
@@ -91,6 +95,7 @@ class CaseMemoryBaseline(ClosedBook):
         self.k = k
         self.policy = policy
         self.alpha = alpha
+        self.success_threshold = success_threshold
         if trainset is not None:
             self.method = "few_shot_cases"
             self.answer.demos = FewShot(self.task, trainset=trainset, k=demos, seed=seed).answer.demos
@@ -108,7 +113,7 @@ class CaseMemoryBaseline(ClosedBook):
         with self._lock:
             self._retrieved[call.task_id] = [c.id for c, _ in hits]
         call.note(f"cases: retrieved {len(hits)} cases by {self.policy} {[c.id for c, _ in hits]}")
-        cases = render_cases(hits)
+        cases = render_cases(hits, threshold=self.success_threshold)
         context = "\n\n".join(p for p in (call.context.strip(), f"{CASES_LABEL}:\n{cases}" if cases else "") if p)
         started = time.perf_counter()
         pred = self.answer(context=_join_context(context, self.memory_text(call)), **call.inputs)
@@ -184,6 +189,7 @@ def _build(
         alpha=cbr.alpha,
         trainset=list(trainset) if few_shot else None,
         seed=settings.run.seed,
+        success_threshold=settings.trainer.success_threshold,
         roles=roles,
         threads=settings.run.threads,
     )

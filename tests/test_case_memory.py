@@ -129,3 +129,29 @@ def test_few_shot_cases_shows_demonstrations_and_closed_book_cases_none(tmp_path
         build_program("few_shot_cases", task="qa", settings=settings)
     with pytest.raises(DataError, match="no case bank"):
         build_program("closed_book_cases", task="qa", settings=settings, memory_dir=tmp_path / "none", frozen=True)
+
+
+def test_case_labels_follow_the_shared_success_threshold(tmp_path: Path) -> None:
+    """The baselines label a past case SUCCESS/FAILURE by `trainer.success_threshold`, like the CBR planner."""
+    import dspy
+
+    from memento.config import load_settings
+    from memento.memory.case_bank import CaseBank
+    from memento.memory.embedder import HashingEmbedder
+    from memento.programs.registry import build_program
+    from memento.testing import scripted_lm
+
+    bank = CaseBank(tmp_path / "cbr", HashingEmbedder(dim=64), min_pairs=0)
+    bank.add("Which river flows through Paris?", "Answer given:\nanswer: Seine", 0.75, trajectory_ref="t0")
+    bank.close()
+    labels = {}
+    for threshold in (0.5, 0.8):
+        settings = load_settings(flags={"trainer": {"success_threshold": threshold}, "cbr": {"policy": "cosine"}})
+        program = build_program("closed_book_cases", task="multihop", settings=settings, memory_dir=tmp_path)
+        engine = ScriptedEngine(overrides={"answer": "Seine"})
+        with dspy.context(lm=scripted_lm(engine)):
+            program(question="What river runs through the French capital?")
+        prompt = engine.calls[-1].prompt
+        labels[threshold] = "SUCCESS" if "[SUCCESS, reward 0.75]" in prompt else "FAILURE"
+        assert "reward 0.75" in prompt
+    assert labels == {0.5: "SUCCESS", 0.8: "FAILURE"}
