@@ -260,11 +260,13 @@ class MemoryView:
         self._record("facts", [f.id for f in facts])
         return "\n".join(self.memory.facts.render_fact(f) for f in facts)
 
-    def search(self, query: str, k: int = 5) -> list[str]:
-        """M4 facts matching a query (the ``search_memory`` tool); nothing when M4 is masked."""
+    def search(self, query: str, k: int | None = None) -> list[str]:
+        """M4 facts matching a query (the ``search_memory`` tool): at most ``budgets.search_k`` hits (``[memory]
+        search_k``; a smaller ``k`` asks for fewer); nothing when M4 is masked."""
         if not self.readable("facts"):
             return []
-        return self.memory.facts.search(query, k, exclude_task_id=self.exclude_task_id)
+        limit = self.memory.budgets.search_k if k is None else min(k, self.memory.budgets.search_k)
+        return self.memory.facts.search(query, limit, exclude_task_id=self.exclude_task_id)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> MemoryView:
         return self
@@ -584,6 +586,6 @@ class MementoMemory:
         """See :meth:`MemoryView.known_facts`."""
         return self.view().known_facts(task_text)
 
-    def search(self, query: str, k: int = 5) -> list[str]:
+    def search(self, query: str, k: int | None = None) -> list[str]:
         """See :meth:`MemoryView.search`."""
         return self.view().search(query, k)

@@ -367,3 +367,14 @@ def test_relevance_and_exploration_are_metered_as_learning_stages_of_the_run(tmp
     pred = program(question=trainset[0].question, task_id="q1")
     stages = pred.trajectory.usage.by_stage
     assert stages["craft_relevance"].lm_calls == 1 and stages["explore"].lm_calls >= 2
+
+
+def test_search_memory_returns_at_most_search_k_facts(tmp_path):
+    from memento.memory.memento_memory import MemoryBudgets
+
+    memory = MementoMemory(tmp_path, budgets=MemoryBudgets(search_k=2))
+    for i in range(6):
+        memory.facts.add("Albany County", f"Albany County fact number {i} about New York.")
+    assert len(memory.view().search("Albany County", 5)) == 2
+    assert len(memory.view().search("Albany County", 1)) == 1
+    assert len(memory.search("Albany County")) == 2
