@@ -31,6 +31,7 @@ from typing import Any
 import dspy
 
 from memento.errors import handle_error
+from memento.metrics.judge import as_data
 from memento.programs.exploration_agent import ExplorationAgent
 from memento.signatures.assess_coverage import AssessCoverage
 from memento.signatures.check_candidate import CheckCandidate
@@ -119,7 +120,7 @@ class MementoLearner(dspy.Module):
         """The canonicaliser's correctness/sufficiency check: (accepted, reason); a failing check rejects nothing."""
         try:
             with self.reflection():
-                out = self.check_candidate(kind=kind, candidate=candidate, evidence=evidence)
+                out = self.check_candidate(kind=kind, candidate=as_data(candidate), evidence=as_data(evidence))
         except Exception as exc:  # noqa: BLE001 - an unusable check keeps the candidate
             handle_error(exc, where="candidate check (kept)", log=logger)
             return True, "check failed"
