@@ -45,6 +45,7 @@ __all__ = [
     "CBRSettings",
     "JitMemSettings",
     "TrainerSettings",
+    "BaselineSettings",
     "RunSettings",
     "Settings",
     "load_settings",
@@ -53,7 +54,17 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 ROLES: tuple[str, ...] = ("lm", "judge_lm", "reflection_lm", "curator_lm", "planner_lm")
-_SECTIONS: tuple[str, ...] = ("budgets", "web", "memory", "cbr", "jitmem", "trainer", "run", "observe")
+_SECTIONS: tuple[str, ...] = (
+    "budgets",
+    "web",
+    "memory",
+    "cbr",
+    "jitmem",
+    "trainer",
+    "baselines",
+    "run",
+    "observe",
+)
 DEFAULT_CONFIG_FILE = "memento.toml"
 _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar("memento_config_file", default=None)
 
@@ -159,6 +170,7 @@ class CBRSettings(_Section):
     min_pairs: int = Field(default=32, ge=0)
     qgate_hidden: int = Field(default=256, ge=1)
     qgate_lr: float = Field(default=1e-3, gt=0)
+    max_cycles: int = Field(default=3, ge=1)  # planning cycles per task (plan, execute, replan...)
     passes: int = Field(default=1, ge=1)  # compare's CBR training: passes over the training set (iteration table)
     own_cases: bool = False  # multi-pass only: a task may read its own earlier case
 
@@ -197,6 +209,14 @@ class TrainerSettings(_Section):
     evidence_chars: int = Field(default=6_000, ge=200)
     rules_shown_tokens: int = Field(default=1_500, ge=0)
     retire_min_runs: int = Field(default=2, ge=1)
+
+
+class BaselineSettings(_Section):
+    """Knobs of the baseline methods: ``few_shot_demos`` labelled demonstrations of ``few_shot`` and
+    ``few_shot_cases``, drawn from the training set by ``[run] seed`` (the ReAct family's step cap is
+    ``[budgets] steps_per_question``)."""
+
+    few_shot_demos: int = Field(default=5, ge=1)
 
 
 class RunSettings(_Section):
@@ -308,6 +328,7 @@ class Settings(BaseSettings):
     cbr: CBRSettings = Field(default_factory=CBRSettings)
     jitmem: JitMemSettings = Field(default_factory=JitMemSettings)
     trainer: TrainerSettings = Field(default_factory=TrainerSettings)
+    baselines: BaselineSettings = Field(default_factory=BaselineSettings)
     run: RunSettings = Field(default_factory=RunSettings)
     observe: ObserveSettings = Field(default_factory=ObserveSettings)
 

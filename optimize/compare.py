@@ -1047,7 +1047,6 @@ def compare(
 
     log = progress or (lambda line: logger.info("%s", line))
     settings = settings or Settings()
-    task_obj = get_task(task) if isinstance(task, str) else task
     seed = settings.run.seed if seed is None else seed
     threads = settings.run.threads if threads is None else threads
     if isinstance(budget, str):
@@ -1066,8 +1065,10 @@ def compare(
         trainset, testset = split_examples(data, n_train=n_train, n_test=n_test, seed=seed)
     if not trainset or not testset:
         raise ConfigError("the train and test sets must both be non-empty")
-    _check_overlap(trainset, testset, task_obj, log)
     roles = roles if roles is not None else configure(settings, set_default=False)
+    # a task named here takes its options in its constructor; a task object passed in keeps its own
+    task_obj = get_task(task, roles=roles, threads=threads) if isinstance(task, str) else task
+    _check_overlap(trainset, testset, task_obj, log)
     models = role_models(roles)
     if hasattr(task_obj, "roles") and getattr(task_obj, "roles", None) is None:
         task_obj.roles = roles  # the task's own judges and scrubbers run under the comparison's roles

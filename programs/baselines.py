@@ -161,7 +161,14 @@ def _build_few_shot(
         raise ConfigError(
             "method few_shot needs a training set (labelled examples for its demonstrations; `memento eval --train`)"
         )
-    return FewShot(task, trainset=list(trainset), k=5, seed=settings.run.seed, roles=roles)
+    return FewShot(
+        task,
+        trainset=list(trainset),
+        k=settings.baselines.few_shot_demos,
+        seed=settings.run.seed,
+        roles=roles,
+        threads=settings.run.threads,
+    )
 
 
 from memento.programs.react_agent import ReActAgent  # noqa: E402  (re-exported; the ReAct family has its own module)

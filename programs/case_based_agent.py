@@ -557,7 +557,8 @@ def build_cbr(
     reward_fn: RewardFn | None = None,
     web: Any = None,
 ) -> CaseBasedAgent:
-    """The ``cbr`` method from the ``[cbr]`` settings: a case bank in ``<memory_dir>/cbr``, ``cbr.k`` cases, 3 cycles.
+    """The ``cbr`` method from the ``[cbr]`` settings: a case bank in ``<memory_dir>/cbr``, ``cbr.k`` cases,
+    ``cbr.max_cycles`` planning cycles.
 
     Retrieval: a writing (training) agent samples with ``cbr.train_policy`` (default ``softmax`` over the gate's
     logits at temperature ``cbr.alpha``: exploration, so the gate also learns about cases it ranks low); a frozen
@@ -603,6 +604,7 @@ def build_cbr(
         k=cbr.k,
         policy=policy or (cbr.policy if frozen else cbr.train_policy),
         alpha=cbr.alpha,
+        max_cycles=cbr.max_cycles,
         retain=not frozen,
         success_threshold=settings.trainer.success_threshold,
         reward_fn=reward_fn,

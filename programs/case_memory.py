@@ -188,6 +188,7 @@ def _build(
         policy=cbr.policy,
         alpha=cbr.alpha,
         trainset=list(trainset) if few_shot else None,
+        demos=settings.baselines.few_shot_demos,
         seed=settings.run.seed,
         success_threshold=settings.trainer.success_threshold,
         roles=roles,
@@ -230,7 +231,8 @@ def build_few_shot_cases(
     frozen: bool = False,
     embedder: Any = None,
 ) -> CaseMemoryBaseline:
-    """``few_shot_cases``: the few-shot LLM (5 demonstrations) with ``cbr.k`` cases from ``<memory_dir>/cbr``."""
+    """``few_shot_cases``: the few-shot LLM (``baselines.few_shot_demos`` demonstrations) with ``cbr.k`` cases
+    from ``<memory_dir>/cbr``."""
     return _build(
         task=task,
         settings=settings,

@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import logging
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -159,12 +160,38 @@ def register_task(cls: type[Task]) -> type[Task]:
     return cls
 
 
-def get_task(name: str) -> Task:
-    """An instance of the registered task ``name``."""
+#: Options every command offers a task; a task whose constructor does not take one is built without it.
+OFFERED_OPTIONS: tuple[str, ...] = ("roles", "threads")
+
+
+def get_task(name: str, **options: Any) -> Task:
+    """An instance of the registered task ``name``, its options given to its constructor (keyword-only).
+
+    ``None`` values are left out (the task's default holds). ``roles`` and ``threads`` are offered: a task whose
+    constructor does not take them is built without them. Any other option must be one the task takes.
+
+    Example:
+        >>> get_task("legal", llm_scrub=True, roles=None, threads=2).llm_scrub
+        True
+
+    Raises:
+        ConfigError: the task is unknown, or it takes no such option (``--llm-scrub`` given for ``qa``).
+    """
     try:
-        return _REGISTRY[name]()
+        cls = _REGISTRY[name]
     except KeyError:
         raise ConfigError(f"unknown task {name!r}; available: {', '.join(sorted(_REGISTRY))}") from None
+    params = inspect.signature(cls).parameters
+    kwargs: dict[str, Any] = {}
+    for key, value in options.items():
+        if value is None:
+            continue
+        if key in params and params[key].kind is inspect.Parameter.KEYWORD_ONLY:
+            kwargs[key] = value
+        elif key not in OFFERED_OPTIONS:
+            flag = "--" + key.replace("_", "-")
+            raise ConfigError(f"task {name!r} takes no option {key!r} ({flag} applies to other tasks)")
+    return cls(**kwargs)
 
 
 def task_names() -> list[str]:

@@ -188,4 +188,4 @@ def test_eval_legal_llm_scrub_flag(tmp_path: Path) -> None:
     after = json.loads((tmp_path / "o2" / "results.json").read_text())["examples"][0]["inputs"]["facts"]
     assert before.startswith("The petitioner sued the respondent.")
     assert after.startswith("The petitioner brought suit against the respondent.")
-    assert wrong_task.exit_code == 1 and "--llm-scrub applies to the legal task only" in wrong_task.output
+    assert wrong_task.exit_code == 1 and "takes no option 'llm_scrub'" in wrong_task.output

@@ -172,7 +172,6 @@ def compare(
         observe=observe_flags(log_lm),
         memory=memory_flags(profile, stores),
     )
-    task_obj = get_task(task)
     if data is not None and (train is not None or test is not None):
         raise ConfigError("give either --data (split by seed) or --train and --test, not both")
     if data is None and (train is None or test is None):
@@ -200,6 +199,10 @@ def compare(
         "memory_batch_size": memory_batch_size,
         "memory_train_limit": memory_train_limit,
     }
+    import memento
+
+    roles = memento.configure(settings, set_default=False)
+    task_obj = get_task(task, roles=roles, threads=settings.run.threads)  # the task's options to its constructor
     kwargs: dict = {}
     if data is not None:
         kwargs["data"] = task_obj.load(data, limit=limit)
@@ -207,10 +210,8 @@ def compare(
     else:
         kwargs["trainset"] = task_obj.load(train, limit=limit)
         kwargs["testset"] = task_obj.load(test, limit=limit)
-    import memento
     from memento.progress import CompareProgress
 
-    roles = memento.configure(settings, set_default=False)
     observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
     with CompareProgress() as bars:  # on stderr: a bar per method and phase
         report = run_compare(

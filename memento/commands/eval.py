@@ -189,9 +189,9 @@ def eval_(
     stream_protocol = method == "jitmem" and settings.jitmem.protocol == "stream"
     if stream_protocol and settings.jitmem.warm and memory is None:
         raise ConfigError("--warm starts the test stream from a training bank: give it with --memory DIR")
-    task_spec = resolve_task(task)
-    if llm_scrub and not hasattr(task_spec, "llm_scrub"):
-        raise ConfigError(f"--llm-scrub applies to the legal task only, not {task_spec.name!r}")
+    roles = memento.configure(settings)
+    # the task's options go to its constructor (a task without an llm_scrub option refuses --llm-scrub)
+    task_spec = resolve_task(task, roles=roles, threads=settings.run.threads, llm_scrub=llm_scrub or None)
     fallback_dir = settings.run.output_dir / f"eval-{task_spec.name}-{method}"
     # checked before any LM call (a bad --out must not cost a run), created only when results are written
     out_dir = writable_dir(out or fallback_dir, what="--out")
@@ -201,13 +201,7 @@ def eval_(
     data_sha = file_sha256(data)
     key = run_key(settings, task=task_spec.name, method=method, metric=metric, data_sha256=data_sha, extra=extra)
     previous = [] if fresh else previous_results(out_dir / "results.json", key)
-    roles = memento.configure(settings)
     observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
-    if hasattr(task_spec, "roles"):
-        task_spec.roles = roles
-    if llm_scrub:
-        task_spec.llm_scrub = True
-        task_spec.threads = settings.run.threads
     with UsageMeter(roles) as load_meter:
         examples = task_spec.load(data, limit=limit)
     if not examples:

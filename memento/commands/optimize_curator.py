@@ -81,10 +81,8 @@ def optimize_curator_command(
         run={"threads": threads},
         jitmem=section(payload_tokens=payload_tokens),
     )
-    task_spec = resolve_task(task)
     roles = memento.configure(settings)
-    if hasattr(task_spec, "roles"):
-        task_spec.roles = roles
+    task_spec = resolve_task(task, roles=roles, threads=settings.run.threads)
     examples = task_spec.load(train, limit=limit)
     if not examples:
         raise DataError(f"no examples in {train}")

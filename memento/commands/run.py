@@ -52,26 +52,22 @@ _MEMORYLESS_METHODS = frozenset(
 _STATUS_STYLE = {"answered": "green", "decomposed": "cyan", "failed": "red", "pending": "yellow"}
 
 
-def resolve_task(name: str) -> Task:
-    """The registered task ``name`` (importing ``memento.tasks.<name>`` if needed); ``multihop`` falls back to qa."""
-    from memento.tasks.task import get_task
+def resolve_task(name: str, **options: Any) -> Task:
+    """The registered task ``name`` (importing ``memento.tasks.<name>`` if needed), built with its constructor
+    options (:func:`memento.tasks.task.get_task`: ``roles``, ``threads``, ``llm_scrub``...); ``multihop`` falls back
+    to qa."""
+    from memento.tasks.task import get_task, task_names
 
-    try:
-        return get_task(name)
-    except ConfigError:
-        pass
-    try:
-        importlib.import_module(f"memento.tasks.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"memento.tasks.{name}":
-            raise
-    try:
-        return get_task(name)
-    except ConfigError:
-        if name == "multihop":
-            logger.info("task multihop is not registered; using qa")
-            return get_task("qa")
-        raise
+    if name not in task_names():
+        try:
+            importlib.import_module(f"memento.tasks.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"memento.tasks.{name}":
+                raise
+    if name == "multihop" and name not in task_names():
+        logger.info("task multihop is not registered; using qa")
+        name = "qa"
+    return get_task(name, **options)
 
 
 def _label(node: Node) -> str:
@@ -250,7 +246,7 @@ def run(
     )
     roles = memento.configure(settings)
     observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
-    task_spec = resolve_task(task)
+    task_spec = resolve_task(task, roles=roles, threads=settings.run.threads)
     if len(task_spec.input_fields) != 1:
         raise ConfigError(
             f"task {task_spec.name!r} takes inputs {task_spec.input_fields}; `memento run` fills one question "

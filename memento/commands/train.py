@@ -109,9 +109,7 @@ def train(
     )
     roles = memento.configure(settings)
     observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
-    task_spec = resolve_task(task)
-    if hasattr(task_spec, "roles"):
-        task_spec.roles = roles
+    task_spec = resolve_task(task, roles=roles, threads=settings.run.threads)
     examples = task_spec.load(data, limit=limit)
     if not examples:
         raise DataError(f"no examples in {data}")
