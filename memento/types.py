@@ -24,6 +24,8 @@ __all__ = [
     "StageUsage",
     "Usage",
     "Trajectory",
+    "CBRDetails",
+    "JitMemDetails",
     "Exploration",
     "Rule",
     "RuleStatus",
@@ -161,6 +163,31 @@ class Exploration(_Record):
     insights: list[str] = Field(default_factory=list)
 
 
+class CBRDetails(_Record):
+    """What a case-based run did: the cases it retrieved, its plan, its reward and the case it stored."""
+
+    retrieved: list[str] = Field(default_factory=list)  # case ids, in rank order
+    retrieved_rewards: list[float] = Field(default_factory=list)
+    policy: str = ""
+    plan: str = ""
+    reward: float | None = None
+    reward_source: str | None = None  # metric | judge | retain()
+    stored_case: str | None = None
+    gate_loss: float | None = None
+
+
+class JitMemDetails(_Record):
+    """What a JitMem run did: the trajectories it retrieved, the payload it curated, the judge's verdict."""
+
+    retrieved: list[str] = Field(default_factory=list)  # task ids of the retrieved trajectories, in rank order
+    scores: list[float] = Field(default_factory=list)
+    payload_chars: int = 0
+    payload_tokens: int = 0
+    raw_tokens: int = 0
+    accepted: bool | None = None
+    stored: bool = False
+
+
 class Trajectory(_Record):
     """The complete record of one task run: tree, tool calls, notes, prediction, usage, timings."""
 
@@ -178,6 +205,8 @@ class Trajectory(_Record):
     timings: dict[str, float] = Field(default_factory=dict)
     memory_version: int | None = None
     injected_memory: dict[str, list[str]] = Field(default_factory=dict)  # store -> ids of the items injected
+    cbr: CBRDetails | None = None  # a case-based run's retrieval, plan and reward
+    jitmem: JitMemDetails | None = None  # a JitMem run's retrieval and payload
     explorations: list[Exploration] = Field(default_factory=list)  # MEMENTO Appendix D.1, in order
     error: str | None = None
     created_at: dt.datetime = Field(default_factory=utcnow)

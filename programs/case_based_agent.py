@@ -38,7 +38,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import logging
 import threading
 import time
@@ -62,7 +61,7 @@ from memento.signatures.plan_from_cases import PlanFromCases
 from memento.tasks.task import Task
 from memento.text import one_line
 from memento.threads import run_parallel
-from memento.types import Case, Node, ToolCall, Trajectory, new_id
+from memento.types import Case, CBRDetails, Node, ToolCall, Trajectory, new_id
 
 if TYPE_CHECKING:
     from memento.config import Settings
@@ -76,7 +75,6 @@ logger = logging.getLogger(__name__)
 RewardFn = Callable[[dspy.Example, dspy.Prediction], Any]
 
 ROOT_ID = "root"
-_CALL_INFO: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("cbr_call_info", default=None)
 _RESULT_CHARS = 600
 
 
@@ -222,29 +220,19 @@ class CaseBasedAgent(ResearchProgram):
     # -- the call ------------------------------------------------------------------------------------------------
     def forward(self, **kwargs: Any) -> dspy.Prediction:
         """Run one task; the prediction carries ``cbr`` (retrieved ids, plan, reward and its source, stored case)."""
-        info: dict[str, Any] = {"kwargs": kwargs}
-        token = _CALL_INFO.set(info)
-        try:
-            pred = super().forward(**kwargs)
-        finally:
-            _CALL_INFO.reset(token)
-        info.pop("kwargs", None)
-        pred.cbr = info
+        pred = super().forward(**kwargs)
+        details = pred.trajectory.cbr or CBRDetails(policy=self.policy)
+        pred.cbr = details.model_dump(exclude_unset=True)  # the keys of what this call did
         return pred
 
     def research(self, call: ResearchCall) -> dict[str, Any]:
-        info = _CALL_INFO.get()
-        if info is None:  # research() called directly (not through forward)
-            info = {}
         traj = call.trajectory
+        info = traj.cbr = CBRDetails(policy=self.policy)
         started = time.perf_counter()
         hits = self._retrieve(call)
         traj.timings["retrieve_s"] = round(time.perf_counter() - started, 6)
-        info.update(
-            retrieved=[c.id for c, _ in hits],
-            retrieved_rewards=[c.reward for c, _ in hits],
-            policy=self.policy,
-        )
+        info.retrieved = [c.id for c, _ in hits]
+        info.retrieved_rewards = [c.reward for c, _ in hits]
         call.note(
             f"cbr: retrieved {len(hits)} cases by {self.policy} "
             f"{[(c.id, round(c.reward, 2), round(s, 3)) for c, s in hits]}"
@@ -305,7 +293,7 @@ class CaseBasedAgent(ResearchProgram):
                 executed.extend(nodes)
             if done or not nodes:
                 break
-        info["plan"] = _plan_text(executed)
+        info.plan = _plan_text(executed)
         started = time.perf_counter()
         findings = _findings(executed) or "(no sub-task was executed)"
         pred = self.answer(context=context, research_findings=findings, **call.inputs)
@@ -373,22 +361,22 @@ class CaseBasedAgent(ResearchProgram):
             except MemoryFrozenError as exc:  # a frozen executor bank is read-only by design
                 call.note(f"cbr: executor case not stored ({exc})")
 
-    def _reward(self, call: ResearchCall, info: dict[str, Any], outputs: dict[str, Any], findings: str) -> float:
-        kwargs = info.get("kwargs") or {}
+    def _reward(self, call: ResearchCall, info: CBRDetails, outputs: dict[str, Any], findings: str) -> float:
+        kwargs = {**call.inputs, **call.extra}
         if self.reward_fn is not None:
             from memento.metrics.as_float import score_of
 
             example = dspy.Example(**{k: v for k, v in kwargs.items() if k not in ("cutoff", "context")})
-            info["reward_source"] = "metric"
+            info.reward_source = "metric"
             return float(score_of(self.reward_fn(example, dspy.Prediction(**outputs))))
-        info["reward_source"] = "judge"
+        info.reward_source = "judge"
         lm = getattr(self.roles, "judge_lm", None) if self.roles is not None else None
         answer = "\n".join(f"{name}: {outputs.get(name)}" for name in self.task.output_fields)
         with dspy.context(lm=lm) if lm is not None else contextlib.nullcontext():
             verdict = self.judge(
                 task=call.task_text,
                 task_goal=call.task_goal,
-                plan=as_data(info.get("plan", "")),
+                plan=as_data(info.plan),
                 findings=as_data(findings),
                 final_answer=as_data(answer),
             )
@@ -397,7 +385,7 @@ class CaseBasedAgent(ResearchProgram):
     def _retain(
         self,
         call: ResearchCall,
-        info: dict[str, Any],
+        info: CBRDetails,
         hits: list[tuple[Case, float]],
         executed: list[Node],
         outputs: dict[str, Any],
@@ -409,16 +397,16 @@ class CaseBasedAgent(ResearchProgram):
         except Exception as exc:  # an unparseable grade: keep the run, store nothing rather than a made-up reward
             failure = handle_error(exc, where="cbr: reward", log=logger)
             call.note(f"{failure}; case not stored")
-            info.update(reward=None, stored_case=None)
+            info.reward, info.stored_case = None, None
             return
         reward = min(1.0, max(0.0, reward)) if reward == reward else 0.0  # NaN -> 0
-        info["reward"] = reward
+        info.reward = reward
         key = call.retrieval_key or call.task_text
-        case, loss = self._write(key, info.get("plan", ""), reward, hits, call.task_id, executed)
-        info.update(stored_case=case.id if case else None, gate_loss=loss)
+        case, loss = self._write(key, info.plan, reward, hits, call.task_id, executed)
+        info.stored_case, info.gate_loss = (case.id if case else None), loss
         call.trajectory.timings["retain_s"] = round(time.perf_counter() - started, 6)
         call.trajectory.score = reward
-        call.note(f"cbr: reward {reward:.2f} ({info['reward_source']}); stored case {info['stored_case']}")
+        call.note(f"cbr: reward {reward:.2f} ({info.reward_source}); stored case {info.stored_case}")
 
     def _write(
         self,
@@ -455,6 +443,8 @@ class CaseBasedAgent(ResearchProgram):
         task_id = trajectory.task_id if isinstance(trajectory, Trajectory) else new_id("t-")
         case, loss = self._write(task_text, info.get("plan", ""), float(reward), hits, task_id)
         info.update(reward=float(reward), reward_source="retain()", stored_case=case.id, gate_loss=loss)
+        if isinstance(trajectory, Trajectory):
+            trajectory.cbr = CBRDetails.model_validate(info)
         return case
 
 

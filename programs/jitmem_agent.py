@@ -52,7 +52,7 @@ from memento.programs.registry import register_method
 from memento.programs.research_program import CONTROL_ARGS, EmptyQuestionError
 from memento.signatures.judge_success import JudgeSuccess
 from memento.tasks.task import Task
-from memento.types import Trajectory, Usage, new_id
+from memento.types import JitMemDetails, Trajectory, Usage, new_id
 from memento.usage import UsageMeter
 
 if TYPE_CHECKING:
@@ -225,14 +225,13 @@ class JitMemAgent(dspy.Module):
             trajectory.notes.extend(notes)
             trajectory.method = f"jitmem[{trajectory.method or type(self.executor).__name__}]"
             trajectory.timings.update(timings)
-            info: dict[str, Any] = {
-                "retrieved": retrieved,
-                "payload_chars": len(payload),
-                "payload_tokens": estimate_tokens(payload),
-                "raw_tokens": raw_tokens,
-                "accepted": None,
-                "stored": False,
-            }
+            details = trajectory.jitmem = JitMemDetails(
+                retrieved=retrieved,
+                scores=[round(float(s), 6) for *_, s in hits],
+                payload_chars=len(payload),
+                payload_tokens=estimate_tokens(payload),
+                raw_tokens=raw_tokens,
+            )
             if store:
                 started = time.perf_counter()
                 try:
@@ -240,7 +239,7 @@ class JitMemAgent(dspy.Module):
                 except Exception as exc:  # an unparseable verdict counts as a rejection (never store unjudged)
                     accepted, reason = False, str(handle_error(exc, where="judge", log=logger))
                 trajectory.timings["judge_s"] = round(time.perf_counter() - started, 6)
-                info["accepted"] = accepted
+                details.accepted = accepted
                 trajectory.notes.append(f"jitmem: judge {'accepted' if accepted else 'rejected'} ({reason[:200]})")
                 trajectory.usage = _merge_usage(meter.usage(), executor_usage)
                 to_store = trajectory
@@ -252,9 +251,9 @@ class JitMemAgent(dspy.Module):
                         to_store = None
                         trajectory.notes.append(f"{failure}; not stored")
                 if to_store is not None:
-                    info["stored"] = self.bank.add(to_store, accepted)
+                    details.stored = self.bank.add(to_store, accepted)
         trajectory.usage = _merge_usage(meter.usage(), executor_usage)
-        pred.jitmem = info
+        pred.jitmem = {k: v for k, v in details.model_dump().items() if k != "scores"}
         return pred
 
 

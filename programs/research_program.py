@@ -76,6 +76,7 @@ class ResearchCall:
     trajectory: Trajectory
     task_goal: str = ""
     retrieval_key: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # other keyword arguments (a training example's labels)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add_tool_call(self, call: ToolCall) -> None:
@@ -213,6 +214,7 @@ class ResearchProgram(dspy.Module):
             trajectory=trajectory,
             task_goal=self.task.task_goal(),
             retrieval_key=key,
+            extra={k: v for k, v in kwargs.items() if k not in inputs and k not in ("cutoff", "context")},
         )
 
     def forward(self, **kwargs: Any) -> dspy.Prediction:
