@@ -27,7 +27,50 @@ from memento.web.errors import WebConfigError
 from memento.web.search_result import SearchBackend, UndatedPolicy
 from memento.web.web_tools import WebTools
 
-__all__ = ["make_backend", "make_fetcher", "make_web_tools", "web_tools_factory", "open_corpus", "corpus_index_dir"]
+__all__ = [
+    "make_backend",
+    "make_fetcher",
+    "make_web_tools",
+    "web_tools_factory",
+    "open_corpus",
+    "corpus_index_dir",
+    "reset_live_web_notice",
+]
+
+LIVE_WEB_NOTICE = (
+    "memento: no corpus configured: searching the live web (DuckDuckGo); pass --corpus FILE.jsonl (or set "
+    "web.corpus) to search a local corpus instead"
+)
+_notice_lock = threading.Lock()
+_notice_given = False
+
+
+def reset_live_web_notice() -> None:
+    """Let the next live-web search print the notice again (a new session in the same process, tests)."""
+    global _notice_given
+    with _notice_lock:
+        _notice_given = False
+
+
+class _LiveWebNotice:
+    """A search backend that prints, once per process, that it searches the live web (no corpus configured)."""
+
+    def __init__(self, backend: SearchBackend) -> None:
+        self._backend = backend
+
+    def search(self, *args: Any, **kwargs: Any) -> Any:
+        global _notice_given
+        with _notice_lock:
+            first, _notice_given = not _notice_given, True
+        if first:
+            import sys
+
+            print(LIVE_WEB_NOTICE, file=sys.stderr, flush=True)
+        return self._backend.search(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +113,7 @@ def make_backend(settings: Settings) -> SearchBackend:
     """The search backend the settings ask for (see the module docstring)."""
     web = settings.web
     kind = web.backend
+    live_by_default = kind == "auto" and not web.corpus
     if kind == "auto":
         kind = "offline" if web.corpus else "ddgs"
     if kind == "offline":
@@ -89,7 +133,8 @@ def make_backend(settings: Settings) -> SearchBackend:
         )
     from memento.web.ddgs_backend import DDGSBackend
 
-    return DDGSBackend(timeout=web.timeout, max_concurrent=web.max_concurrent_searches)
+    backend = DDGSBackend(timeout=web.timeout, max_concurrent=web.max_concurrent_searches)
+    return _LiveWebNotice(backend) if live_by_default else backend  # type: ignore[return-value]
 
 
 def make_fetcher(settings: Settings, *, offline: bool | None = None) -> Any:

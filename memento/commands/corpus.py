@@ -10,10 +10,7 @@ import typer
 from rich.table import Table
 
 from memento.commands._common import (
-    APIBaseOpt,
     ConfigOpt,
-    JudgeLMOpt,
-    LMOpt,
     cli_errors,
     console,
     err_console,
@@ -43,14 +40,11 @@ def build(
         bool, typer.Option("--strict", help="Fail on the first malformed entry instead of skipping.")
     ] = False,
     config: ConfigOpt = None,
-    lm: LMOpt = None,
-    api_base: APIBaseOpt = None,
-    judge_lm: JudgeLMOpt = None,
 ) -> None:
     """Build a BM25 index of local documents into DIR (malformed lines are reported with file:line)."""
     from memento.web.offline_corpus import OfflineCorpus
 
-    settings_from_flags(config, lm, api_base, judge_lm)  # validates --config and the environment
+    settings_from_flags(config, None, None, None)  # validates --config and the environment
     shown = 0
 
     def report(err: Exception) -> None:
@@ -86,9 +80,6 @@ def search(
     undated: Annotated[str, typer.Option("--undated", help="Undated documents under a cutoff: keep | drop.")] = "keep",
     as_json: JsonOpt = False,
     config: ConfigOpt = None,
-    lm: LMOpt = None,
-    api_base: APIBaseOpt = None,
-    judge_lm: JudgeLMOpt = None,
 ) -> None:
     """Search an offline corpus and print the top results."""
     from memento.errors import ConfigError
@@ -100,7 +91,7 @@ def search(
         cutoff = dt.date.fromisoformat(before) if before else None
     except ValueError:
         raise ConfigError(f"--before must be a date YYYY-MM-DD, not {before!r}") from None
-    settings = settings_from_flags(config, lm, api_base, judge_lm)
+    settings = settings_from_flags(config, None, None, None)
     index = open_corpus(corpus, cache_dir=settings.web.cache_dir)
     results = index.search(query, k=k, before=cutoff, undated=undated)  # type: ignore[arg-type]
     if as_json:

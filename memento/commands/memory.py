@@ -18,12 +18,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from memento.commands._common import (
-    APIBaseOpt,
     ConfigOpt,
-    JudgeLMOpt,
-    LMOpt,
+    NoWaitOpt,
     cli_errors,
     console,
+    memory_lock,
     settings_from_flags,
 )
 from memento.commands._observe import JsonOpt, print_json
@@ -54,9 +53,6 @@ def show(
     ] = None,
     limit: Annotated[int, typer.Option("--limit", help="Items shown per store.", min=1)] = 20,
     config: ConfigOpt = None,
-    lm: LMOpt = None,
-    api_base: APIBaseOpt = None,
-    judge_lm: JudgeLMOpt = None,
 ) -> None:
     """Print the memory's items: M1 entries, M2/M3 rules (heaviest first) and M4 facts."""
     from memento.memory.memento_memory import STORES
@@ -100,9 +96,6 @@ def stats(
     memory: MemoryOpt = None,
     as_json: JsonOpt = False,
     config: ConfigOpt = None,
-    lm: LMOpt = None,
-    api_base: APIBaseOpt = None,
-    judge_lm: JudgeLMOpt = None,
 ) -> None:
     """Counts per store and the version history."""
     mem = _open(memory, config)
@@ -151,9 +144,6 @@ def diff(
     b: Annotated[int, typer.Argument(help="The newer version.")],
     memory: MemoryOpt = None,
     config: ConfigOpt = None,
-    lm: LMOpt = None,
-    api_base: APIBaseOpt = None,
-    judge_lm: JudgeLMOpt = None,
 ) -> None:
     """What changed between two versions, per store (items and characters added/deleted/modified).
 
@@ -209,15 +199,15 @@ def _field_changes(before: dict[str, Any], after: dict[str, Any]) -> str:
 def rollback(
     version: Annotated[int, typer.Argument(help="The version to restore.")],
     memory: MemoryOpt = None,
+    no_wait: NoWaitOpt = False,
     config: ConfigOpt = None,
-    lm: LMOpt = None,
-    api_base: APIBaseOpt = None,
-    judge_lm: JudgeLMOpt = None,
 ) -> None:
     """Restore a version (the change log keeps everything; later versions are marked rolled back)."""
-    mem = _open(memory, config, write=True)
-    before = mem.version
-    changed = mem.rollback(version)
+    directory = memory or settings_from_flags(config, None, None, None).memory.dir
+    with memory_lock(directory, no_wait=no_wait):  # never while a trainer writes the same memory
+        mem = _open(directory, config, write=True)
+        before = mem.version
+        changed = mem.rollback(version)
     console.print(f"memory {escape(str(mem.directory))}: version {before} -> {version} ({changed} items restored)")
 
 
@@ -228,9 +218,6 @@ def export(
     memory: MemoryOpt = None,
     version: Annotated[int | None, typer.Option("--version", help="Export this version (default: current).")] = None,
     config: ConfigOpt = None,
-    lm: LMOpt = None,
-    api_base: APIBaseOpt = None,
-    judge_lm: JudgeLMOpt = None,
 ) -> None:
     """Write the memory (or one version) as readable markdown and JSON; deterministic output."""
     mem = _open(memory, config)

@@ -16,10 +16,7 @@ import typer
 from rich.table import Table
 
 from memento.commands._common import (
-    APIBaseOpt,
     ConfigOpt,
-    JudgeLMOpt,
-    LMOpt,
     cli_errors,
     console,
     settings_from_flags,
@@ -54,12 +51,9 @@ def qgate_stats(
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Epochs of the offline refit.")] = 30,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     config: ConfigOpt = None,
-    lm: LMOpt = None,
-    api_base: APIBaseOpt = None,
-    judge_lm: JudgeLMOpt = None,
 ) -> None:
     """Q-gate AUC on logged (query, case, reward) pairs: prequential, held-out refit, and the cosine baseline."""
-    settings = settings_from_flags(config, lm, api_base, judge_lm)
+    settings = settings_from_flags(config, None, None, None)
     from memento.memory.case_bank import CaseBank, StoredEmbedder
     from memento.memory.q_gate import gate_report
 

@@ -7,6 +7,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import importlib
 import json
@@ -24,9 +25,12 @@ from memento.commands._common import (
     ConfigOpt,
     JudgeLMOpt,
     LMOpt,
+    NoWaitOpt,
+    cancellable,
     cli_errors,
     console,
     err_console,
+    memory_lock,
     settings_from_flags,
 )
 from memento.commands._method_options import CBRK, CBRAlpha, CBRMinPairs, CBRTrainPolicy, JitMemPayloadTokens, section
@@ -49,6 +53,8 @@ logger = logging.getLogger(__name__)
 _MEMORYLESS_METHODS = frozenset(
     {"aet", "react", "react_rewrite", "react_rerank", "react_rewrite_rerank", "closed_book", "few_shot"}
 )
+#: Methods whose runs write to their memory directory (a case, a trajectory): run under its write lock.
+_WRITING_METHODS = frozenset({"cbr", "jitmem"})
 _STATUS_STYLE = {"answered": "green", "decomposed": "cyan", "failed": "red", "pending": "yellow"}
 
 
@@ -184,9 +190,57 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False))
 
 
+def _task_inputs(task_spec: Task, question: str | None, inputs: list[str], example: Path | None) -> dict[str, Any]:
+    """The task's inputs from ``--question``, ``--input name=value`` (repeatable) and ``--example FILE.json``.
+
+    Raises:
+        ConfigError: an unknown or missing input field, a malformed ``--input``, or a bad example file (one line).
+    """
+    from memento.paths import read_text
+
+    fields = list(task_spec.input_fields)
+    values: dict[str, Any] = {}
+    if example is not None:
+        try:
+            data = json.loads(read_text(example, what="example file", error=ConfigError))
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"example file {example} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"example file {example} must hold a JSON object with the fields {fields}")
+        values.update({k: v for k, v in data.items() if k in fields})
+    for item in inputs:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--input {item!r} is not name=value (the task {task_spec.name!r} takes {fields})")
+        if name.strip() not in fields:
+            raise ConfigError(f"--input {name.strip()!r} is not an input of task {task_spec.name!r}: it takes {fields}")
+        values[name.strip()] = value
+    if question is not None:
+        if len(fields) != 1 and "question" not in fields:
+            raise ConfigError(
+                f"task {task_spec.name!r} takes inputs {fields}: pass them with --input name=value or --example FILE"
+            )
+        values["question" if "question" in fields else fields[0]] = question
+    missing = [f for f in fields if f not in values or (isinstance(values[f], str) and not values[f].strip())]
+    if missing:
+        how = "--question TEXT" if fields == ["question"] else "--input name=value or --example FILE.json"
+        raise ConfigError(f"task {task_spec.name!r} needs {', '.join(missing)}: pass {how}")
+    return values
+
+
 @cli_errors
+@cancellable
 def run(
-    question: Annotated[str, typer.Option("--question", "-q", help="The question (the task's input).")],
+    question: Annotated[
+        str | None, typer.Option("--question", "-q", help="The question (tasks with one text input).")
+    ] = None,
+    inputs: Annotated[
+        list[str] | None,
+        typer.Option("--input", "-i", help="A task input as name=value (repeatable), for any task's inputs."),
+    ] = None,
+    example: Annotated[
+        Path | None, typer.Option("--example", help="A JSON file with the task's inputs (e.g. a data row).")
+    ] = None,
     task: Annotated[str, typer.Option("--task", help="Task spec (multihop, qa, legal, ...).")] = "multihop",
     method: Annotated[str, typer.Option("--method", "-m", help="aet, react, closed_book, ... (see docs).")] = "aet",
     corpus: Annotated[
@@ -209,6 +263,7 @@ def run(
         str | None, typer.Option("--cutoff", help="Hide sources published on or after this date (YYYY-MM-DD).")
     ] = None,
     memory: Annotated[Path | None, typer.Option("--memory", help="Memory directory (memory-using methods).")] = None,
+    no_wait: NoWaitOpt = False,
     log_lm: LogLMOpt = None,
     as_json: JsonOpt = False,
     cbr_k: CBRK = None,
@@ -223,10 +278,11 @@ def run(
 ) -> None:
     """Answer one question with a research program; print the answer and a compact tree; save the trajectory."""
     import memento
-    from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree
-    from memento.programs.registry import build_program
+    from memento.provenance import provenance
+    from memento.types import utcnow
 
-    if not question.strip():
+    started_at = utcnow().isoformat()
+    if question is not None and not question.strip():
         raise ConfigError("--question is empty: give the question to research")
     settings = settings_from_flags(
         config,
@@ -247,12 +303,37 @@ def run(
     roles = memento.configure(settings)
     observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
     task_spec = resolve_task(task, roles=roles, threads=settings.run.threads)
-    if len(task_spec.input_fields) != 1:
-        raise ConfigError(
-            f"task {task_spec.name!r} takes inputs {task_spec.input_fields}; `memento run` fills one question "
-            "field - use `memento eval --data FILE` for this task"
-        )
+    task_inputs = _task_inputs(task_spec, question, inputs or [], example)
     out_dir, out_name = _check_out(out, Path(settings.run.output_dir).expanduser())  # before any LM call
+    lock: Any = contextlib.nullcontext()
+    if method in _WRITING_METHODS:  # their runs add to the bank: one writer per memory directory, open to save
+        lock = memory_lock(Path(memory or settings.memory.dir), no_wait=no_wait)
+    with lock:
+        pred, program = _run_program(
+            method, task_spec, settings, roles, memory, task_inputs, cutoff=cutoff, trace=trace
+        )
+    trajectory: Trajectory = pred.trajectory
+    trajectory.method = trajectory.method or method
+    trajectory.provenance = provenance(settings, started_at=started_at)
+    question = question if question is not None else json.dumps(task_inputs, ensure_ascii=False, default=str)
+    _report_run(pred, trajectory, task_spec, settings, question, out_dir, out_name, as_json=as_json)
+
+
+def _run_program(
+    method: str,
+    task_spec: Task,
+    settings: Any,
+    roles: Any,
+    memory: Path | None,
+    task_inputs: dict[str, Any],
+    *,
+    cutoff: str | None,
+    trace: bool,
+) -> tuple[Any, Any]:
+    """Build the method's program and run it once on the task inputs (with the live status line or --trace)."""
+    from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree
+    from memento.programs.registry import build_program
+
     program = build_program(method, task=task_spec, settings=settings, roles=roles, memory_dir=memory)
     if memory is not None and method in _MEMORYLESS_METHODS:
         err_console.print(
@@ -271,9 +352,22 @@ def run(
     if not trace and isinstance(program, AdaptiveExplorationTree):
         program.on_event = status.on_tree_event
     with status:
-        pred = program(**{task_spec.input_fields[0]: question}, cutoff=cutoff)
-    trajectory: Trajectory = pred.trajectory
-    trajectory.method = trajectory.method or method
+        pred = program(**task_inputs, cutoff=cutoff)
+    return pred, program
+
+
+def _report_run(
+    pred: Any,
+    trajectory: Trajectory,
+    task_spec: Task,
+    settings: Any,
+    question: str,
+    out_dir: Path,
+    out_name: str | None,
+    *,
+    as_json: bool,
+) -> None:
+    """Save the trajectory and print the answer, the tree and the usage (or the JSON summary)."""
     if as_json:
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         fallback = Path(settings.run.output_dir).expanduser()
