@@ -61,12 +61,12 @@ def test_sigint_stops_eval_keeps_finished_and_rerun_completes(tmp_path: Path, me
         cmd = _eval_cmd(data, out, server, method)
         code, seconds, at_signal, err = _interrupt(cmd, _env(tmp_path), server, after=after, sig=signal.SIGINT)
         assert code == 130, err
-        assert seconds < 8, seconds  # the issue asks for 5 s; slack for a loaded 2-core test machine
+        assert seconds < 10, seconds  # the issue asks for 5 s (about 2 s measured); slack for a loaded machine
         # at most the calls in flight when the signal arrived (2 threads) were made after it
-        assert server.chat_requests <= at_signal + 2
+        assert server.chat_requests <= at_signal + 2, (server.chat_requests, at_signal)
         assert "cancelled by SIGINT" in err and "Traceback" not in err
         saved = json.loads((out / "results.json").read_text())
-        assert saved["complete"] is False and 0 < saved["n"] < 20
+        assert saved["complete"] is False and 0 < saved["n"] < 20, (saved["n"], err)
         finished = {e["id"] for e in saved["examples"] if not e["error"]}
         assert len(finished) == saved["n"]
 
