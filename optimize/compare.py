@@ -49,7 +49,7 @@ from typing import Any, Protocol
 import dspy
 
 from memento.config import Settings
-from memento.errors import ConfigError, LMUnavailableError, MementoError
+from memento.errors import Cancelled, ConfigError, LMUnavailableError, MementoError
 from memento.files import atomic_path, atomic_write_text
 from memento.lm import raise_if_fatal
 from memento.optimize.budgets import CompareBudget, resolve_budget
@@ -788,6 +788,27 @@ def _runner_for(spec: MethodSpec) -> MethodRunner:
 
 # -- phases -------------------------------------------------------------------------------------------------------
 @contextlib.contextmanager
+def method_cache(directory: Path) -> Iterator[None]:
+    """Give the enclosed method its own DSPy response cache (memory and disk, in ``directory``).
+
+    DSPy's cache is process-wide and ignores rollout ids at temperature 0: with one cache, a later method would be
+    served the earlier methods' identical calls and report 0 LM calls. Each method starts empty (and a resumed
+    comparison finds its own cache again); whether caching is on at all follows the current cache.
+    """
+    previous = dspy.cache
+    dspy.configure_cache(
+        enable_disk_cache=bool(getattr(previous, "enable_disk_cache", True)),
+        enable_memory_cache=bool(getattr(previous, "enable_memory_cache", True)),
+        disk_cache_dir=str(directory),
+    )
+    try:
+        yield
+    finally:
+        with dspy._cache_lock:
+            dspy.cache = previous
+
+
+@contextlib.contextmanager
 def _metered(roles: Any) -> Iterator[tuple[UsageMeter, list[float]]]:
     meter = UsageMeter(roles)
     clock = [time.perf_counter(), 0.0]
@@ -895,7 +916,10 @@ def _run_method(
             record.scores, record.failed_examples, record.measures, record.costs.test = tested
         record.artefacts["predictions"] = "test/"
         record.status = "done"
-    except (LMUnavailableError, KeyboardInterrupt):
+        if record.scores and record.failed_examples >= len(record.scores):  # failure is not a score of 0
+            record.status = "error"
+            record.error = f"test: every example failed ({record.failed_examples} of {len(record.scores)})"
+    except (LMUnavailableError, KeyboardInterrupt, Cancelled):
         raise
     except Exception as exc:  # one method's crash is recorded; the comparison goes on
         raise_if_fatal(exc)
@@ -1013,6 +1037,7 @@ def compare(
     progress: Callable[[str], None] | None = None,
     embedder: Any = None,
     observer: CompareObserver | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> CompareReport:
     """Train and test every method on one split with one metric and write ``results.json``/``results.md``/plots.
 
@@ -1035,6 +1060,8 @@ def compare(
         progress: called with one line per step (the CLI prints them).
         embedder: the text embedder of the memory methods' stores (default: theirs, MiniLM when available).
         observer: follows phases, examples and finished methods (progress bars, MLflow tracking).
+        provenance: what produced the comparison (:func:`memento.provenance.provenance`); stored in the report,
+            its ``ended_at`` updated when the comparison ends.
 
     Returns:
         The :class:`CompareReport` that was written to ``out_dir``.
@@ -1121,6 +1148,7 @@ def compare(
         lm_roles=models,
         budget=budget.model_dump(),
         preprocess=preprocess_cost,
+        provenance=provenance,
     )
     with dspy.context(lm=getattr(roles, "lm", None) or dspy.settings.lm):
         for spec in specs:
@@ -1128,10 +1156,13 @@ def compare(
             method_ctx = (
                 ctx if callable(metric) else dataclasses.replace(ctx, metric=_resolve_metric(task_obj, metric, roles))
             )
-            report.methods[spec.name] = _run_method(method_ctx, spec, models, log)
+            with method_cache(out / spec.slug / "lm-cache"):
+                report.methods[spec.name] = _run_method(method_ctx, spec, models, log)
             _summarise(report, seed)
             write_report(report, out, plots=False)  # after every method: a crash later keeps what is done
     report.created_at = dt.datetime.now(dt.UTC)
+    if report.provenance is not None:
+        report.provenance = {**report.provenance, "ended_at": report.created_at.isoformat()}
     _summarise(report, seed)
     write_report(report, out)
     return report

@@ -109,6 +109,7 @@ class CompareReport(BaseModel):
     preprocess: PhaseCost = Field(default_factory=PhaseCost)  # the task's preprocessing of the split (LLM scrubs)
     totals: PhaseCost = Field(default_factory=PhaseCost)
     created_at: dt.datetime = Field(default_factory=utcnow)
+    provenance: dict[str, Any] | None = None  # settings, models, versions, data hashes, times (memento.provenance)
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -136,10 +137,10 @@ def render_markdown(report: CompareReport) -> str:
         "",
         "LM roles: " + ", ".join(f"{role} = `{model}`" for role, model in report.lm_roles.items()),
         "",
-        "| method | status | score (95% CI) | Δ vs baseline (95% CI) | train LM calls | train tokens | "
-        "test LM calls | test tokens | judge calls (train/test) | searches (train/test) | fetches (train/test) | "
-        "wall s (train/test) | $ (train+test) |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| method | status | score (95% CI) | failed examples | Δ vs baseline (95% CI) | train LM calls (cached) | "
+        "train tokens | test LM calls (cached) | test tokens | judge calls (train/test) | searches (train/test) | "
+        "fetches (train/test) | wall s (train/test) | $ (train+test) |",
+        "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, res in report.methods.items():
         train, test = res.costs.train, res.costs.test
@@ -155,8 +156,10 @@ def render_markdown(report: CompareReport) -> str:
         status = res.status if res.status != "error" else f"error: {(res.error or '')[:60]}"
         total = res.costs.total
         lines.append(
-            f"| `{name}` | {status} | {score} | {diff} | {_int(train.lm_calls)} | {_int(train.tokens)} | "
-            f"{_int(test.lm_calls)} | {_int(test.tokens)} | {train.judge_calls}/{test.judge_calls} | "
+            f"| `{name}` | {status} | {score} | {res.failed_examples}/{len(res.scores)} | {diff} | "
+            f"{_int(train.lm_calls)} ({_int(train.cached_lm_calls)}) | {_int(train.tokens)} | "
+            f"{_int(test.lm_calls)} ({_int(test.cached_lm_calls)}) | {_int(test.tokens)} | "
+            f"{train.judge_calls}/{test.judge_calls} | "
             f"{train.searches}/{test.searches} | {train.fetches}/{test.fetches} | "
             f"{train.wall_seconds:.1f}/{test.wall_seconds:.1f} | {_money(total.dollars)} |"
         )
@@ -167,8 +170,9 @@ def render_markdown(report: CompareReport) -> str:
         f"cache), {_int(t.prompt_tokens)} prompt + {_int(t.completion_tokens)} completion tokens, "
         f"{t.searches} searches, {t.fetches} fetches, {t.wall_seconds:.1f} s, {_money(t.dollars)}.",
         "",
-        "`*`: the paired-bootstrap 95% interval excludes zero. LM calls count every role; judge calls are the part "
-        "made by the judge role."
+        "`*`: the paired-bootstrap 95% interval excludes zero. LM calls count every billed request of every role "
+        "(in brackets: calls served from the method's own response cache, not billed); judge calls are the part "
+        "made by the judge role. Failed examples: test examples whose run or metric failed (scored 0)."
         + (
             f" The total includes {report.preprocess.lm_calls} LM calls of the task's preprocessing."
             if report.preprocess.lm_calls
@@ -210,7 +214,23 @@ def render_markdown(report: CompareReport) -> str:
     for name, res in report.methods.items():
         for label, value in res.artefacts.items():
             lines.append(f"- `{name}` {label}: `{value}`")
+    lines += _provenance_lines(report.provenance)
     return "\n".join(lines) + "\n"
+
+
+def _provenance_lines(prov: dict[str, Any] | None) -> list[str]:
+    """The provenance section of results.md: versions, commit, data files, endpoints, times."""
+    if not prov:
+        return []
+    versions = ", ".join(f"{k} {v}" for k, v in (prov.get("versions") or {}).items() if v)
+    lines = ["", "## Provenance", "", f"- versions: {versions}", f"- git commit: `{prov.get('git_commit') or '-'}`"]
+    for label, info in (prov.get("data") or {}).items():
+        lines.append(f"- {label}: `{info.get('path')}` sha256 `{info.get('sha256')}`")
+    for role, info in (prov.get("roles") or {}).items():
+        lines.append(f"- {role}: `{info.get('model')}` at `{info.get('api_base') or 'provider default'}`")
+    lines.append(f"- started {prov.get('started_at')}, ended {prov.get('ended_at')}")
+    lines.append("- effective settings (secrets masked, with their sources): in results.json, `provenance.settings`")
+    return lines
 
 
 def _pyplot() -> Any:

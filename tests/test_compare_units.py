@@ -201,6 +201,6 @@ def test_report_writes_json_markdown_and_plots(tmp_path) -> None:
     assert back.methods["memento"].vs_baseline.diff == pytest.approx(0.333)
     assert json.loads((tmp_path / "results.json").read_text())["methods"]["gepa:react"]["status"] == "error"
     md = render_markdown(report)
-    assert "| `memento` | done | 0.667 [0.000, 1.000] | +0.333 [-0.330, +1.000] | 40 | 9,800 |" in md
+    assert "| `memento` | done | 0.667 [0.000, 1.000] | 0/3 | +0.333 [-0.330, +1.000] | 40 (0) | 9,800 |" in md
     assert "(baseline)" in md and "error: train: boom" in md and "memory_batch_size=4" in md
     assert not list(tmp_path.glob(".*"))  # no temporary files left behind

@@ -18,6 +18,7 @@ from memento.commands._common import (
     LMOpt,
     ProfileOpt,
     StoresOpt,
+    cancellable,
     cli_errors,
     console,
     err_console,
@@ -53,6 +54,7 @@ def _progress(line: str, console: Console | None = None) -> None:
 
 
 @cli_errors
+@cancellable
 def compare(
     task: Annotated[str, typer.Option("--task", help="Task name (multihop, legal, opinion, sales, qa ...).")],
     methods: Annotated[
@@ -139,8 +141,11 @@ def compare(
     Writes OUT/results.json, OUT/results.md and PNG plots; rerunning resumes (finished methods are not rerun).
     """
     from memento.optimize.compare import compare as run_compare
+    from memento.provenance import provenance
     from memento.tasks.task import get_task
+    from memento.types import utcnow
 
+    started_at = utcnow().isoformat()
     web = {"corpus": corpus} if corpus is not None else {}
     run = {k: v for k, v in {"threads": threads, "seed": seed}.items() if v is not None}
     cbr = section(
@@ -227,13 +232,16 @@ def compare(
             progress=lambda line: _progress(line, bars.console),
             observer=bars,
             roles=roles,
+            provenance=provenance(
+                settings, data_files={"data": data, "train": train, "test": test}, started_at=started_at
+            ),
             **kwargs,
         )
     table = Table(
         title=f"memento compare: {report.task} ({report.split['n_train']} train / {report.split['n_test']} test)"
     )
-    for column in ("method", "status", "score [95% CI]", f"Δ vs {report.baseline}", "train LM calls",
-                   "test LM calls", "judge calls", "train s", "test s"):  # fmt: skip
+    for column in ("method", "status", "score [95% CI]", "failed", f"Δ vs {report.baseline}", "train LM calls (cached)",
+                   "test LM calls (cached)", "judge calls", "train s", "test s"):  # fmt: skip
         table.add_column(column)
     for name, res in report.methods.items():
         score = "–" if res.mean is None else f"{res.mean:.3f} [{res.ci_low:.3f}, {res.ci_high:.3f}]"
@@ -246,9 +254,10 @@ def compare(
             Text(name),
             status,
             score,
+            f"{res.failed_examples}/{len(res.scores)}",
             diff,
-            str(res.costs.train.lm_calls),
-            str(res.costs.test.lm_calls),
+            f"{res.costs.train.lm_calls} ({res.costs.train.cached_lm_calls})",
+            f"{res.costs.test.lm_calls} ({res.costs.test.cached_lm_calls})",
             str(res.costs.train.judge_calls + res.costs.test.judge_calls),
             f"{res.costs.train.wall_seconds:.1f}",
             f"{res.costs.test.wall_seconds:.1f}",
