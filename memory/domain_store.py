@@ -95,14 +95,18 @@ class DomainStore:
         return [self.render_fact(Fact.model_validate(data)) for data, _rank in hits]
 
     def stats(self) -> dict[str, int]:
-        """Counts for reports: current and superseded facts, entities, characters of current facts."""
+        """Counts for reports: current and superseded facts, entities, characters of current facts.
+
+        A fact's characters are those of ``entity: text``, as the model sees it and as ``MementoMemory.diff`` counts
+        them, so ``memory stats`` and ``memory diff`` agree on sizes.
+        """
         facts = self.all()
         current = [f for f in facts if f.superseded_by is None]
         return {
             "facts": len(current),
             "superseded": len(facts) - len(current),
             "entities": len({f.entity.lower() for f in current}),
-            "chars": sum(len(f.text) for f in current),
+            "chars": sum(len(f"{f.entity}: {f.text}") for f in current),
         }
 
     # -- writes ------------------------------------------------------------------------------------------
