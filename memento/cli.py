@@ -91,9 +91,22 @@ def _register_commands() -> None:
 _register_commands()
 
 
+def hoist_verbose(argv: list[str]) -> list[str]:
+    """Move ``-v``/``-vv``/``--verbose`` given after the subcommand to the front, where the root option is read.
+
+    ``memento eval ... -v`` then logs like ``memento -v eval ...``; arguments after ``--`` are left alone.
+    """
+    end = argv.index("--") if "--" in argv else len(argv)
+    flags = [a for a in argv[:end] if a == "--verbose" or (a.startswith("-v") and set(a[1:]) == {"v"})]
+    rest = [a for a in argv[:end] if a not in flags]
+    return [*flags, *rest, *argv[end:]]
+
+
 def main() -> None:
     """Console-script entry point."""
-    app()
+    import sys
+
+    app(args=hoist_verbose(sys.argv[1:]), prog_name="memento")
 
 
 if __name__ == "__main__":  # pragma: no cover

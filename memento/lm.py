@@ -25,7 +25,7 @@ import dspy
 
 from memento.cancel import check_cancelled
 from memento.config import ROLES, LMRole, Settings
-from memento.errors import LMNotConfiguredError, LMUnavailableError
+from memento.errors import ConfigError, LMNotConfiguredError, LMUnavailableError
 from memento.lm_limiter import limiter_for, set_role_limits
 from memento.scrub import register_secret, scrub
 
@@ -90,6 +90,7 @@ def build_lm(role: LMRole, *, name: str = "lm") -> dspy.LM:
     """
     if not role.model:
         raise LMNotConfiguredError(name)
+    _check_provider(role.model, name)
     kwargs: dict[str, object] = {}
     if role.api_base:
         kwargs["api_base"] = role.api_base
@@ -113,6 +114,28 @@ def build_lm(role: LMRole, *, name: str = "lm") -> dspy.LM:
     lm = MementoLM(role.model, **kwargs)
     lm.memento_role = name
     return lm
+
+
+def _check_provider(model: str, role: str) -> None:
+    """Refuse, before any call, a model string whose provider no client knows (``--lm foo/bar``), in one line."""
+    import litellm
+
+    flag = "--lm" if role == "lm" else f"--{role.replace('_', '-')}"
+    hint = (
+        f"{flag} {model!r}: unknown provider; write provider/model (openai/gpt-4o-mini, anthropic/..., "
+        "ollama_chat/..., hosted_vllm/...), or openai/NAME with --api-base URL for any OpenAI-compatible server"
+    )
+    if "/" in model:
+        if model.split("/", 1)[0] not in {str(getattr(p, "value", p)) for p in litellm.provider_list}:
+            raise ConfigError(hint)
+        return
+    quiet, litellm.suppress_debug_info = litellm.suppress_debug_info, True
+    try:
+        litellm.get_llm_provider(model)
+    except Exception:  # noqa: BLE001 - litellm raises its own BadRequestError for an unknown bare model name
+        raise ConfigError(hint.replace("unknown provider", "unknown model")) from None
+    finally:
+        litellm.suppress_debug_info = quiet
 
 
 def _provider_key_var(model: str) -> str:

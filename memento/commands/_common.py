@@ -29,6 +29,7 @@ __all__ = [
     "settings_from_flags",
     "cli_errors",
     "cancellable",
+    "METHODS_HELP",
     "memory_lock",
     "NoWaitOpt",
     "not_available",
@@ -70,6 +71,12 @@ def memory_flags(profile: str | None, stores: str | None) -> dict[str, Any]:
         out["stores"] = [name.strip().upper() for name in stores.split(",") if name.strip()]
     return out
 
+
+#: The built-in methods, for ``--method`` help (tests/test_cli_edges.py checks it lists every registered method).
+METHODS_HELP = (
+    "aet, react, react_rewrite, react_rerank, react_rewrite_rerank, closed_book, few_shot, memento, react_memory, "
+    "cbr, jitmem, closed_book_cases, few_shot_cases"
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

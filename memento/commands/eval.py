@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from memento.commands._common import (
+    METHODS_HELP,
     APIBaseOpt,
     ConfigOpt,
     JudgeLMOpt,
@@ -96,9 +97,7 @@ def eval_(
     task: Annotated[str, typer.Option("--task", help="Task spec: qa, multihop, legal, opinion, sales.")],
     data: Annotated[Path, typer.Option("--data", help="The task's data file (JSONL or the JUSTICE CSV).")],
     limit: Annotated[int | None, typer.Option("--limit", help="Use the first N examples.", min=1)] = None,
-    method: Annotated[str, typer.Option("--method", "-m", help="closed_book, few_shot, react, aet, ...")] = (
-        "closed_book"
-    ),
+    method: Annotated[str, typer.Option("--method", "-m", help=f"One of: {METHODS_HELP}.")] = ("closed_book"),
     metric: Annotated[
         str, typer.Option("--metric", help="The task's metric variant: default, judge, em, f1, ...")
     ] = "default",

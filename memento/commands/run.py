@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.tree import Tree
 
 from memento.commands._common import (
+    METHODS_HELP,
     APIBaseOpt,
     ConfigOpt,
     JudgeLMOpt,
@@ -242,7 +243,7 @@ def run(
         Path | None, typer.Option("--example", help="A JSON file with the task's inputs (e.g. a data row).")
     ] = None,
     task: Annotated[str, typer.Option("--task", help="Task spec (multihop, qa, legal, ...).")] = "multihop",
-    method: Annotated[str, typer.Option("--method", "-m", help="aet, react, closed_book, ... (see docs).")] = "aet",
+    method: Annotated[str, typer.Option("--method", "-m", help=f"One of: {METHODS_HELP}.")] = "aet",
     corpus: Annotated[
         Path | None, typer.Option("--corpus", help="Offline corpus: an index directory or a JSONL source.")
     ] = None,
