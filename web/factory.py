@@ -52,13 +52,11 @@ def reset_live_web_notice() -> None:
         _notice_given = False
 
 
-class _LiveWebNotice:
-    """A search backend that prints, once per process, that it searches the live web (no corpus configured)."""
+def _with_live_web_notice(backend: Any) -> Any:
+    """The backend, its ``search`` printing once per process that it searches the live web (no corpus configured)."""
+    inner = backend.search
 
-    def __init__(self, backend: SearchBackend) -> None:
-        self._backend = backend
-
-    def search(self, *args: Any, **kwargs: Any) -> Any:
+    def search(*args: Any, **kwargs: Any) -> Any:
         global _notice_given
         with _notice_lock:
             first, _notice_given = not _notice_given, True
@@ -66,10 +64,10 @@ class _LiveWebNotice:
             import sys
 
             print(LIVE_WEB_NOTICE, file=sys.stderr, flush=True)
-        return self._backend.search(*args, **kwargs)
+        return inner(*args, **kwargs)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._backend, name)
+    backend.search = search
+    return backend
 
 
 logger = logging.getLogger(__name__)
@@ -134,7 +132,7 @@ def make_backend(settings: Settings) -> SearchBackend:
     from memento.web.ddgs_backend import DDGSBackend
 
     backend = DDGSBackend(timeout=web.timeout, max_concurrent=web.max_concurrent_searches)
-    return _LiveWebNotice(backend) if live_by_default else backend  # type: ignore[return-value]
+    return _with_live_web_notice(backend) if live_by_default else backend
 
 
 def make_fetcher(settings: Settings, *, offline: bool | None = None) -> Any:
