@@ -872,7 +872,10 @@ def _run_method(
     done, result_file, train_file = method_dir / "done", method_dir / "result.json", method_dir / "train.json"
     if done.exists() and result_file.exists():
         log(f"{spec.name}: already done, not rerun")
-        return MethodResult.model_validate_json(result_file.read_text(encoding="utf-8"))
+        finished = MethodResult.model_validate_json(result_file.read_text(encoding="utf-8"))
+        if ctx.observer is not None:
+            ctx.observer.method_done(finished, method_dir)
+        return finished
     method_dir.mkdir(parents=True, exist_ok=True)
     runner = _runner_for(spec)
     record = MethodResult(method=spec.name, kind=spec.kind, base=spec.base, started_at=utcnow())

@@ -15,7 +15,17 @@ import typer
 
 from memento.commands._common import at_command_end, console, err_console
 
-__all__ = ["LogLMOpt", "JsonOpt", "MLflowOpt", "observe", "eval_payload", "print_json", "report_hint", "observe_flags"]
+__all__ = [
+    "LogLMOpt",
+    "JsonOpt",
+    "MLflowOpt",
+    "Observation",
+    "observe",
+    "eval_payload",
+    "print_json",
+    "report_hint",
+    "observe_flags",
+]
 
 LogLMOpt = Annotated[
     Path | None,
@@ -35,31 +45,70 @@ def observe_flags(log_lm: Path | None = None, mlflow: str | None = None) -> dict
     return {"log_lm": log_lm, "mlflow": mlflow}
 
 
-def observe(settings: Any, roles: Any) -> Any:
-    """Start what ``settings.observe`` asks for the rest of the command: the LM call log (``--log-lm``).
+class Observation:
+    """What :func:`observe` started for a command: the LM call log and the MLflow tracker (each ``None`` when off)."""
 
-    The log is installed in DSPy's global settings (so every thread and every meter inside sees it) and removed,
-    with a one-line summary on stderr, when the command ends (also on an error). Returns the log or ``None``.
+    def __init__(self, log: Any = None, tracker: Any = None) -> None:
+        self.log = log
+        self.tracker = tracker
+
+    def compare_tracking(self, name: str, settings: Any) -> Any:
+        """A :class:`memento.tracking.CompareTracking` (parent run open until the command ends), or ``None``."""
+        if self.tracker is None:
+            return None
+        from memento.tracking import CompareTracking
+
+        tracking = CompareTracking(self.tracker, settings=settings, name=name).__enter__()
+        at_command_end(lambda: tracking.__exit__(None, None, None))
+        return tracking
+
+
+def observe(settings: Any, roles: Any, *, run_name: str | None = None) -> Observation:
+    """Start what ``settings.observe`` asks for the rest of the command: the LM call log (``--log-lm``) and MLflow
+    tracking (``--mlflow``; with ``run_name`` an MLflow run is opened now, so DSPy traces land in it).
+
+    The log is installed in DSPy's global settings (so every thread and every meter inside sees it); the log and
+    the run are closed, with a one-line summary on stderr, when the command ends (also on an error).
     """
+    seen = Observation()
     path = settings.observe.log_lm
-    if path is None:
-        return None
-    from memento.errors import ConfigError
-    from memento.lm_log import LMCallLog
+    if path is not None:
+        from memento.errors import ConfigError
+        from memento.lm_log import LMCallLog
 
-    try:
-        log = LMCallLog(path, roles=roles)
-    except OSError as exc:
-        raise ConfigError(f"--log-lm: cannot open {path}: {exc.strerror or exc}") from None
-    log.install()
+        try:
+            log = LMCallLog(path, roles=roles)
+        except OSError as exc:
+            raise ConfigError(f"--log-lm: cannot open {path}: {exc.strerror or exc}") from None
+        log.install()
 
-    def finish() -> None:
-        log.uninstall()
-        log.close()
-        err_console.print(f"memento: {log.lines} LM calls logged to {path}", markup=False, highlight=False)
+        def finish() -> None:
+            log.uninstall()
+            log.close()
+            err_console.print(f"memento: {log.lines} LM calls logged to {path}", markup=False, highlight=False)
 
-    at_command_end(finish)
-    return log
+        at_command_end(finish)
+        seen.log = log
+    if settings.observe.mlflow:
+        from memento.tracking import MLflowTracker
+
+        tracker = MLflowTracker(settings.observe.mlflow, experiment=settings.observe.mlflow_experiment)
+        seen.tracker = tracker
+        if run_name is not None:
+            run = tracker.run(run_name, settings=settings)
+            active = run.__enter__()
+
+            def end_run() -> None:
+                run.__exit__(None, None, None)
+                tracker.close()
+                err_console.print(
+                    f"memento: MLflow run {active.info.run_id} in {tracker.uri} (experiment {tracker.experiment})",
+                    markup=False,
+                    highlight=False,
+                )
+
+            at_command_end(end_run)
+    return seen
 
 
 def eval_payload(path: Path) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from memento.commands._method_options import (
     JitMemWarm,
     section,
 )
-from memento.commands._observe import LogLMOpt, observe, observe_flags, report_hint
+from memento.commands._observe import LogLMOpt, MLflowOpt, observe, observe_flags, report_hint
 from memento.errors import ConfigError
 
 __all__ = ["register"]
@@ -131,6 +131,7 @@ def compare(
     jitmem_train_gate: JitMemTrainGate = None,
     profile: ProfileOpt = None,
     stores: StoresOpt = None,
+    mlflow: MLflowOpt = None,
     config: ConfigOpt = None,
     lm: LMOpt = None,
     api_base: APIBaseOpt = None,
@@ -174,7 +175,7 @@ def compare(
         run=run,
         cbr=cbr,
         jitmem=jitmem,
-        observe=observe_flags(log_lm),
+        observe=observe_flags(log_lm, mlflow),
         memory=memory_flags(profile, stores),
     )
     if data is not None and (train is not None or test is not None):
@@ -217,8 +218,9 @@ def compare(
         kwargs["testset"] = task_obj.load(test, limit=limit)
     from memento.progress import CompareProgress
 
-    observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
-    with CompareProgress() as bars:  # on stderr: a bar per method and phase
+    seen = observe(settings, roles)  # --log-lm, --mlflow: until the command ends
+    tracking = seen.compare_tracking(f"compare {task_obj.name} ({out.name})", settings)  # parent run
+    with CompareProgress(forward=tracking) as bars:  # on stderr: a bar per method and phase
         report = run_compare(
             task_obj,
             methods,
@@ -263,6 +265,8 @@ def compare(
             f"{res.costs.test.wall_seconds:.1f}",
         )
     console.print(table)
+    if tracking is not None:
+        tracking.log_report(report, out)
     console.print(f"wrote {out / 'results.json'}, {out / 'results.md'} and plots")
     report_hint(out)
     failed = [name for name, res in report.methods.items() if res.status == "error"]

@@ -43,7 +43,16 @@ from memento.commands._method_options import (
     JitMemWarm,
     section,
 )
-from memento.commands._observe import JsonOpt, LogLMOpt, eval_payload, observe, observe_flags, print_json, report_hint
+from memento.commands._observe import (
+    JsonOpt,
+    LogLMOpt,
+    MLflowOpt,
+    eval_payload,
+    observe,
+    observe_flags,
+    print_json,
+    report_hint,
+)
 from memento.errors import Cancelled, ConfigError, DataError, LMUnavailableError, MementoError
 from memento.paths import writable_dir
 from memento.text import one_line
@@ -123,6 +132,7 @@ def eval_(
         ),
     ] = False,
     log_lm: LogLMOpt = None,
+    mlflow: MLflowOpt = None,
     as_json: JsonOpt = False,
     fresh: Annotated[
         bool,
@@ -174,7 +184,7 @@ def eval_(
         judge_lm,
         web={"corpus": corpus},
         run={"threads": threads},
-        observe=observe_flags(log_lm),
+        observe=observe_flags(log_lm, mlflow),
         cbr=section(k=cbr_k, policy=cbr_policy, alpha=cbr_alpha, min_pairs=cbr_min_pairs),
         jitmem=section(
             protocol=jitmem_protocol,
@@ -200,7 +210,7 @@ def eval_(
     data_sha = file_sha256(data)
     key = run_key(settings, task=task_spec.name, method=method, metric=metric, data_sha256=data_sha, extra=extra)
     previous = [] if fresh else previous_results(out_dir / "results.json", key)
-    observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
+    seen = observe(settings, roles, run_name=f"eval {method}")  # --log-lm, --mlflow: until the command ends
     with UsageMeter(roles) as load_meter:
         examples = task_spec.load(data, limit=limit)
     if not examples:
@@ -280,6 +290,8 @@ def eval_(
             highlight=False,
         )
         path = write_results(result, fallback_dir)
+    if seen.tracker is not None:
+        seen.tracker.log_eval(result, path.parent)
     if as_json:
         print_json(eval_payload(path))
     else:

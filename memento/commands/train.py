@@ -31,7 +31,7 @@ from memento.commands._common import (
     memory_lock,
     settings_from_flags,
 )
-from memento.commands._observe import LogLMOpt, observe, observe_flags, report_hint
+from memento.commands._observe import LogLMOpt, MLflowOpt, observe, observe_flags, report_hint
 from memento.errors import ConfigError, DataError
 
 __all__ = ["register", "train"]
@@ -80,6 +80,7 @@ def train(
         str, typer.Option("--embedder", help="Embeddings for canonicalisation: minilm (bundled) or hashing (fast).")
     ] = "minilm",
     log_lm: LogLMOpt = None,
+    mlflow: MLflowOpt = None,
     no_wait: NoWaitOpt = False,
     profile: ProfileOpt = None,
     stores: StoresOpt = None,
@@ -103,12 +104,12 @@ def train(
         judge_lm,
         web={"corpus": corpus},
         run={"threads": threads},
-        observe=observe_flags(log_lm),
+        observe=observe_flags(log_lm, mlflow),
         trainer={k: v for k, v in trainer_flags.items() if v is not None},
         memory=memory_flags(profile, stores),
     )
     roles = memento.configure(settings)
-    observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
+    seen = observe(settings, roles, run_name=f"train {task}")  # --log-lm, --mlflow: until the command ends
     task_spec = resolve_task(task, roles=roles, threads=settings.run.threads)
     examples = task_spec.load(data, limit=limit)
     if not examples:
@@ -126,7 +127,9 @@ def train(
     else:
         raise ConfigError(f"unknown embedder {embedder!r}: use minilm or hashing")
     with memory_lock(directory, no_wait=no_wait):  # one writer per memory directory, for all of its writes
-        _fit(directory, vectors, task_spec, examples, score, settings, roles)
+        reports = _fit(directory, vectors, task_spec, examples, score, settings, roles)
+    if seen.tracker is not None:
+        seen.tracker.log_training(reports, Path(directory))
     report_hint(Path(directory))
 
 
@@ -138,8 +141,9 @@ def _fit(
     score: Any,
     settings: Any,
     roles: Any,
-) -> None:
-    """Open the memory (under its lock) and train it batch by batch with a progress display."""
+) -> list[Any]:
+    """Open the memory (under its lock) and train it batch by batch with a progress display; returns the batch
+    reports."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -199,6 +203,7 @@ def _fit(
         reports = trainer.fit(examples)
     console.print(reports_table(reports))
     console.print(f"memory {directory}: version {store.version}")
+    return reports
 
 
 def register(app: typer.Typer) -> None:
