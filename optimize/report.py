@@ -242,73 +242,173 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot_score_vs_cost(report: CompareReport, path: Path) -> Path | None:
-    """Test score (with its 95% CI) against training cost (tokens) per finished method."""
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+_LINESTYLES = ("-", "--", "-.", ":")
+
+
+def _style(i: int) -> dict[str, Any]:
+    """A distinct colour, marker and line style per series (12 markers x 10 colours before anything repeats)."""
+    return {
+        "color": f"C{i % 10}",
+        "marker": _MARKERS[i % len(_MARKERS)],
+        "linestyle": _LINESTYLES[(i // 10) % len(_LINESTYLES)],
+    }
+
+
+def _legend_outside(ax: Any) -> Any:
+    """The legend to the right of the axes, never over the data."""
+    return ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
+
+
+def _tokens_label(value: float, _pos: Any = None) -> str:
+    """Tick labels of the token axis: 0, 1k, 10k, 1M ... (short, so neighbouring decades never collide)."""
+    value = abs(value)
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= size:
+            return f"{value / size:g}{suffix}"
+    return f"{value:g}"
+
+
+def _dodge(points: list[tuple[float, float]], *, close: float = 0.02) -> list[float]:
+    """Horizontal offsets in points for markers that would sit on top of each other (same x, nearly the same y):
+    each such group is spread side by side, 9 points apart, centred on the true x."""
+    offsets = [0.0] * len(points)
+    groups: list[list[int]] = []
+    for i, (x, y) in enumerate(points):
+        for group in groups:
+            gx, gy = points[group[0]]
+            if x == gx and abs(y - gy) <= close:
+                group.append(i)
+                break
+        else:
+            groups.append([i])
+    for group in groups:
+        for rank, i in enumerate(group):
+            offsets[i] = (rank - (len(group) - 1) / 2) * 9.0
+    return offsets
+
+
+def score_vs_cost_figure(report: CompareReport) -> Any | None:
+    """The figure of :func:`plot_score_vs_cost` (``None`` when no method finished)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter
+    from matplotlib.transforms import offset_copy
+
     done = [(n, r) for n, r in report.methods.items() if r.status == "done" and r.mean is not None]
     if not done:
         return None
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, res in done:
-        x = res.costs.train.tokens
-        lo = res.mean - (res.ci_low if res.ci_low is not None else res.mean)
-        hi = (res.ci_high if res.ci_high is not None else res.mean) - res.mean
-        marker = "s" if res.kind == "memory" else "^" if res.kind == "optimizer" else "o"
-        ax.errorbar([x], [res.mean], yerr=[[max(lo, 0.0)], [max(hi, 0.0)]], fmt=marker, capsize=4, label=name)
+    fig, ax = plt.subplots(figsize=(8.5, 4.5))
+    points = [(float(r.costs.train.tokens), float(r.mean)) for _, r in done]
+    offsets = _dodge(points)
+    for i, ((name, res), (x, mean), dx) in enumerate(zip(done, points, offsets, strict=True)):
+        lo = mean - (res.ci_low if res.ci_low is not None else mean)
+        hi = (res.ci_high if res.ci_high is not None else mean) - mean
+        style = _style(i)
+        shifted = offset_copy(ax.transData, fig=fig, x=dx, y=0.0, units="points")
+        ax.errorbar(
+            [x], [mean], yerr=[[max(lo, 0.0)], [max(hi, 0.0)]], fmt=style["marker"], color=style["color"],
+            markersize=7, markeredgecolor="white", capsize=4, label=name, transform=shifted, zorder=3 + i,
+        )  # fmt: skip
     ax.set_xscale("symlog", linthresh=1000)
-    ax.set_xlabel("training cost (prompt + completion tokens, symlog)")
-    ax.set_ylabel(f"test {report.metric} (mean, 95% CI)")
+    # shifted markers do not take part in autoscaling: the limits are set from the data
+    right = max(2000.0, max(x for x, _ in points) * 3)
+    ax.set_xlim(left=-300, right=right)
+    # ticks at 0 and at each decade from 1k: the linear part below 1k gets no ticks that would crowd 0
+    ax.xaxis.set_major_locator(FixedLocator([0.0, *(10.0**k for k in range(3, 13) if 10.0**k <= right)]))
+    ax.xaxis.set_major_formatter(FuncFormatter(_tokens_label))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda *_: ""))
+    lows = [r.ci_low if r.ci_low is not None else r.mean for _, r in done]
+    highs = [r.ci_high if r.ci_high is not None else r.mean for _, r in done]
+    pad = max(0.05, (max(highs) - min(lows)) * 0.08)
+    ax.set_ylim(min(lows) - pad, max(highs) + pad)
+    ax.set_xlabel("training cost (prompt + completion tokens; symlog: linear below 1k)")
+    ax.set_ylabel(f"test {report.metric}\n(mean, 95% CI)")
     ax.set_title(f"{report.task}: score vs training cost")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    _legend_outside(ax)
     fig.tight_layout()
+    return fig
+
+
+def plot_score_vs_cost(report: CompareReport, path: Path) -> Path | None:
+    """Test score (with its 95% CI) against training cost (tokens) per finished method; methods at the same cost
+    and score are set side by side, each with its own colour and marker; the legend is outside the axes."""
+    fig = score_vs_cost_figure(report)
+    if fig is None:
+        return None
     _save(fig, path)
-    plt.close(fig)
+    _pyplot().close(fig)
     return path
+
+
+def _series_figure(series: dict[str, list[tuple[float, float]]], *, xlabel: str, ylabel: str, title: str) -> Any:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8.5, 4.5))
+    for i, (name, points) in enumerate(series.items()):
+        style = _style(i)
+        ax.plot(
+            [b for b, _ in points], [v for _, v in points], label=name, color=style["color"],
+            marker=style["marker"], linestyle=style["linestyle"], markersize=6, markeredgecolor="white",
+            linewidth=1.6, alpha=0.9, zorder=3 + i,
+        )  # fmt: skip
+    _integer_x(ax)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    _legend_outside(ax)
+    fig.tight_layout()
+    return fig
+
+
+def learning_curves_figure(report: CompareReport) -> Any | None:
+    """The figure of :func:`plot_learning_curves` (``None`` without batches)."""
+    series: dict[str, list[tuple[float, float]]] = {}
+    for name, res in report.methods.items():
+        points = [(p["batch"], p["score"]) for p in res.curve if p.get("score") is not None]
+        if points:
+            series[name] = points
+    if not series:
+        return None
+    return _series_figure(
+        series,
+        xlabel="training batch",
+        ylabel=f"{report.metric} on the batch",
+        title=f"{report.task}: learning curve per batch",
+    )
 
 
 def plot_learning_curves(report: CompareReport, path: Path) -> Path | None:
     """Per-batch training score of each memory method (only methods that reported batches)."""
-    series = {n: r.curve for n, r in report.methods.items() if r.curve}
+    fig = learning_curves_figure(report)
+    if fig is None:
+        return None
+    _save(fig, path)
+    _pyplot().close(fig)
+    return path
+
+
+def memory_growth_figure(report: CompareReport) -> Any | None:
+    """The figure of :func:`plot_memory_growth` (``None`` without growth records)."""
+    series: dict[str, list[tuple[float, float]]] = {}
+    for name, res in report.methods.items():
+        if res.growth:
+            unit = res.growth[-1].get("unit", "entries")
+            series[f"{name} ({unit})"] = [(p["batch"], p["size"]) for p in res.growth]
     if not series:
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, curve in series.items():
-        points = [(p["batch"], p["score"]) for p in curve if p.get("score") is not None]
-        if points:
-            ax.plot([b for b, _ in points], [s for _, s in points], marker="o", label=name)
-    _integer_x(ax)
-    ax.set_xlabel("training batch")
-    ax.set_ylabel(f"{report.metric} on the batch")
-    ax.set_title(f"{report.task}: learning curve per batch")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
-    return path
+    return _series_figure(
+        series, xlabel="training batch", ylabel="memory size", title=f"{report.task}: memory growth per batch"
+    )
 
 
 def plot_memory_growth(report: CompareReport, path: Path) -> Path | None:
     """Memory size after each batch (entries of each memory method, in its own unit)."""
-    series = {n: r.growth for n, r in report.methods.items() if r.growth}
-    if not series:
+    fig = memory_growth_figure(report)
+    if fig is None:
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, growth in series.items():
-        unit = growth[-1].get("unit", "entries")
-        ax.plot([p["batch"] for p in growth], [p["size"] for p in growth], marker="s", label=f"{name} ({unit})")
-    _integer_x(ax)
-    ax.set_xlabel("training batch")
-    ax.set_ylabel("memory size")
-    ax.set_title(f"{report.task}: memory growth per batch")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
     _save(fig, path)
-    plt.close(fig)
+    _pyplot().close(fig)
     return path
 
 
@@ -320,7 +420,7 @@ def _integer_x(ax: Any) -> None:
 
 def _save(fig: Any, path: Path) -> None:
     with atomic_path(path, suffix=".png") as tmp:
-        fig.savefig(tmp, dpi=110)
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")  # the legend outside the axes is kept
 
 
 def write_report(report: CompareReport, out_dir: str | Path, *, plots: bool = True) -> dict[str, Path]:

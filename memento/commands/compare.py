@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from memento.commands._common import (
@@ -43,6 +42,7 @@ from memento.commands._method_options import (
 )
 from memento.commands._observe import LogLMOpt, MLflowOpt, observe, observe_flags, report_hint
 from memento.errors import ConfigError
+from memento.terminal_table import responsive_table
 
 __all__ = ["register"]
 
@@ -239,12 +239,7 @@ def compare(
             ),
             **kwargs,
         )
-    table = Table(
-        title=f"memento compare: {report.task} ({report.split['n_train']} train / {report.split['n_test']} test)"
-    )
-    for column in ("method", "status", "score [95% CI]", "failed", f"Δ vs {report.baseline}", "train LM calls (cached)",
-                   "test LM calls (cached)", "judge calls", "train s", "test s"):  # fmt: skip
-        table.add_column(column)
+    rows = []
     for name, res in report.methods.items():
         score = "–" if res.mean is None else f"{res.mean:.3f} [{res.ci_low:.3f}, {res.ci_high:.3f}]"
         diff = "–" if res.vs_baseline is None else f"{res.vs_baseline.diff:+.3f}"
@@ -252,18 +247,27 @@ def compare(
         status = (
             Text(res.status) if res.status == "done" else Text.assemble((res.status, "red"), f": {res.error or ''}")
         )
-        table.add_row(
-            Text(name),
-            status,
-            score,
-            f"{res.failed_examples}/{len(res.scores)}",
-            diff,
-            f"{res.costs.train.lm_calls} ({res.costs.train.cached_lm_calls})",
-            f"{res.costs.test.lm_calls} ({res.costs.test.cached_lm_calls})",
-            str(res.costs.train.judge_calls + res.costs.test.judge_calls),
-            f"{res.costs.train.wall_seconds:.1f}",
-            f"{res.costs.test.wall_seconds:.1f}",
+        rows.append(
+            [
+                Text(name),
+                status,
+                score,
+                f"{res.failed_examples}/{len(res.scores)}",
+                diff,
+                f"{res.costs.train.lm_calls} ({res.costs.train.cached_lm_calls})",
+                f"{res.costs.test.lm_calls} ({res.costs.test.cached_lm_calls})",
+                str(res.costs.train.judge_calls + res.costs.test.judge_calls),
+                f"{res.costs.train.wall_seconds:.1f}",
+                f"{res.costs.test.wall_seconds:.1f}",
+            ]
         )
+    table = responsive_table(  # method names stay whole; one block per method when the terminal is narrow
+        f"memento compare: {report.task} ({report.split['n_train']} train / {report.split['n_test']} test)",
+        ["method", "status", "score [95% CI]", "failed", f"Δ vs\n{report.baseline}", "train LM\ncalls (cached)",
+         "test LM\ncalls (cached)", "judge\ncalls", "train\ns", "test\ns"],
+        rows,
+        right={3, 4, 5, 6, 7, 8, 9},
+    )  # fmt: skip
     console.print(table)
     if tracking is not None:
         tracking.log_report(report, out)
