@@ -1,8 +1,8 @@
 """The LM call log: one JSON line per LM call memento makes, appended to a file (``--log-lm FILE``).
 
-Each line holds the role (``lm``, ``judge_lm``, ...), the stage or predictor that made the call, the model, the
-prompt messages, the completion, the tokens, the latency, whether DSPy's cache served it, the retries with their
-errors, and the error that ended the call if any. Everything written goes through :func:`memento.scrub.scrub_data`,
+Each line holds the role (``lm``, ``judge_lm``, ...), the stage and the predictor (signature) that made the call, the
+model, the prompt messages, the completion, the tokens, the latency, whether DSPy's cache served it, the retries with
+their errors, and the error that ended the call if any. Everything written goes through :func:`memento.scrub.scrub_data`,
 so API keys and URL credentials never reach the file.
 
 Retries happen inside DSPy (``dspy.clients.execution``) without a hook of their own; :func:`install_retry_hook`
@@ -123,6 +123,15 @@ class _Sink:
         tokens["completion"] += int(usage_entry.get("completion_tokens") or usage_entry.get("output_tokens") or 0)
 
 
+def _predictor() -> str | None:
+    """The signature name of the innermost running predictor (``None`` outside any)."""
+    for module in reversed(_modules.get()):
+        signature = getattr(module, "signature", None)
+        if signature is not None:
+            return str(getattr(signature, "__name__", None) or type(module).__name__)
+    return None
+
+
 def _completion(outputs: Any) -> Any:
     """The completion(s) of an LM call as JSON data: one text, or a list when the call asked for several."""
     if outputs is None:
@@ -203,6 +212,7 @@ class LMCallLog(BaseCallback):
             "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
             "role": self._role(instance),
             "stage": current_stage(),
+            "predictor": _predictor(),
             "model": str(getattr(instance, "model", "")),
             "messages": _messages(inputs),
             "completion": None,

@@ -50,7 +50,7 @@ def test_eval_log_lm_one_line_per_server_request(tmp_path: Path) -> None:
     assert sorted(line["messages"][-1]["content"] for line in lines) == sent
     for line in lines:
         assert line["role"] == "lm" and line["model"] == "openai/x"
-        assert line["stage"] == "answer"
+        assert line["stage"] == "answer" and line["predictor"]  # the stage and the predictor's signature
         assert line["messages"][0]["role"] == "system" and line["messages"][-1]["role"] == "user"
         assert "[[ ## answer ## ]]" in line["completion"] and "example.org/x" in line["completion"]
         assert "hunter22" not in json.dumps(line)

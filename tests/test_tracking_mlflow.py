@@ -1,13 +1,14 @@
-"""MLflow tracking of `compare` and `eval` against a local SQLite tracking store made inside the test.
+"""MLflow tracking of `compare`, `eval` and `train` against a local SQLite tracking store made inside the test.
 
-MLflow is slow to import and to create a store, so this is one test: a compare (parent run, one child per method)
-and an eval (its own run) in the same store, checked through MLflow's own client API. Telemetry is off and the
-conftest's socket guard fails the test if anything but loopback is contacted.
+MLflow is slow to import and to create a store, so this is one test: a compare (parent run, one child per method),
+an eval and a train run (their own runs) in the same store, checked through MLflow's own client API. Telemetry is
+off and the conftest's socket guard fails the test if anything but loopback is contacted.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,9 @@ from typer.testing import CliRunner
 
 from memento.cli import app
 from memento.testing import OpenAICompatServer, ScriptedEngine
+
+sys.path.insert(0, str(Path(__file__).parent))
+from memento_training_fixture import make_engine, write_data  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 QUESTIONS = REPO / "examples" / "multihop" / "questions.jsonl"
@@ -50,6 +54,19 @@ def test_compare_and_eval_runs_in_mlflow(tmp_path: Path, monkeypatch: pytest.Mon
         )
         assert result.exit_code == 0, result.output
         assert "memento: MLflow run" in result.stderr
+    corpus, questions = write_data(tmp_path / "train")
+    with OpenAICompatServer(make_engine()) as server:
+        result = runner.invoke(
+            app,
+            [
+                "train", "--task", "multihop", "--data", str(questions), "--memory", str(tmp_path / "mem"),
+                "--batch-size", "3", "--limit", "6", "--corpus", str(corpus), "--embedder", "hashing",
+                "--lm", "openai/scripted", "--api-base", server.api_base, "--threads", "2", "--mlflow", uri,
+            ],
+            env={"COLUMNS": "200", "MEMENTO_LM_CACHE": "false", "MEMENTO_BUDGETS_TOTAL_QUESTIONS": "3",
+                 "MEMENTO_BUDGETS_INITIAL_QUESTIONS": "2", "MEMENTO_BUDGETS_STEPS_PER_QUESTION": "3"},
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
 
     from mlflow.tracking import MlflowClient
 
@@ -86,6 +103,11 @@ def test_compare_and_eval_runs_in_mlflow(tmp_path: Path, monkeypatch: pytest.Mon
     assert evaluation.data.metrics["lm_calls"] == saved["usage"]["lm_calls"] == 4
     assert len(client.get_metric_history(evaluation.info.run_id, "score")) == 4
     assert {"results.json", "report.html"} <= {a.path for a in client.list_artifacts(evaluation.info.run_id)}
+    training = by_name["train multihop"]
+    assert [m.step for m in client.get_metric_history(training.info.run_id, "version")] == [1, 2]
+    assert len(client.get_metric_history(training.info.run_id, "lm_calls")) == 2  # one point per batch
+    assert "report.html" in {a.path for a in client.list_artifacts(training.info.run_id)}
+    assert training.data.params["memory.dir"]  # the effective settings
     # DSPy autologging recorded traces of the program calls in the experiment
     import mlflow
 
