@@ -164,6 +164,9 @@ def configure(settings: Settings, *, set_default: bool = True) -> Roles:
     Raises:
         LMNotConfiguredError: no model for ``lm``.
     """
+    from memento.lm_log import install_retry_hook
+
+    install_retry_hook()  # every retry of an LM call is logged at INFO (-v) with its error
     lms = {name: build_lm(settings.role(name), name=name) for name in ROLES}
     roles = Roles(**lms)
     if set_default:

@@ -183,3 +183,18 @@ def test_corpus_search_and_memory_stats_json(tmp_path: Path) -> None:
     stats = json.loads(result.stdout)
     assert stats["directory"] == str(memory) and stats["version"] == 0
     assert stats["craft"]["entries"] == 0 and isinstance(stats["versions"], list)
+
+
+def test_retries_are_logged_at_info_without_a_call_log(tmp_path: Path, caplog) -> None:
+    import logging
+
+    data, _ = _questions(tmp_path, 1)
+    with OpenAICompatServer(ScriptedEngine(), status_sequence=[503]) as server:
+        # -v makes INFO visible on the console; caplog stands in for that handler here
+        with caplog.at_level(logging.INFO, logger="memento.lm_log"):
+            result = CliRunner().invoke(app, _eval_args(data, server, tmp_path / "out"), env={"COLUMNS": "200"})
+        assert len(server.requests) == 2  # the 503, then the answer
+    assert result.exit_code == 0, result.output
+    (record,) = [r for r in caplog.records if r.name == "memento.lm_log"]
+    assert record.levelno == logging.INFO and "LM call retry 1 after" in record.getMessage()
+    assert "503" in record.getMessage()
