@@ -2,8 +2,8 @@
 
 Each line holds the role (``lm``, ``judge_lm``, ...), the stage and the predictor (signature) that made the call, the
 model, the prompt messages, the completion, the tokens, the latency, whether DSPy's cache served it, the retries with
-their errors, and the error that ended the call if any. Everything written goes through :func:`memento.scrub.scrub_data`,
-so API keys and URL credentials never reach the file.
+their errors, and the error that ended the call if any. Everything written goes through
+:func:`memento.scrub.scrub_data`, so API keys and URL credentials never reach the file.
 
 Retries happen inside DSPy (``dspy.clients.execution``) without a hook of their own; :func:`install_retry_hook`
 wraps its back-off delay function, which DSPy calls once per retry with the error, so each retry is logged at
