@@ -61,6 +61,17 @@ def add_retry_listener(fn: Callable[[int, BaseException, float], None]) -> Itera
             listeners.remove(fn)
 
 
+def _on_retry(exc: BaseException, attempt: int, seconds: float) -> None:
+    """Log one retry at INFO and tell this thread's listeners."""
+    from memento.scrub import scrub
+
+    cause = str(exc).splitlines()[0] if str(exc) else ""
+    logger.info("LM call retry %d after %s: %s (waiting %.1fs)", attempt, type(exc).__name__, scrub(cause), seconds)
+    for listener in list(_listeners()):
+        with contextlib.suppress(Exception):
+            listener(attempt, exc, seconds)
+
+
 def install_retry_hook() -> None:
     """Log every retry of an LM call at INFO (``-v``) and tell the listeners of the thread (idempotent)."""
     try:
@@ -74,15 +85,10 @@ def install_retry_hook() -> None:
 
         def delay(exc: BaseException, attempt: int) -> float:
             seconds = original(exc, attempt)
-            from memento.scrub import scrub
+            import importlib
 
-            cause = str(exc).splitlines()[0] if str(exc) else ""
-            logger.info(
-                "LM call retry %d after %s: %s (waiting %.1fs)", attempt + 1, type(exc).__name__, scrub(cause), seconds
-            )
-            for listener in list(_listeners()):
-                with contextlib.suppress(Exception):
-                    listener(attempt + 1, exc, seconds)
+            # the module as it is now: a reloaded memento.lm_log keeps receiving retries
+            importlib.import_module(__name__)._on_retry(exc, attempt + 1, seconds)
             return seconds
 
         delay._memento_hook = True  # type: ignore[attr-defined]
