@@ -306,6 +306,9 @@ def run(
     task_spec = resolve_task(task, roles=roles, threads=settings.run.threads)
     task_inputs = _task_inputs(task_spec, question, inputs or [], example)
     out_dir, out_name = _check_out(out, Path(settings.run.output_dir).expanduser())  # before any LM call
+    from memento.programs.registry import require_method_extras
+
+    require_method_extras(method)  # a missing extra is one line before the memory directory is created or locked
     lock: Any = contextlib.nullcontext()
     if method in _WRITING_METHODS:  # their runs add to the bank: one writer per memory directory, open to save
         lock = memory_lock(Path(memory or settings.memory.dir), no_wait=no_wait)
