@@ -178,3 +178,30 @@ def test_a_jitmem_index_watermark_of_the_wrong_type_is_rebuilt(tmp_path, waterma
     index.write_text(watermark)
     again = TrajectoryBank(tmp_path / "bank")
     assert again.retrieve("river York", k=1)[0][0].task_text == "Which river runs through York?"
+
+
+def test_run_cbr_over_a_garbage_qgate_is_one_line_and_non_zero(tmp_path):
+    """`run --method cbr` on a bank whose qgate.pt is garbage stops with one line naming the file (no empty answer)."""
+    from memento.memory.case_bank import CaseBank
+    from memento.memory.embedder import HashingEmbedder
+    from memento.testing import OpenAICompatServer, ScriptedEngine
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"id": "d1", "title": "Ouse", "text": "The Ouse runs through York."}) + "\n")
+    bank = CaseBank(tmp_path / "mem" / "cbr", HashingEmbedder(), seed=0, min_pairs=0)
+    for j in range(3):
+        case = bank.add(f"case {j} about rivers", f"plan {j}", reward=1.0)
+        bank.record(f"query {j} about rivers", [case], [1.0])
+    bank.close()
+    gate = tmp_path / "mem" / "cbr" / "qgate.pt"
+    gate.write_bytes(b"\x80\x02garbage that is not a torch file" * 10)
+    with OpenAICompatServer(ScriptedEngine()) as server:
+        args = ["run", "--task", "multihop", "--method", "cbr", "--question", "Which river runs through York?",
+                "--memory", str(tmp_path / "mem"), "--corpus", str(corpus), "--out", str(tmp_path / "out"),
+                "--lm", "openai/scripted", "--api-base", server.api_base]  # fmt: skip
+        result = CliRunner().invoke(app, args, env={"MEMENTO_LM_CACHE": "false"})
+    assert result.exit_code != 0, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = _lines(result.output)
+    assert any("qgate.pt" in line for line in lines) and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
