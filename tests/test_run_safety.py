@@ -78,6 +78,7 @@ def test_three_concurrent_cbr_runs_keep_all_three_cases(tmp_path: Path) -> None:
     for i in range(3):
         saved = json.loads((tmp_path / f"run{i}.json").read_text())
         assert saved["provenance"]["roles"]["lm"]["model"] == "openai/x"
+        assert saved["provenance"]["started_at"] <= saved["provenance"]["ended_at"]  # ISO times of this run
 
 
 def test_run_takes_any_task_inputs(tmp_path: Path) -> None:
