@@ -329,6 +329,16 @@ class MementoMemory:
         self.web_action = RuleBook(self.db, "web_action")
         self.facts = DomainStore(self.db)
 
+    def close(self) -> None:
+        """Close the database connection (the WAL side files go with the last connection)."""
+        self.db.close()
+
+    def __enter__(self) -> MementoMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __repr__(self) -> str:
         return f"MementoMemory({str(self.directory)!r}, version={self.version}, frozen={self.frozen})"
 

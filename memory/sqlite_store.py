@@ -29,6 +29,7 @@ import datetime as dt
 import functools
 import json
 import logging
+import os
 import re
 import sqlite3
 import threading
@@ -317,8 +318,14 @@ class SQLiteStore:
         if read_only:
             if not self.path.exists():
                 raise DataError(f"no memory at {self.directory} (missing {DB_NAME})")
-            uri = f"file:{self.path}?mode=ro"
+            # A writable file is opened read-write with query_only, so closing the last connection checkpoints
+            # and removes the WAL side files; a reader over a read-only file falls back to mode=ro (which would
+            # leave -wal/-shm behind in a writable directory).
+            writable = os.access(self.path, os.W_OK) and os.access(self.directory, os.W_OK)
+            uri = f"file:{self.path}?mode={'rw' if writable else 'ro'}"
             self.conn = _connect(uri, self.path, uri=True)
+            if writable:
+                self.conn.execute("PRAGMA query_only=ON")
         else:
             try:
                 self.directory.mkdir(parents=True, exist_ok=True)

@@ -57,37 +57,37 @@ def show(
     """Print the memory's items: M1 entries, M2/M3 rules (heaviest first) and M4 facts."""
     from memento.memory.memento_memory import STORES
 
-    mem = _open(memory, config)
-    if store is not None and store not in STORES:
-        from memento.errors import ConfigError
+    with _open(memory, config) as mem:
+        if store is not None and store not in STORES:
+            from memento.errors import ConfigError
 
-        raise ConfigError(f"unknown store {store!r}; one of {', '.join(STORES)}")
-    console.print(f"memory {escape(str(mem.directory))} · version {mem.version}", soft_wrap=True)
+            raise ConfigError(f"unknown store {store!r}; one of {', '.join(STORES)}")
+        console.print(f"memory {escape(str(mem.directory))} · version {mem.version}", soft_wrap=True)
 
-    def line(text: str) -> None:
-        console.print(text, soft_wrap=True, highlight=False)
+        def line(text: str) -> None:
+            console.print(text, soft_wrap=True, highlight=False)
 
-    if store in (None, "craft"):
-        line("\n[bold]M1 craft knowledge[/bold]")
-        for e in sorted(mem.craft.all(), key=lambda e: (-e.support, e.id))[:limit]:
-            line(f"- {escape(e.text)} [dim]({e.id}, support {e.support}, batch {e.batch})[/dim]")
-    for name, book, title in (
-        ("decomposition", mem.decomposition, "M2 decomposition rules"),
-        ("web_action", mem.web_action, "M3 web-action rules"),
-    ):
-        if store not in (None, name):
-            continue
-        line(f"\n[bold]{title}[/bold] (heaviest first)")
-        for r in sorted(book.all(), key=lambda r: (-book.weight(r), r.id))[:limit]:
-            line(
-                f"- {escape(f'[{r.status}]')} {escape(r.text)} [dim]({r.id}, support {r.support}, contradiction "
-                f"{r.contradiction}, batches {r.created_batch}-{r.updated_batch})[/dim]"
-            )
-    if store in (None, "facts"):
-        line("\n[bold]M4 domain facts[/bold] (current)")
-        for f in mem.facts.all(include_superseded=False)[:limit]:
-            sources = escape(", ".join(f.sources[:3])) or "-"
-            line(f"- {escape(f'[{f.entity}]')} {escape(f.text)} [dim]({f.id}, sources {sources})[/dim]")
+        if store in (None, "craft"):
+            line("\n[bold]M1 craft knowledge[/bold]")
+            for e in sorted(mem.craft.all(), key=lambda e: (-e.support, e.id))[:limit]:
+                line(f"- {escape(e.text)} [dim]({e.id}, support {e.support}, batch {e.batch})[/dim]")
+        for name, book, title in (
+            ("decomposition", mem.decomposition, "M2 decomposition rules"),
+            ("web_action", mem.web_action, "M3 web-action rules"),
+        ):
+            if store not in (None, name):
+                continue
+            line(f"\n[bold]{title}[/bold] (heaviest first)")
+            for r in sorted(book.all(), key=lambda r: (-book.weight(r), r.id))[:limit]:
+                line(
+                    f"- {escape(f'[{r.status}]')} {escape(r.text)} [dim]({r.id}, support {r.support}, contradiction "
+                    f"{r.contradiction}, batches {r.created_batch}-{r.updated_batch})[/dim]"
+                )
+        if store in (None, "facts"):
+            line("\n[bold]M4 domain facts[/bold] (current)")
+            for f in mem.facts.all(include_superseded=False)[:limit]:
+                sources = escape(", ".join(f.sources[:3])) or "-"
+                line(f"- {escape(f'[{f.entity}]')} {escape(f.text)} [dim]({f.id}, sources {sources})[/dim]")
 
 
 @app.command("stats")
@@ -98,43 +98,43 @@ def stats(
     config: ConfigOpt = None,
 ) -> None:
     """Counts per store and the version history."""
-    mem = _open(memory, config)
-    s = mem.stats()
-    if as_json:
-        print_json({"directory": str(mem.directory), **s, "versions": mem.versions()})
-        return
-    table = Table(title=f"memory {escape(str(mem.directory))} · version {s['version']}")
-    table.add_column("store", no_wrap=True)
-    for col in ("items", "retired", "support", "contra", "contradicted", "chars"):
-        table.add_column(col, justify="right")
-    table.add_row("M1 craft", str(s["craft"]["entries"]), "-", "-", "-", "-", str(s["craft"]["chars"]))
-    for key, label in (("decomposition", "M2 decomposition"), ("web_action", "M3 web-action")):
-        r = s[key]
-        table.add_row(
-            label,
-            str(r["rules"]),
-            str(r["retired"]),
-            str(r["total_support"]),
-            str(r["total_contradiction"]),
-            str(r["rules_contradicted"]),
-            str(r["chars"]),
-        )
-    f = s["facts"]
-    table.add_row("M4 facts", str(f["facts"]), f"{f['superseded']} superseded", "-", "-", "-", str(f["chars"]))
-    console.print(table)
-    versions = Table(title="versions")
-    for col in ("version", "parent", "batch", "status", "created", "note"):
-        versions.add_column(col)
-    for v in mem.versions():
-        versions.add_row(
-            str(v["version"]),
-            str(v["parent"] or "-"),
-            str(v["batch"]),
-            v["status"],
-            v["created_at"],
-            escape(one_line(v["note"], 60)),
-        )
-    console.print(versions)
+    with _open(memory, config) as mem:
+        s = mem.stats()
+        if as_json:
+            print_json({"directory": str(mem.directory), **s, "versions": mem.versions()})
+            return
+        table = Table(title=f"memory {escape(str(mem.directory))} · version {s['version']}")
+        table.add_column("store", no_wrap=True)
+        for col in ("items", "retired", "support", "contra", "contradicted", "chars"):
+            table.add_column(col, justify="right")
+        table.add_row("M1 craft", str(s["craft"]["entries"]), "-", "-", "-", "-", str(s["craft"]["chars"]))
+        for key, label in (("decomposition", "M2 decomposition"), ("web_action", "M3 web-action")):
+            r = s[key]
+            table.add_row(
+                label,
+                str(r["rules"]),
+                str(r["retired"]),
+                str(r["total_support"]),
+                str(r["total_contradiction"]),
+                str(r["rules_contradicted"]),
+                str(r["chars"]),
+            )
+        f = s["facts"]
+        table.add_row("M4 facts", str(f["facts"]), f"{f['superseded']} superseded", "-", "-", "-", str(f["chars"]))
+        console.print(table)
+        versions = Table(title="versions")
+        for col in ("version", "parent", "batch", "status", "created", "note"):
+            versions.add_column(col)
+        for v in mem.versions():
+            versions.add_row(
+                str(v["version"]),
+                str(v["parent"] or "-"),
+                str(v["batch"]),
+                v["status"],
+                v["created_at"],
+                escape(one_line(v["note"], 60)),
+            )
+        console.print(versions)
 
 
 @app.command("diff")
@@ -149,39 +149,41 @@ def diff(
 
     An item counts as modified when its text, support, contradiction or status changed.
     """
-    mem = _open(memory, config)
-    result = mem.diff(a, b)
-    old, new = mem.db.state_at(a), mem.db.state_at(b)
-    table = Table(
-        title=f"memory diff {a} -> {b}",
-        caption="~items: items whose text, support, contradiction or status changed; ~chars: text changes only",
-    )
-    for col in ("store", "+items", "-items", "~items", "+chars", "-chars", "~chars", "chars after"):
-        table.add_column(col, justify="right")
-    for name, d in result.stores.items():
-        table.add_row(
-            name,
-            str(len(d.added)),
-            str(len(d.removed)),
-            str(len(d.modified)),
-            str(d.chars_added),
-            str(d.chars_deleted),
-            str(d.chars_modified),
-            str(d.chars_after),
+    with _open(memory, config) as mem:
+        result = mem.diff(a, b)
+        old, new = mem.db.state_at(a), mem.db.state_at(b)
+        table = Table(
+            title=f"memory diff {a} -> {b}",
+            caption="~items: items whose text, support, contradiction or status changed; ~chars: text changes only",
         )
-    console.print(table)
-    for name, d in result.stores.items():
-        for sign, ids, state in (("+", d.added, new), ("-", d.removed, old), ("~", d.modified, new)):
-            for item_id in ids:
-                text = state.get((name, item_id), {}).get("text", "")
-                extra = (
-                    _field_changes(old.get((name, item_id), {}), new.get((name, item_id), {})) if sign == "~" else ""
-                )
-                console.print(
-                    f"{sign} {name} {item_id}: {escape(one_line(text, 110))}{escape(extra)}",
-                    highlight=False,
-                    soft_wrap=True,
-                )
+        for col in ("store", "+items", "-items", "~items", "+chars", "-chars", "~chars", "chars after"):
+            table.add_column(col, justify="right")
+        for name, d in result.stores.items():
+            table.add_row(
+                name,
+                str(len(d.added)),
+                str(len(d.removed)),
+                str(len(d.modified)),
+                str(d.chars_added),
+                str(d.chars_deleted),
+                str(d.chars_modified),
+                str(d.chars_after),
+            )
+        console.print(table)
+        for name, d in result.stores.items():
+            for sign, ids, state in (("+", d.added, new), ("-", d.removed, old), ("~", d.modified, new)):
+                for item_id in ids:
+                    text = state.get((name, item_id), {}).get("text", "")
+                    extra = (
+                        _field_changes(old.get((name, item_id), {}), new.get((name, item_id), {}))
+                        if sign == "~"
+                        else ""
+                    )
+                    console.print(
+                        f"{sign} {name} {item_id}: {escape(one_line(text, 110))}{escape(extra)}",
+                        highlight=False,
+                        soft_wrap=True,
+                    )
 
 
 def _field_changes(before: dict[str, Any], after: dict[str, Any]) -> str:
@@ -205,9 +207,9 @@ def rollback(
     """Restore a version (the change log keeps everything; later versions are marked rolled back)."""
     directory = memory or settings_from_flags(config, None, None, None).memory.dir
     with memory_lock(directory, no_wait=no_wait):  # never while a trainer writes the same memory
-        mem = _open(directory, config, write=True)
-        before = mem.version
-        changed = mem.rollback(version)
+        with _open(directory, config, write=True) as mem:
+            before = mem.version
+            changed = mem.rollback(version)
     console.print(f"memory {escape(str(mem.directory))}: version {before} -> {version} ({changed} items restored)")
 
 
@@ -220,9 +222,11 @@ def export(
     config: ConfigOpt = None,
 ) -> None:
     """Write the memory (or one version) as readable markdown and JSON; deterministic output."""
-    mem = _open(memory, config)
-    path = mem.export(out, version=version)
-    console.print(f"exported memory version {version if version is not None else mem.version} to {escape(str(path))}")
+    with _open(memory, config) as mem:
+        path = mem.export(out, version=version)
+        console.print(
+            f"exported memory version {version if version is not None else mem.version} to {escape(str(path))}"
+        )
 
 
 try:  # the Q-gate statistics live with the case bank (helper module, optional)

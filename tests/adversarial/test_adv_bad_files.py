@@ -118,7 +118,7 @@ def test_memory_export_at_or_under_a_file(tmp_path, bad, where):
     from memento.memory.memento_memory import MementoMemory
 
     mem_dir = tmp_path / "mem"
-    MementoMemory(mem_dir)  # an empty but valid memory
+    MementoMemory(mem_dir).close()  # an empty but valid memory
     out = bad["plain"] if where == "file" else bad["plain"] / "export"
     _fails_cleanly(tmp_path, ["memory", "export", str(out), "--memory", str(mem_dir)], names=str(out))
 
