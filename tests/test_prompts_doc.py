@@ -34,3 +34,5 @@ def test_generator_renders_every_stage_with_its_paper_section(tmp_path, capsys):
     assert text.count("[[ ## task_goal ## ]]\nAnswer a question that needs several facts chained together") >= 6
     committed = (ROOT / "docs" / "prompts.md").read_text(encoding="utf-8")
     assert committed.startswith("# The prompts of every stage") and "python docs/render_prompts.py" in committed
+    # the committed file is what the code renders today (regenerate with `python docs/render_prompts.py`)
+    assert committed == text, "docs/prompts.md is stale: run python docs/render_prompts.py"
