@@ -67,6 +67,14 @@ def test_compare_and_eval_runs_in_mlflow(tmp_path: Path, monkeypatch: pytest.Mon
                  "MEMENTO_BUDGETS_INITIAL_QUESTIONS": "2", "MEMENTO_BUDGETS_STEPS_PER_QUESTION": "3"},
         )  # fmt: skip
         assert result.exit_code == 0, result.output
+    # an eval whose LM cannot be reached fails after its MLflow run opened: the run is FAILED, not FINISHED
+    result = runner.invoke(
+        app,
+        ["eval", "--task", "multihop", "--data", str(data), "--out", str(tmp_path / "ev_failed"),
+         "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1", "--threads", "1", "--mlflow", uri],
+        env={"COLUMNS": "200", "MEMENTO_LM_CACHE": "false", "MEMENTO_LM_NUM_RETRIES": "0"},
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
 
     from mlflow.tracking import MlflowClient
 
@@ -96,7 +104,9 @@ def test_compare_and_eval_runs_in_mlflow(tmp_path: Path, monkeypatch: pytest.Mon
     parent_files = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"results.json", "results.md", "report.html", "score_vs_cost.png"} <= parent_files
 
-    evaluation = by_name["eval closed_book"]
+    evaluations = [run for run in runs if run.info.run_name == "eval closed_book"]
+    assert sorted(run.info.status for run in evaluations) == ["FAILED", "FINISHED"]
+    evaluation = next(run for run in evaluations if run.info.status == "FINISHED")
     assert evaluation.data.tags.get("mlflow.parentRunId") is None
     saved = json.loads((tmp_path / "ev" / "results.json").read_text(encoding="utf-8"))
     assert evaluation.data.metrics["mean"] == pytest.approx(saved["mean"])
@@ -107,7 +117,7 @@ def test_compare_and_eval_runs_in_mlflow(tmp_path: Path, monkeypatch: pytest.Mon
     assert [m.step for m in client.get_metric_history(training.info.run_id, "version")] == [1, 2]
     assert len(client.get_metric_history(training.info.run_id, "lm_calls")) == 2  # one point per batch
     assert "report.html" in {a.path for a in client.list_artifacts(training.info.run_id)}
-    assert training.data.params["memory.dir"]  # the effective settings
+    assert training.data.params["memory.dir"] == str(tmp_path / "mem")  # the effective settings, --memory included
     # DSPy autologging recorded traces of the program calls in the experiment
     import mlflow
 

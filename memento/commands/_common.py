@@ -34,6 +34,7 @@ __all__ = [
     "NoWaitOpt",
     "not_available",
     "at_command_end",
+    "command_exit_code",
 ]
 
 logger = logging.getLogger(__name__)
@@ -62,9 +63,11 @@ StoresOpt = Annotated[
 ]
 
 
-def memory_flags(profile: str | None, stores: str | None) -> dict[str, Any]:
-    """The ``[memory]`` settings values of the ``--profile`` and ``--stores`` flags (only those given)."""
+def memory_flags(profile: str | None, stores: str | None, *, directory: Path | None = None) -> dict[str, Any]:
+    """The ``[memory]`` settings values of the ``--profile``, ``--stores`` and ``--memory`` flags (only those given)."""
     out: dict[str, Any] = {}
+    if directory is not None:
+        out["dir"] = directory
     if profile is not None:
         out["profile"] = profile
     if stores is not None:
@@ -101,6 +104,17 @@ _at_end: list[Callable[[], None]] = []
 def at_command_end(fn: Callable[[], None]) -> None:
     """Run ``fn`` when the running command ends, normally or not (closes logs, trackers; latest first)."""
     _at_end.append(fn)
+
+
+_outcome: dict[str, int | None] = {"exit_code": None}
+
+
+def command_exit_code() -> int | None:
+    """The exit code of the command that is ending (for closers registered with :func:`at_command_end`).
+
+    ``0``: it succeeded; ``130``/``143``: it was cancelled; another code: it failed; ``None``: still running.
+    """
+    return _outcome["exit_code"]
 
 
 def _run_at_end() -> None:
@@ -143,8 +157,18 @@ def cli_errors(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _outcome["exit_code"] = None
         try:
-            return guarded(*args, **kwargs)
+            result = guarded(*args, **kwargs)
+        except typer.Exit as exc:
+            _outcome["exit_code"] = exc.exit_code
+            raise
+        except BaseException:
+            _outcome["exit_code"] = 1
+            raise
+        else:
+            _outcome["exit_code"] = 0
+            return result
         finally:
             _run_at_end()  # what the command opened (LM call log, MLflow run) closes even when it fails
 

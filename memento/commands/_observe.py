@@ -99,6 +99,11 @@ def observe(settings: Any, roles: Any, *, run_name: str | None = None) -> Observ
             active = run.__enter__()
 
             def end_run() -> None:
+                from memento.commands._common import command_exit_code
+
+                code = command_exit_code()
+                if code not in (0, None):  # a failed or cancelled command is not a FINISHED run
+                    tracker.mlflow.end_run(status="KILLED" if code in (130, 143) else "FAILED")
                 run.__exit__(None, None, None)
                 tracker.close()
                 err_console.print(

@@ -106,7 +106,7 @@ def train(
         run={"threads": threads},
         observe=observe_flags(log_lm, mlflow),
         trainer={k: v for k, v in trainer_flags.items() if v is not None},
-        memory=memory_flags(profile, stores),
+        memory=memory_flags(profile, stores, directory=memory),
     )
     roles = memento.configure(settings)
     seen = observe(settings, roles, run_name=f"train {task}")  # --log-lm, --mlflow: until the command ends
