@@ -25,6 +25,8 @@ __all__ = [
     "Usage",
     "Trajectory",
     "CBRDetails",
+    "Plan",
+    "PlanStep",
     "JitMemDetails",
     "Exploration",
     "Rule",
@@ -163,13 +165,41 @@ class Exploration(_Record):
     insights: list[str] = Field(default_factory=list)
 
 
+class PlanStep(_Record):
+    """One executed sub-task of a case-based plan: its planning cycle (1-based), the sub-task and its outcome."""
+
+    cycle: int = Field(ge=1)
+    sub_task: str
+    outcome: Literal["answered", "failed"]
+
+
+class Plan(_Record):
+    """A case-based plan as executed: the sub-tasks of every planning cycle, in order, with their outcomes.
+
+    ``render()`` is the text a case stores and a planner reads (one numbered line per step).
+
+    Example:
+        >>> Plan(steps=[PlanStep(cycle=1, sub_task="Who wrote Dune?", outcome="answered")]).render()
+        '1. [cycle 1] Who wrote Dune? (answered)'
+    """
+
+    steps: list[PlanStep] = Field(default_factory=list)
+
+    def render(self) -> str:
+        """One line per step: ``n. [cycle c] sub-task (outcome)``."""
+        return "\n".join(
+            f"{i}. [cycle {step.cycle}] {step.sub_task} ({step.outcome})" for i, step in enumerate(self.steps, 1)
+        )
+
+
 class CBRDetails(_Record):
     """What a case-based run did: the cases it retrieved, its plan, its reward and the case it stored."""
 
     retrieved: list[str] = Field(default_factory=list)  # case ids, in rank order
     retrieved_rewards: list[float] = Field(default_factory=list)
     policy: str = ""
-    plan: str = ""
+    plan: str = ""  # the rendered plan (what the stored case holds): Plan.render() of plan_steps
+    plan_steps: list[PlanStep] = Field(default_factory=list)  # the typed plan (empty in results written before it)
     reward: float | None = None
     reward_source: str | None = None  # metric | judge | retain()
     stored_case: str | None = None

@@ -61,7 +61,7 @@ from memento.signatures.plan_from_cases import PlanFromCases
 from memento.tasks.task import Task
 from memento.text import one_line
 from memento.threads import run_parallel
-from memento.types import Case, CBRDetails, Node, ToolCall, Trajectory, new_id
+from memento.types import Case, CBRDetails, Node, Plan, PlanStep, ToolCall, Trajectory, new_id
 
 if TYPE_CHECKING:
     from memento.config import Settings
@@ -102,13 +102,18 @@ def render_tool_plan(tool_calls: list[ToolCall], *, limit: int = 8) -> str:
     return "\n".join(lines)
 
 
-def _plan_text(nodes: list[Node]) -> str:
-    """The plan stored in a case: every executed sub-task by cycle, with its outcome."""
-    lines = []
-    for i, node in enumerate(nodes, 1):
-        outcome = "answered" if node.status == "answered" else "failed"
-        lines.append(f"{i}. [cycle {node.wave + 1}] {node.question} ({outcome})")
-    return "\n".join(lines)
+def _plan(nodes: list[Node]) -> Plan:
+    """The plan as executed (what a case stores, rendered): every sub-task by cycle, with its outcome."""
+    return Plan(
+        steps=[
+            PlanStep(
+                cycle=node.wave + 1,
+                sub_task=node.question,
+                outcome="answered" if node.status == "answered" else "failed",
+            )
+            for node in nodes
+        ]
+    )
 
 
 def _findings(nodes: list[Node]) -> str:
@@ -293,7 +298,8 @@ class CaseBasedAgent(ResearchProgram):
                 executed.extend(nodes)
             if done or not nodes:
                 break
-        info.plan = _plan_text(executed)
+        plan_record = _plan(executed)
+        info.plan_steps, info.plan = plan_record.steps, plan_record.render()
         started = time.perf_counter()
         findings = _findings(executed) or "(no sub-task was executed)"
         pred = self.answer(context=context, research_findings=findings, **call.inputs)

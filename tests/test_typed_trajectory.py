@@ -14,7 +14,7 @@ from memento.memory.trajectory_bank import TrajectoryBank
 from memento.programs.baselines import ClosedBook
 from memento.programs.jitmem_agent import JitMemAgent
 from memento.programs.jitmem_curator import JitMemCurator
-from memento.types import CBRDetails, JitMemDetails, Trajectory
+from memento.types import CBRDetails, JitMemDetails, Plan, PlanStep, Trajectory
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_cbr_agent import make_agent, script  # noqa: E402
@@ -40,6 +40,12 @@ def test_cbr_details_are_a_typed_trajectory_field_without_a_contextvar(tmp_path,
     assert isinstance(details, CBRDetails)
     assert details.reward == 1.0 and details.reward_source == "metric" and details.stored_case
     assert details.plan.startswith("1. [cycle 1]") and pred.cbr["stored_case"] == details.stored_case
+    # the plan is a typed record; the text a case stores is its rendering
+    assert details.plan_steps and all(isinstance(step, PlanStep) for step in details.plan_steps)
+    assert [step.sub_task for step in details.plan_steps] == [n.question for n in pred.trajectory.nodes[1:]]
+    assert {step.outcome for step in details.plan_steps} <= {"answered", "failed"}
+    assert details.plan == Plan(steps=details.plan_steps).render()
+    assert agent.bank.get(details.stored_case).plan == details.plan
     again = Trajectory.model_validate_json(pred.trajectory.model_dump_json())
     assert again.cbr == details
     _no_json_notes(pred.trajectory)
