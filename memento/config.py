@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import math
 import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from memento.errors import ConfigError
@@ -46,6 +47,9 @@ __all__ = [
     "JitMemSettings",
     "TrainerSettings",
     "BaselineSettings",
+    "BudgetPreset",
+    "CompareBudget",
+    "COMPARE_PRESETS",
     "RunSettings",
     "Settings",
     "load_settings",
@@ -62,6 +66,7 @@ _SECTIONS: tuple[str, ...] = (
     "jitmem",
     "trainer",
     "baselines",
+    "compare",
     "run",
     "observe",
 )
@@ -209,6 +214,7 @@ class TrainerSettings(_Section):
     evidence_chars: int = Field(default=6_000, ge=200)
     rules_shown_tokens: int = Field(default=1_500, ge=0)
     retire_min_runs: int = Field(default=2, ge=1)
+    summary_input_chars: int = Field(default=48_000, ge=1_000)  # what SummarizeRun reads of an over-budget record
 
 
 class BaselineSettings(_Section):
@@ -217,6 +223,114 @@ class BaselineSettings(_Section):
     ``[budgets] steps_per_question``)."""
 
     few_shot_demos: int = Field(default=5, ge=1)
+
+
+BudgetPreset = Literal["tiny", "light", "medium"]
+
+#: Budget presets of a comparison (``[compare] preset``): values that differ from the field defaults (``light``).
+COMPARE_PRESETS: dict[str, dict[str, Any]] = {
+    # A smoke run: minutes on a scripted LM, a handful of real LM calls per example.
+    "tiny": {
+        "val_fraction": 0.34,
+        "gepa_max_metric_calls": 24,
+        "gepa_reflection_minibatch_size": 2,
+        "mipro_num_candidates": 2,
+        "mipro_num_trials": 2,
+        "mipro_minibatch_size": 4,
+        "mipro_max_bootstrapped_demos": 1,
+        "mipro_max_labeled_demos": 1,
+        "bootstrap_max_bootstrapped_demos": 1,
+        "bootstrap_max_labeled_demos": 2,
+        "memory_batch_size": 4,
+        "memory_train_limit": 12,
+    },
+    # Comparable to MIPROv2's and GEPA's own "light" settings on a small set.
+    "light": {},
+    # The paper's training scale for memory (60 samples in batches of 10) and a larger optimiser budget.
+    "medium": {
+        "val_fraction": 0.3,
+        "gepa_max_metric_calls": 600,
+        "gepa_reflection_minibatch_size": 3,
+        "mipro_num_candidates": 12,
+        "mipro_num_trials": 25,
+        "mipro_minibatch_size": 35,
+        "mipro_max_bootstrapped_demos": 4,
+        "mipro_max_labeled_demos": 4,
+        "bootstrap_max_bootstrapped_demos": 4,
+        "bootstrap_max_labeled_demos": 16,
+        "memory_batch_size": 10,
+        "memory_train_limit": 60,
+    },
+}
+
+
+class CompareBudget(_Section):
+    """The ``[compare]`` section: every learner's budget in one comparison (all reported in ``results.json``).
+
+    ``preset`` (``tiny``, ``light``, ``medium``: :data:`COMPARE_PRESETS`) gives every value not set explicitly (by
+    a flag, ``MEMENTO_COMPARE_<FIELD>`` or the TOML file's ``[compare]`` table); explicit values win.
+
+    Attributes:
+        preset: the preset the values started from.
+        val_fraction: share of the training set the optimisers hold out as their validation set (GEPA's Pareto
+            set, MIPROv2's valset); at least one example stays on each side.
+        gepa_max_metric_calls: GEPA's total budget of metric calls (program runs scored).
+        gepa_reflection_minibatch_size: examples GEPA reflects on per proposal.
+        mipro_num_candidates: instruction and few-shot candidates MIPROv2 proposes.
+        mipro_num_trials: Bayesian-optimisation trials of MIPROv2.
+        mipro_minibatch_size: MIPROv2's minibatch (never larger than its valset; clamped at run time).
+        mipro_max_bootstrapped_demos: bootstrapped demos per predictor MIPROv2 may use.
+        mipro_max_labeled_demos: labelled demos per predictor MIPROv2 may use.
+        bootstrap_max_bootstrapped_demos: BootstrapFewShot's bootstrapped demos per predictor.
+        bootstrap_max_labeled_demos: BootstrapFewShot's labelled demos per predictor.
+        bootstrap_max_rounds: BootstrapFewShot's rounds of bootstrapping.
+        memory_batch_size: training batch size of the memory methods (MEMENTO batches, JitMem stream batches,
+            case-bank batches).
+        memory_train_limit: at most this many training examples for the memory methods (``None``: all).
+    """
+
+    preset: BudgetPreset = "light"
+    val_fraction: float = Field(default=0.33, gt=0.0, lt=1.0)
+    gepa_max_metric_calls: int = Field(default=150, ge=1)
+    gepa_reflection_minibatch_size: int = Field(default=3, ge=1)
+    mipro_num_candidates: int = Field(default=6, ge=1)
+    mipro_num_trials: int = Field(default=10, ge=1)
+    mipro_minibatch_size: int = Field(default=25, ge=1)
+    mipro_max_bootstrapped_demos: int = Field(default=2, ge=0)
+    mipro_max_labeled_demos: int = Field(default=2, ge=0)
+    bootstrap_max_bootstrapped_demos: int = Field(default=4, ge=0)
+    bootstrap_max_labeled_demos: int = Field(default=8, ge=0)
+    bootstrap_max_rounds: int = Field(default=1, ge=1)
+    memory_batch_size: int = Field(default=10, ge=1)
+    memory_train_limit: int | None = Field(default=30, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_preset(cls, data: Any) -> Any:
+        """Values not given explicitly come from the preset."""
+        if isinstance(data, dict):
+            preset = data.get("preset", "light")
+            if preset not in COMPARE_PRESETS:
+                raise ValueError(f"unknown budget preset {preset!r}; expected one of {', '.join(COMPARE_PRESETS)}")
+            data = {**COMPARE_PRESETS[preset], **data}
+        return data
+
+    def split_sizes(self, n_train: int) -> tuple[int, int]:
+        """``(optimiser train size, optimiser validation size)`` for a training set of ``n_train`` examples."""
+        if n_train < 2:
+            raise ConfigError(f"an optimiser needs at least 2 training examples (got {n_train})")
+        n_val = min(n_train - 1, max(1, math.ceil(n_train * self.val_fraction)))
+        return n_train - n_val, n_val
+
+    def for_method(self, kind: str) -> dict[str, Any]:
+        """The budget values that apply to one kind of learner (``gepa``, ``miprov2``, ``bootstrap``, ``memory``)."""
+        prefix = {"gepa": "gepa_", "miprov2": "mipro_", "bootstrap": "bootstrap_", "memory": "memory_"}.get(kind)
+        if prefix is None:
+            return {}
+        values = {k: v for k, v in self.model_dump().items() if k.startswith(prefix)}
+        if kind in ("gepa", "miprov2"):
+            values["val_fraction"] = self.val_fraction
+        return values
 
 
 class RunSettings(_Section):
@@ -329,6 +443,7 @@ class Settings(BaseSettings):
     jitmem: JitMemSettings = Field(default_factory=JitMemSettings)
     trainer: TrainerSettings = Field(default_factory=TrainerSettings)
     baselines: BaselineSettings = Field(default_factory=BaselineSettings)
+    compare: CompareBudget = Field(default_factory=CompareBudget)
     run: RunSettings = Field(default_factory=RunSettings)
     observe: ObserveSettings = Field(default_factory=ObserveSettings)
 
@@ -388,7 +503,10 @@ class Settings(BaseSettings):
                 if section in ROLES and section != "lm" and field != "api_key" and value is None:
                     inherited = getattr(self.role(section), field)
                     value = f"{inherited} (from lm)" if inherited is not None else None
-                rows.append((key, value, self.source_of(key)))
+                source = self.source_of(key)
+                if section == "compare" and source == "default" and field in COMPARE_PRESETS[self.compare.preset]:
+                    source = f"preset {self.compare.preset}"
+                rows.append((key, value, source))
         return rows
 
 

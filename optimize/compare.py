@@ -52,7 +52,7 @@ from memento.config import Settings
 from memento.errors import Cancelled, ConfigError, LMUnavailableError, MementoError
 from memento.files import atomic_path, atomic_write_text
 from memento.lm import raise_if_fatal
-from memento.optimize.budgets import CompareBudget, resolve_budget
+from memento.optimize.budgets import CompareBudget, budget_from_settings, resolve_budget
 from memento.optimize.costs import PhaseCost, role_models
 from memento.optimize.optimizers import OPTIMIZERS, optimize_program, require_optimizer_extras
 from memento.optimize.report import (
@@ -89,9 +89,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MEMORY_METHODS: tuple[str, ...] = ("memento", "react_memory", "cbr", "jitmem", "closed_book_cases", "few_shot_cases")
-#: Methods that read memory another compared method trains (run after it, reuse its artefact when it is done).
-_READERS: dict[str, str] = {"react_memory": "memento", "closed_book_cases": "cbr", "few_shot_cases": "cbr"}
 PROGRAM_FILE = "program.json"
 MEMORY_DIR = "memory"
 
@@ -112,8 +109,29 @@ class MethodSpec:
         return self.name.replace(":", "-")
 
 
+def _info(method: str) -> Any:
+    """The registry's :class:`~memento.programs.registry.MethodInfo` of ``method`` (``None``: unknown)."""
+    from memento.programs.registry import method_info
+
+    return method_info(method)
+
+
+def _is_memory(method: str) -> bool:
+    info = _info(method)
+    return bool(info is not None and info.memory)
+
+
+def _reads(method: str) -> str | None:
+    """The method whose trained memory ``method`` reads (run after it, reusing its artefact when it is done)."""
+    info = _info(method)
+    return info.reads if info is not None else None
+
+
 def parse_methods(methods: str | Sequence[str]) -> list[MethodSpec]:
     """Parse ``"closed_book,aet,gepa:react"`` (or a list) into specs, in order, without duplicates.
+
+    A method's kind comes from the method registry (:func:`memento.programs.registry.method_info`): a method that
+    keeps memory is a ``memory`` method, any other registered one a ``program``.
 
     Raises:
         ConfigError: an empty list, an unknown optimiser, or an optimiser over a memory method.
@@ -139,14 +157,14 @@ def parse_methods(methods: str | Sequence[str]) -> list[MethodSpec]:
                 )
             if not base or ":" in base:
                 raise ConfigError(f"{name!r}: expected <optimiser>:<base method>, e.g. gepa:react")
-            if base in MEMORY_METHODS:
+            if _is_memory(base):
                 raise ConfigError(
                     f"{name!r}: optimising a memory method's prompts is not supported; use a base program"
                 )
             require_optimizer_extras(optimizer)
             require_method_extras(base)
             specs.append(MethodSpec(name, "optimizer", base, optimizer))
-        elif name in MEMORY_METHODS:
+        elif _is_memory(name):
             require_method_extras(name)
             specs.append(MethodSpec(name, "memory", name))
         else:
@@ -160,8 +178,8 @@ def _check_known(specs: list[MethodSpec]) -> None:
     """Refuse unknown methods (and unknown bases of optimisers) before any method runs."""
     from memento.programs.registry import method_names
 
-    known = set(method_names()) | set(MEMORY_METHODS)
-    unknown = [s.name for s in specs if s.kind != "memory" and s.base not in known]
+    known = set(method_names())
+    unknown = [s.name for s in specs if s.base not in known]
     if unknown:
         raise ConfigError(
             f"unknown method{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
@@ -306,8 +324,12 @@ class CompareContext:
     embedder: Any = None
     observer: CompareObserver | None = None
 
-    def build(self, method: str, *, memory_dir: Path | None = None, frozen: bool = False) -> dspy.Module:
-        """Build a registered program for this comparison's task, settings and roles (``frozen``: test time)."""
+    def build(
+        self, method: str, *, memory_dir: Path | None = None, frozen: bool | None = None, **injected: Any
+    ) -> dspy.Module:
+        """Build a method with its registered builder (:func:`memento.programs.registry.build_program`) for this
+        comparison's task, settings, roles, training set and embedder (``frozen``: test time; ``False``: the
+        training form; ``injected``: ``web``, ``reward_fn``). Every runner builds its programs here."""
         from memento.programs.registry import build_program
 
         return build_program(
@@ -318,6 +340,8 @@ class CompareContext:
             trainset=self.trainset,
             memory_dir=memory_dir,
             frozen=frozen,
+            embedder=self.embedder,
+            **injected,
         )
 
 
@@ -355,6 +379,14 @@ class MethodRunner(Protocol):
     def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome: ...
 
     def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module: ...
+
+
+def _reused(source: str) -> TrainOutcome:
+    """The training outcome of a method that reads the memory ``source`` trained in the same comparison."""
+    return TrainOutcome(
+        info={"memory_from": source, "note": f"reads the memory trained by `{source}` (its cost)"},
+        artefacts={"memory": f"../{source}/{MEMORY_DIR}"},
+    )
 
 
 def _save_program(program: dspy.Module, path: Path) -> None:
@@ -414,57 +446,28 @@ class OptimizerRunner:
         return program
 
 
-def _freeze(program: dspy.Module) -> None:
-    memory = getattr(program, "memory", None)
-    freeze = getattr(memory, "freeze", None)
-    if callable(freeze):
-        freeze()
-
-
 class MementoRunner:
     """MEMENTO: train M1-M4 with :class:`memento.optimize.memento_trainer.MementoTrainer` in batches, then test
     with the memory frozen. ``react_memory`` tests a ReAct agent reading the memory ``memento`` trained in the same
     comparison (or trains its own when ``memento`` is not compared)."""
 
     def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
-        if spec.name == "react_memory":
-            shared = ctx.out_dir / "memento"
+        source = _reads(spec.name)
+        if source is not None:
+            shared = ctx.out_dir / source
             if (shared / "done").exists() and (shared / MEMORY_DIR).is_dir():
-                return TrainOutcome(
-                    info={"memory_from": "memento", "note": "reads the memory trained by `memento` (its cost)"},
-                    artefacts={"memory": f"../memento/{MEMORY_DIR}"},
-                )
-        from memento.memory.memento_memory import open_memory
+                return _reused(source)
         from memento.optimize.memento_trainer import MementoTrainer
-        from memento.programs.memento_learner import MementoLearner
-        from memento.programs.memento_program import Memento
         from memento.web.factory import web_tools_factory
 
-        store = open_memory(ctx.settings.memory, method_dir / MEMORY_DIR, embedder=ctx.embedder)
         web = CountingWeb(web_tools_factory(ctx.settings))
-        # training explores with [trainer] exploration steps per sample; test time uses [budgets] exploration
-        budgets = ctx.settings.budgets.model_copy(update={"exploration": ctx.settings.trainer.exploration})
-        learner = MementoLearner(roles=ctx.roles, explore_steps=max(1, budgets.exploration))
-        program = Memento(
-            ctx.task,
-            memory=store,
-            web=web,
-            budgets=budgets,
-            threads=ctx.settings.run.threads,
-            roles=ctx.roles,
-            stages=learner,
-        )
+        # the memento builder's training form: writable memory, the learner, [trainer] exploration per sample
+        program = ctx.build("memento", memory_dir=method_dir / MEMORY_DIR, frozen=False, web=web)
+        store = program.memory
         limit = ctx.budget.memory_train_limit
         trainset = ctx.trainset[:limit] if limit is not None else ctx.trainset
-        trainer = MementoTrainer.from_settings(
-            program,
-            ctx.metric,
-            store,
-            ctx.settings,
-            batch_size=ctx.budget.memory_batch_size,
-            threads=ctx.threads,
-            roles=ctx.roles,
-            learner=learner,
+        trainer = MementoTrainer.for_program(
+            program, ctx.metric, ctx.settings, batch_size=ctx.budget.memory_batch_size, threads=ctx.threads
         )
         reports = trainer.fit(trainset)  # resumes a half-finished batch after a crash; never applies one twice
         searches, fetches = web.totals()
@@ -495,11 +498,10 @@ class MementoRunner:
 
     def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
         memory_dir = method_dir / MEMORY_DIR
-        if spec.name == "react_memory" and not memory_dir.is_dir():
-            memory_dir = ctx.out_dir / "memento" / MEMORY_DIR
-        program = ctx.build(spec.name, memory_dir=memory_dir)
-        _freeze(program)
-        return program
+        source = _reads(spec.name)
+        if source is not None and not memory_dir.is_dir():
+            memory_dir = ctx.out_dir / source / MEMORY_DIR
+        return ctx.build(spec.name, memory_dir=memory_dir, frozen=True)
 
 
 class JitMemRunner:
@@ -530,7 +532,7 @@ class JitMemRunner:
             )
         from memento.optimize.jitmem_stream import _web_counts, build_training_bank, stream
 
-        agent = ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR)
+        agent = ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR, frozen=False)
         limit = ctx.budget.memory_train_limit
         trainset = ctx.trainset[:limit] if limit is not None else ctx.trainset
         if jit.train_gate == "ground_truth":
@@ -613,21 +615,12 @@ class CaseBankRunner:
     score of every pass in ``info["passes"]``. At test time the bank is frozen and nothing is retained. A crashed
     training phase starts over from an empty bank (cases are not batch-versioned)."""
 
-    def _agent(self, ctx: CompareContext, method_dir: Path, *, train: bool) -> tuple[Any, Any]:
-        from memento.programs.case_based_agent import build_cbr
+    def _agent(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path, *, train: bool) -> tuple[Any, Any]:
         from memento.web.factory import web_tools_factory
 
         web = CountingWeb(web_tools_factory(ctx.settings))
-        agent = build_cbr(
-            task=ctx.task,
-            settings=ctx.settings,
-            roles=ctx.roles,
-            memory_dir=method_dir / MEMORY_DIR,
-            frozen=not train,
-            embedder=ctx.embedder,
-            reward_fn=ctx.metric if train else None,
-            web=web,
-        )
+        reward = ctx.metric if train else None
+        agent = ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR, frozen=not train, reward_fn=reward, web=web)
         return agent, web
 
     def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
@@ -638,7 +631,7 @@ class CaseBankRunner:
         bank_dir = method_dir / MEMORY_DIR / "cbr"
         if bank_dir.exists():
             shutil.rmtree(bank_dir)
-        agent, web = self._agent(ctx, method_dir, train=True)
+        agent, web = self._agent(ctx, spec, method_dir, train=True)
         limit = ctx.budget.memory_train_limit
         trainset = ctx.trainset[:limit] if limit is not None else ctx.trainset
         cbr = ctx.settings.cbr
@@ -685,7 +678,7 @@ class CaseBankRunner:
         )
 
     def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
-        agent, _ = self._agent(ctx, method_dir, train=False)
+        agent, _ = self._agent(ctx, spec, method_dir, train=False)
         return agent
 
 
@@ -696,12 +689,10 @@ class CaseMemoryRunner:
     with the metric's score as reward. At test time the bank is frozen."""
 
     def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
-        shared = ctx.out_dir / "cbr"
+        source = _reads(spec.name) or "cbr"
+        shared = ctx.out_dir / source
         if (shared / "done").exists() and (shared / MEMORY_DIR / "cbr").is_dir():
-            return TrainOutcome(
-                info={"memory_from": "cbr", "note": "reads the case bank trained by `cbr` (its cost)"},
-                artefacts={"memory": f"../cbr/{MEMORY_DIR}"},
-            )
+            return _reused(source)
         import shutil
 
         from memento.threads import run_parallel
@@ -709,7 +700,7 @@ class CaseMemoryRunner:
         bank_dir = method_dir / MEMORY_DIR / "cbr"
         if bank_dir.exists():
             shutil.rmtree(bank_dir)  # cases are not batch-versioned: a crashed training starts over
-        program = self._build(ctx, spec, method_dir / MEMORY_DIR, frozen=False)
+        program = ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR, frozen=False)
         limit = ctx.budget.memory_train_limit
         trainset = list(ctx.trainset[:limit] if limit is not None else ctx.trainset)
         size = ctx.budget.memory_batch_size
@@ -739,26 +730,11 @@ class CaseMemoryRunner:
             artefacts={"memory": MEMORY_DIR},
         )
 
-    @staticmethod
-    def _build(ctx: CompareContext, spec: MethodSpec, memory_dir: Path, *, frozen: bool) -> Any:
-        from memento.programs.case_memory import build_closed_book_cases, build_few_shot_cases
-
-        build = build_few_shot_cases if spec.name == "few_shot_cases" else build_closed_book_cases
-        return build(
-            task=ctx.task,
-            settings=ctx.settings,
-            roles=ctx.roles,
-            trainset=list(ctx.trainset),
-            memory_dir=memory_dir,
-            frozen=frozen,
-            embedder=ctx.embedder,
-        )
-
     def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
         memory_dir = method_dir / MEMORY_DIR
         if not (memory_dir / "cbr").is_dir():
-            memory_dir = ctx.out_dir / "cbr" / MEMORY_DIR
-        return self._build(ctx, spec, memory_dir, frozen=True)
+            memory_dir = ctx.out_dir / (_reads(spec.name) or "cbr") / MEMORY_DIR
+        return ctx.build(spec.name, memory_dir=memory_dir, frozen=True)
 
 
 _RUNNERS: dict[str, MethodRunner] = {}
@@ -1031,7 +1007,7 @@ def compare(
     testset: Sequence[dspy.Example] | None = None,
     n_train: int | None = None,
     n_test: int | None = None,
-    budget: CompareBudget | str = "light",
+    budget: CompareBudget | str | None = None,
     budget_overrides: dict[str, Any] | None = None,
     baseline: str = "closed_book",
     threads: int | None = None,
@@ -1051,7 +1027,8 @@ def compare(
         settings: effective settings (LM roles, web, budgets of a research session, threads, seed).
         roles: the LM roles; built from ``settings`` with :func:`memento.lm.configure` when ``None``.
         data: examples to split with ``seed`` into ``n_train``/``n_test``; or give ``trainset`` and ``testset``.
-        budget: a preset name (``tiny``/``light``/``medium``) or a :class:`CompareBudget`.
+        budget: ``None`` (the ``[compare]`` settings section: its preset and explicit values), a preset name
+            (``tiny``/``light``/``medium``: replaces the section's preset) or a :class:`CompareBudget`.
         budget_overrides: explicit budget values applied over the preset (``{"gepa_max_metric_calls": 40}``).
         baseline: the method every other is compared with (paired bootstrap over the test examples).
         threads: evaluation threads (default ``settings.run.threads``).
@@ -1079,15 +1056,15 @@ def compare(
     settings = settings or Settings()
     seed = settings.run.seed if seed is None else seed
     threads = settings.run.threads if threads is None else threads
-    if isinstance(budget, str):
-        budget = resolve_budget(budget, budget_overrides)
+    if budget is None or isinstance(budget, str):
+        budget = budget_from_settings(settings, budget, budget_overrides)
     elif budget_overrides:
         budget = resolve_budget(budget.preset, {**budget.model_dump(exclude={"preset"}), **budget_overrides})
     specs = parse_methods(methods)
     if baseline not in {s.name for s in specs}:
         specs = [*parse_methods([baseline]), *specs]
     # memento before react_memory, cbr before the case-memory baselines: they read the memory those train
-    specs.sort(key=lambda s: 1 if s.name in _READERS else 0)
+    specs.sort(key=lambda s: 1 if _reads(s.name) else 0)
 
     if trainset is None or testset is None:
         if data is None:
@@ -1100,8 +1077,6 @@ def compare(
     task_obj = get_task(task, roles=roles, threads=threads) if isinstance(task, str) else task
     _check_overlap(trainset, testset, task_obj, log)
     models = role_models(roles)
-    if hasattr(task_obj, "roles") and getattr(task_obj, "roles", None) is None:
-        task_obj.roles = roles  # the task's own judges and scrubbers run under the comparison's roles
     # preprocessing (e.g. an LLM PII scrub) happens once, before any method sees an example; its cost is reported
     with dspy.context(lm=getattr(roles, "lm", None) or dspy.settings.lm), _metered(roles) as (meter, clock):
         train = [task_obj.preprocess(ex) for ex in trainset]

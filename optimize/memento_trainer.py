@@ -276,10 +276,26 @@ class MementoTrainer:
             "rules_shown_tokens": section.rules_shown_tokens,
             "retire_min_runs": section.retire_min_runs,
             "max_consecutive_lm_failures": section.max_consecutive_lm_failures,
+            "summary_input_chars": section.summary_input_chars,
         }
         options.update(kwargs)
         batch_size = options.pop("batch_size", None) or section.batch_size
         return cls(program, metric, memory, batch_size, **options)
+
+    @classmethod
+    def for_program(cls, program: Any, metric: Callable[..., Any], settings: Any, **kwargs: Any) -> MementoTrainer:
+        """:meth:`from_settings` for a program built by the ``memento`` method's builder with ``frozen=False``: the
+        memory it trains is the program's own, the learner the one behind its learning stages.
+
+        Example:
+            >>> program = build_program("memento", task="qa", settings=s, frozen=False)  # doctest: +SKIP
+            >>> MementoTrainer.for_program(program, metric, s).fit(trainset)  # doctest: +SKIP
+        """
+        learner = getattr(getattr(program, "stages", None), "learner", None)
+        if learner is not None:
+            kwargs.setdefault("learner", learner)
+        kwargs.setdefault("roles", getattr(program, "roles", None))
+        return cls.from_settings(program, metric, program.memory, settings, **kwargs)
 
     # -- plumbing ----------------------------------------------------------------------------------------
     def _emit(self, batch: int, phase: str, detail: str = "") -> None:

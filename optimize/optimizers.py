@@ -236,14 +236,14 @@ def _compile_bootstrap(
     applied = {
         "max_bootstrapped_demos": budget.bootstrap_max_bootstrapped_demos,
         "max_labeled_demos": budget.bootstrap_max_labeled_demos,
-        "max_rounds": 1,
+        "max_rounds": budget.bootstrap_max_rounds,
         "train_size": len(trainset),
     }
     optimizer = dspy.BootstrapFewShot(
         metric=_float_metric(metric),
         max_bootstrapped_demos=budget.bootstrap_max_bootstrapped_demos,
         max_labeled_demos=budget.bootstrap_max_labeled_demos,
-        max_rounds=1,
+        max_rounds=budget.bootstrap_max_rounds,
     )
     compiled = optimizer.compile(student, trainset=trainset)
     demos = sum(len(getattr(p, "demos", []) or []) for _, p in compiled.named_predictors())

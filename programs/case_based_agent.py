@@ -539,7 +539,7 @@ def fit_cases(
     return results
 
 
-@register_method("cbr", extras=("cbr",))
+@register_method("cbr", extras=("cbr",), memory=True, writes=True)
 def build_cbr(
     *,
     task: Task,

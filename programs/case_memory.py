@@ -196,7 +196,7 @@ def _build(
     )
 
 
-@register_method("closed_book_cases", extras=("cbr",))
+@register_method("closed_book_cases", extras=("cbr",), reads="cbr")
 def build_closed_book_cases(
     *,
     task: Task,
@@ -220,7 +220,7 @@ def build_closed_book_cases(
     )
 
 
-@register_method("few_shot_cases", extras=("cbr",))
+@register_method("few_shot_cases", extras=("cbr",), reads="cbr")
 def build_few_shot_cases(
     *,
     task: Task,

@@ -264,7 +264,7 @@ def _merge_usage(lm_usage: Usage, executor_usage: Usage) -> Usage:
     return lm_usage
 
 
-@register_method("jitmem")
+@register_method("jitmem", memory=True, writes=True)
 def build_jitmem(
     *,
     task: Task,

@@ -46,7 +46,6 @@ from memento.types import Exploration
 if TYPE_CHECKING:
     from memento.config import Settings
     from memento.lm import Roles
-    from memento.memory.memento_memory import MementoMemory
     from memento.tasks.task import Task
 
 __all__ = ["Memento", "LearningStages", "injected_items"]
@@ -63,11 +62,13 @@ class LearningStages:
 
     relevance: Callable[[str, list[str]], list[int] | None] | None = None
     explore: Callable[..., Any] | None = None
+    #: the learning module these stages come from (the trainer's distillers), when there is one
+    learner: Any = None
 
     @classmethod
     def of(cls, learner: Any) -> LearningStages:
         """The stages of a :class:`~memento.programs.memento_learner.MementoLearner`."""
-        return cls(relevance=learner.relevance, explore=learner.explore)
+        return cls(relevance=learner.relevance, explore=learner.explore, learner=learner)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> LearningStages:
         return self
@@ -171,31 +172,54 @@ def injected_items(trajectory: Any) -> dict[str, list[str]]:
     return {k: list(v) for k, v in (getattr(trajectory, "injected_memory", None) or {}).items()}
 
 
-@register_method("memento")
+@register_method("memento", memory=True)
 def _build_memento(
-    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Path | None = None
+    *,
+    task: Task,
+    settings: Settings,
+    roles: Roles | None = None,
+    trainset=None,
+    memory_dir: Path | None = None,
+    frozen: bool = True,
+    embedder: Any = None,
+    web: Any = None,
 ) -> Memento:
-    """The test-time Memento: memory opened read-only and frozen (``memento eval --method memento --memory DIR``).
+    """The ``memento`` method from the ``[memory]``, ``[budgets]`` and ``[trainer]`` settings.
 
-    The ``[memory]`` settings choose the injection profile, the store mask and the budgets.
+    ``frozen=True`` (the default: ``memento run``, ``memento eval --method memento --memory DIR``): the trained
+    memory opened read-only; a missing memory is a DataError. ``frozen=False`` (``memento train``, ``compare``'s
+    training phase): the memory opened writable (created when missing, with ``embedder`` for canonicalisation) and
+    a :class:`~memento.programs.memento_learner.MementoLearner` as its learning stages (``program.stages.learner``,
+    for :meth:`~memento.optimize.memento_trainer.MementoTrainer.for_program`), exploring ``[trainer] exploration``
+    steps per sample. ``web`` replaces the settings' web-tools factory (e.g. a counting wrapper).
     """
-    from memento.memory.memento_memory import MementoMemory, budgets_from_settings
+    from memento.memory.memento_memory import open_memory
     from memento.web.factory import web_tools_factory
 
     directory = Path(memory_dir) if memory_dir is not None else Path(settings.memory.dir)
+    tools = web if web is not None else web_tools_factory(settings)
+    if not frozen:
+        from memento.programs.memento_learner import MementoLearner
+
+        store = open_memory(settings.memory, directory, embedder=embedder)
+        # training explores with [trainer] exploration steps per sample; [budgets] exploration is the test budget
+        budgets = settings.budgets.model_copy(update={"exploration": settings.trainer.exploration})
+        learner = MementoLearner(roles=roles, explore_steps=max(1, budgets.exploration))
+        return Memento(
+            task,
+            memory=store,
+            web=tools,
+            budgets=budgets,
+            threads=settings.run.threads,
+            roles=roles,
+            stages=learner,
+        )
     if not (directory / "memory.db").exists():
         raise DataError(f"no trained memory at {directory}: run `memento train --memory {directory}` first")
-    memory: MementoMemory = MementoMemory(
-        directory,
-        read_only=True,
-        profile=settings.memory.profile,
-        stores=settings.memory.stores,
-        budgets=budgets_from_settings(settings.memory),
-    )
     return Memento(
         task,
-        memory=memory,
-        web=web_tools_factory(settings),
+        memory=open_memory(settings.memory, directory, read_only=True),
+        web=tools,
         budgets=settings.budgets.model_copy(),
         threads=settings.run.threads,
         roles=roles,

@@ -193,7 +193,7 @@ def _build_react_rewrite_rerank(*, task, settings, roles=None, trainset=None, me
     return _react(task, settings, roles, query_rewriting=True, rerank=True)
 
 
-@register_method("react_memory")
+@register_method("react_memory", reads="memento")
 def _build_react_memory(*, task, settings, roles=None, trainset=None, memory_dir: Path | None = None) -> ReActAgent:
     memory_dir = memory_dir or settings.memory.dir
     if memory_dir is None or not Path(memory_dir).expanduser().exists():

@@ -4,6 +4,12 @@ A builder is ``fn(*, task, settings, roles, trainset=None, memory_dir=None) -> d
 :func:`register_method`. :func:`build_program` imports the modules that register memento's methods on first use, so
 ``build_program("aet", ...)`` works without importing anything else.
 
+One builder per method serves ``run``, ``eval``, ``train`` and ``compare`` alike: every knob comes from the
+:class:`~memento.config.Settings`; ``frozen`` picks test time (memory read-only) or training (memory written), and
+objects a caller injects (``embedder``, ``web``, ``reward_fn``) reach the builders that take them. What a method is
+(:class:`MethodInfo`: whether it keeps memory, whose memory it reads, whether a run writes it) is declared when it
+is registered, so the commands and the compare harness need no list of methods of their own.
+
 Example:
     >>> from memento.config import load_settings
     >>> from memento.programs.registry import build_program
@@ -19,6 +25,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +38,16 @@ if TYPE_CHECKING:
     from memento.config import Settings
     from memento.lm import Roles
 
-__all__ = ["register_method", "build_program", "method_names", "require_method_extras", "METHOD_MODULES"]
+__all__ = [
+    "MethodInfo",
+    "register_method",
+    "build_program",
+    "method_names",
+    "method_info",
+    "require_method_extras",
+    "METHOD_MODULES",
+    "INJECTED",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -47,19 +63,52 @@ METHOD_MODULES: tuple[str, ...] = (
     "memento.programs.jitmem_agent",
 )
 
+#: Objects a caller may hand to a builder (not knobs: a shared embedder, a counting web factory, a reward metric);
+#: each reaches only the builders that take it.
+INJECTED: tuple[str, ...] = ("embedder", "web", "reward_fn")
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    """What a registered method is.
+
+    Attributes:
+        name: the method's name.
+        extras: optional extras it cannot run without.
+        memory: it keeps a memory directory (``memento``, ``cbr``, ``jitmem`` ...); an optimiser cannot compile it.
+        reads: the method whose trained memory it reads (``react_memory`` reads ``memento``'s), or ``None``.
+        writes: a run that is not frozen adds to its memory (``cbr`` retains cases, ``jitmem`` trajectories), so
+            ``memento run`` holds the directory's write lock around it.
+    """
+
+    name: str
+    extras: tuple[str, ...] = ()
+    memory: bool = False
+    reads: str | None = None
+    writes: bool = False
+
+
 _BUILDERS: dict[str, Builder] = {}
-_EXTRAS: dict[str, tuple[str, ...]] = {}
+_INFO: dict[str, MethodInfo] = {}
 _IMPORT_ERRORS: dict[str, str] = {}
 _loaded = False
 _load_lock = threading.Lock()
 
 
-def register_method(name: str, *, extras: tuple[str, ...] = ()) -> Callable[[Builder], Builder]:
+def register_method(
+    name: str,
+    *,
+    extras: tuple[str, ...] = (),
+    memory: bool = False,
+    reads: str | None = None,
+    writes: bool = False,
+) -> Callable[[Builder], Builder]:
     """Register a program builder under ``name`` (a decorator).
 
-    The builder is called as ``fn(*, task, settings, roles, trainset=None, memory_dir=None)``. ``extras`` names the
-    optional extras (:mod:`memento.extras`) the method cannot run without: building it without them is one line
-    naming the extra to install.
+    The builder is called as ``fn(*, task, settings, roles, trainset=None, memory_dir=None)``, plus ``frozen`` and
+    the :data:`INJECTED` objects when it takes them. ``extras`` names the optional extras (:mod:`memento.extras`)
+    the method cannot run without: building it without them is one line naming the extra to install. ``memory``,
+    ``reads`` and ``writes`` describe the method (:class:`MethodInfo`).
     """
     if not name or not name.replace("_", "").replace("-", "").isalnum():
         raise ConfigError(f"invalid method name {name!r}")
@@ -68,7 +117,7 @@ def register_method(name: str, *, extras: tuple[str, ...] = ()) -> Callable[[Bui
         if name in _BUILDERS and _BUILDERS[name] is not fn:
             logger.info("method %s re-registered by %s", name, getattr(fn, "__module__", fn))
         _BUILDERS[name] = fn
-        _EXTRAS[name] = tuple(extras)
+        _INFO[name] = MethodInfo(name, tuple(extras), memory=memory or reads is not None, reads=reads, writes=writes)
         return fn
 
     return decorate
@@ -101,13 +150,20 @@ def method_names() -> list[str]:
     return sorted(_BUILDERS)
 
 
+def method_info(method: str) -> MethodInfo | None:
+    """What the registered ``method`` is (``None`` for an unknown one)."""
+    _load_methods()
+    return _INFO.get(method)
+
+
 def require_method_extras(method: str) -> None:
     """Raise :class:`~memento.extras.MissingExtraError` when a registered ``method`` needs an extra that is missing
     (nothing for an unknown method: :func:`build_program` reports that)."""
     from memento.extras import require
 
     _load_methods()
-    for extra in _EXTRAS.get(method, ()):
+    info = _INFO.get(method)
+    for extra in info.extras if info is not None else ():
         require(extra, f"method {method!r}")
 
 
@@ -119,13 +175,17 @@ def build_program(
     roles: Roles | None = None,
     trainset: list[Any] | None = None,
     memory_dir: str | Path | None = None,
-    frozen: bool = False,
+    frozen: bool | None = None,
+    **injected: Any,
 ) -> dspy.Module:
     """Build the program of a registered method for a task, with budgets, threads and web tools from settings.
 
-    ``frozen=True`` asks for test-time behaviour: methods with persistent memory (jitmem, cbr) open it read-only and
-    never write to it; builders without a ``frozen`` parameter hold no writable memory and ignore it (``memento``
-    always opens its memory frozen).
+    ``frozen=True`` asks for test-time behaviour: methods with persistent memory (jitmem, cbr, memento) open it
+    read-only and never write to it; ``frozen=False`` builds the training form (``memento``: a writable memory and
+    the learning module, for :class:`~memento.optimize.memento_trainer.MementoTrainer`); ``None`` is the method's
+    own default (``memento``: frozen; ``cbr``, ``jitmem``: writing, as ``memento run`` uses them). Builders without
+    a ``frozen`` parameter hold no writable memory and ignore it. ``injected`` (``embedder``, ``web``,
+    ``reward_fn``: :data:`INJECTED`) reaches the builders that take each.
 
     Raises:
         ConfigError: the method is unknown (the message lists the known ones) or its builder refuses the inputs.
@@ -139,9 +199,13 @@ def build_program(
         hint = f"; modules that failed to import: {broken}" if broken else ""
         raise ConfigError(f"unknown method {method!r}; available: {', '.join(sorted(_BUILDERS))}{hint}") from None
     require_method_extras(method)
+    unknown = sorted(set(injected) - set(INJECTED))
+    if unknown:
+        raise ConfigError(f"build_program takes no {', '.join(unknown)}; injected objects are {', '.join(INJECTED)}")
     task_obj = get_task(task) if isinstance(task, str) else task
-    extra: dict[str, Any] = {}
-    if "frozen" in inspect.signature(builder).parameters:
+    params = inspect.signature(builder).parameters
+    extra = {key: value for key, value in injected.items() if value is not None and key in params}
+    if frozen is not None and "frozen" in params:
         extra["frozen"] = frozen
     return builder(
         task=task_obj,

@@ -78,8 +78,11 @@ def compare(
     n_test: Annotated[int | None, typer.Option("--n-test", min=1, help="Test examples taken from --data.")] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Read at most N rows of each file.")] = None,
     budget: Annotated[
-        str, typer.Option("--budget", help="Budget preset for every optimiser and memory method: tiny|light|medium.")
-    ] = "light",
+        str | None,
+        typer.Option(
+            "--budget", help="Budget preset of every optimiser and memory method: tiny|light|medium ([compare] preset)."
+        ),
+    ] = None,
     baseline: Annotated[str, typer.Option("--baseline", help="Method the paired bootstrap compares with.")] = (
         "closed_book"
     ),
@@ -177,6 +180,16 @@ def compare(
         jitmem=jitmem,
         observe=observe_flags(log_lm, mlflow),
         memory=memory_flags(profile, stores),
+        compare=section(
+            preset=budget,
+            gepa_max_metric_calls=gepa_max_metric_calls,
+            mipro_num_candidates=mipro_num_candidates,
+            mipro_num_trials=mipro_num_trials,
+            mipro_minibatch_size=mipro_minibatch_size,
+            bootstrap_max_bootstrapped_demos=bootstrap_max_demos,
+            memory_batch_size=memory_batch_size,
+            memory_train_limit=memory_train_limit,
+        ),
     )
     if data is not None and (train is not None or test is not None):
         raise ConfigError("give either --data (split by seed) or --train and --test, not both")
@@ -196,15 +209,6 @@ def compare(
     from memento.memory.embedder import HashingEmbedder, default_embedder
 
     vectors = HashingEmbedder() if embedder == "hashing" else default_embedder()
-    overrides = {
-        "gepa_max_metric_calls": gepa_max_metric_calls,
-        "mipro_num_candidates": mipro_num_candidates,
-        "mipro_num_trials": mipro_num_trials,
-        "mipro_minibatch_size": mipro_minibatch_size,
-        "bootstrap_max_bootstrapped_demos": bootstrap_max_demos,
-        "memory_batch_size": memory_batch_size,
-        "memory_train_limit": memory_train_limit,
-    }
     import memento
 
     roles = memento.configure(settings, set_default=False)
@@ -226,8 +230,6 @@ def compare(
             methods,
             out_dir=out,
             settings=settings,
-            budget=budget,
-            budget_overrides=overrides,
             baseline=baseline,
             metric=metric,
             embedder=vectors,

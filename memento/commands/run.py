@@ -50,12 +50,6 @@ __all__ = ["register", "run", "resolve_task", "render_tree_rich"]
 
 logger = logging.getLogger(__name__)
 
-#: Built-in methods that read no memory directory (``--memory`` is ignored with a warning).
-_MEMORYLESS_METHODS = frozenset(
-    {"aet", "react", "react_rewrite", "react_rerank", "react_rewrite_rerank", "closed_book", "few_shot"}
-)
-#: Methods whose runs write to their memory directory (a case, a trajectory): run under its write lock.
-_WRITING_METHODS = frozenset({"cbr", "jitmem"})
 _STATUS_STYLE = {"answered": "green", "decomposed": "cyan", "failed": "red", "pending": "yellow"}
 
 
@@ -306,11 +300,12 @@ def run(
     task_spec = resolve_task(task, roles=roles, threads=settings.run.threads)
     task_inputs = _task_inputs(task_spec, question, inputs or [], example)
     out_dir, out_name = _check_out(out, Path(settings.run.output_dir).expanduser())  # before any LM call
-    from memento.programs.registry import require_method_extras
+    from memento.programs.registry import method_info, require_method_extras
 
     require_method_extras(method)  # a missing extra is one line before the memory directory is created or locked
+    info = method_info(method)
     lock: Any = contextlib.nullcontext()
-    if method in _WRITING_METHODS:  # their runs add to the bank: one writer per memory directory, open to save
+    if info is not None and info.writes:  # their runs add to the bank: one writer per memory directory, open to save
         lock = memory_lock(Path(memory or settings.memory.dir), no_wait=no_wait)
     with lock:
         pred, program = _run_program(
@@ -336,13 +331,15 @@ def _run_program(
 ) -> tuple[Any, Any]:
     """Build the method's program and run it once on the task inputs (with the live status line or --trace)."""
     from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree
-    from memento.programs.registry import build_program
+    from memento.programs.registry import build_program, method_info, method_names
 
     program = build_program(method, task=task_spec, settings=settings, roles=roles, memory_dir=memory)
-    if memory is not None and method in _MEMORYLESS_METHODS:
+    info = method_info(method)
+    if memory is not None and info is not None and not info.memory:
+        memory_methods = ", ".join(m for m in method_names() if (method_info(m) or info).memory)
         err_console.print(
             f"memento: warning: method {method} reads no memory; --memory is ignored "
-            "(memory methods: memento, react_memory, cbr, jitmem, closed_book_cases, few_shot_cases)",
+            f"(memory methods: {memory_methods})",
             highlight=False,
         )
     if trace:

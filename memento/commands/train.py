@@ -114,7 +114,7 @@ def train(
     examples = task_spec.load(data, limit=limit)
     if not examples:
         raise DataError(f"no examples in {data}")
-    score = task_spec.make_metric(metric, roles=roles) if hasattr(task_spec, "make_metric") else task_spec.metric
+    score = task_spec.make_metric(metric, roles=roles)
     directory = memory or settings.memory.dir
     if embedder == "hashing":
         from memento.memory.embedder import HashingEmbedder
@@ -153,27 +153,16 @@ def _fit(
         TimeRemainingColumn,
     )
 
-    from memento.memory.memento_memory import open_memory
     from memento.optimize.batch_report import reports_table
     from memento.optimize.memento_trainer import MementoTrainer
-    from memento.programs.memento_learner import MementoLearner
-    from memento.programs.memento_program import Memento
+    from memento.programs.registry import build_program
     from memento.progress import progress_console
-    from memento.web.factory import web_tools_factory
 
-    store = open_memory(settings.memory, directory, embedder=vectors)
-    # training explores with [trainer] exploration steps per sample; [budgets] exploration is the test-time budget
-    budgets = settings.budgets.model_copy(update={"exploration": settings.trainer.exploration})
-    learner = MementoLearner(roles=roles, explore_steps=max(1, budgets.exploration))
-    program = Memento(
-        task_spec,
-        memory=store,
-        web=web_tools_factory(settings),
-        budgets=budgets,
-        threads=settings.run.threads,
-        roles=roles,
-        stages=learner,
+    # the memento builder's training form: writable memory, the learner, [trainer] exploration steps per sample
+    program = build_program(
+        "memento", task=task_spec, settings=settings, roles=roles, memory_dir=directory, frozen=False, embedder=vectors
     )
+    store, budgets = program.memory, program.budgets
     batch_size = settings.trainer.batch_size
     batches = (len(examples) + batch_size - 1) // batch_size
     console.print(
@@ -197,9 +186,7 @@ def _fit(
             done = (batch - 1) * 4 + {"forward": 0, "consolidate": 1, "score": 2, "reflect": 3, "done": 4}[phase]
             progress.update(bar, completed=done, batch=batch, description=f"{_PHASE_LABEL[phase]} {detail}".strip())
 
-        trainer = MementoTrainer.from_settings(
-            program, score, store, settings, roles=roles, learner=learner, on_event=on_event
-        )
+        trainer = MementoTrainer.for_program(program, score, settings, on_event=on_event)
         reports = trainer.fit(examples)
     console.print(reports_table(reports))
     console.print(f"memory {directory}: version {store.version}")

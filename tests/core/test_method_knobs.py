@@ -18,7 +18,10 @@ from memento.programs.registry import build_program, method_names
 from memento.tasks.task import get_task
 
 #: The sections holding method knobs.
-METHOD_SECTIONS = ("budgets", "memory", "cbr", "jitmem", "trainer", "baselines")
+METHOD_SECTIONS = ("budgets", "memory", "cbr", "jitmem", "trainer", "baselines", "compare")
+ROOT = Path(__file__).resolve().parents[2]
+#: Where methods, their runners and the commands read knobs.
+KNOB_READERS = ("programs", "optimize", "memory", "memento/commands")
 
 #: The standard builder parameters (given by build_program), not knobs.
 _STANDARD = {"task", "settings", "roles", "trainset", "memory_dir", "frozen"}
@@ -36,6 +39,117 @@ def test_config_show_lists_every_field_of_every_method_section() -> None:
     assert {"baselines.few_shot_demos", "cbr.max_cycles", "memory.stores", "trainer.batch_size"} <= set(keys)
     missing = [key for key in keys if key not in output]
     assert not missing, missing
+
+
+def _knob_reads(tree: ast.AST) -> set[tuple[str, str]]:
+    """``(section, field)`` of every ``<...>settings.<section>.<field>`` read in ``tree``, following aliases
+    (``cbr = settings.cbr`` then ``cbr.k``); a comparison budget (``budget.<field>``, ``ctx.budget.<field>``) is
+    the ``[compare]`` section."""
+    sections = set(type(Settings()).model_fields) - {"model_config"}
+    reads: set[tuple[str, str]] = set()
+    for scope in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)):
+        aliases: dict[str, str] = {}
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                value = node.value
+                if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):  # settings.x.model_copy()
+                    value = value.func.value
+                if isinstance(value, ast.Attribute) and value.attr in sections and _is_settings(value.value):
+                    aliases[node.targets[0].id] = value.attr
+        for node in ast.walk(scope):
+            if not isinstance(node, ast.Attribute) or not isinstance(node.value, ast.Attribute | ast.Name):
+                continue
+            inner = node.value
+            if isinstance(inner, ast.Attribute) and inner.attr in sections and _is_settings(inner.value):
+                reads.add((inner.attr, node.attr))
+            elif isinstance(inner, ast.Name) and inner.id in aliases:
+                reads.add((aliases[inner.id], node.attr))
+            elif (isinstance(inner, ast.Name) and inner.id == "budget") or (
+                isinstance(inner, ast.Attribute) and inner.attr == "budget" and isinstance(inner.value, ast.Name)
+            ):
+                reads.add(("compare", node.attr))
+    return reads
+
+
+def _is_settings(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Name) and node.id == "settings") or (
+        isinstance(node, ast.Attribute) and node.attr == "settings"
+    )
+
+
+def test_config_show_lists_every_knob_the_methods_read(monkeypatch) -> None:
+    """Walk the methods, their runners and the commands for every settings knob they read: each is a field of its
+    section and `config show` lists it, with its source (also for a value from MEMENTO_<SECTION>_<FIELD>)."""
+    # CompareBudget's own API, and dict reads of a reported budget
+    methods = {"split_sizes", "for_method", "model_dump", "model_copy", "preset", "get", "items"}
+    reads: set[tuple[str, str]] = set()
+    for folder in KNOB_READERS:
+        for path in sorted((ROOT / folder).glob("*.py")):
+            reads |= {r for r in _knob_reads(ast.parse(path.read_text())) if r[1] not in methods}
+    settings = Settings()
+    expected = {("cbr", "k"), ("cbr", "min_pairs"), ("cbr", "passes"), ("jitmem", "payload_tokens"),
+                ("jitmem", "orderings"), ("trainer", "exploration"), ("memory", "dir"),
+                ("baselines", "few_shot_demos"), ("compare", "gepa_max_metric_calls"),
+                ("compare", "mipro_num_trials"), ("compare", "bootstrap_max_rounds"),
+                ("compare", "memory_train_limit"), ("budgets", "exploration")}  # fmt: skip
+    assert expected <= reads, sorted(expected - reads)
+    unknown = [f"{s}.{f}" for s, f in reads if f not in type(getattr(settings, s)).model_fields]
+    assert not unknown, unknown
+    monkeypatch.setenv("MEMENTO_COMPARE_MIPRO_NUM_TRIALS", "17")
+    monkeypatch.setenv("MEMENTO_COMPARE_PRESET", "tiny")
+    output = _config_show()
+    rows = {line.split()[1]: line for line in output.splitlines() if line.count("│") >= 3 and "." in line}
+    missing = sorted(f"{s}.{f}" for s, f in reads if f"{s}.{f}" not in rows)
+    assert not missing, missing
+    assert "17" in rows["compare.mipro_num_trials"] and "env" in rows["compare.mipro_num_trials"]
+    assert "24" in rows["compare.gepa_max_metric_calls"]  # a value the preset gives says so
+    assert "preset tiny" in rows["compare.gepa_max_metric_calls"]
+
+
+def test_compare_budgets_are_a_settings_section(tmp_path, monkeypatch) -> None:
+    from memento.optimize.budgets import budget_from_settings, resolve_budget
+
+    toml = tmp_path / "memento.toml"
+    toml.write_text('[compare]\npreset = "tiny"\ngepa_max_metric_calls = 40\n')
+    monkeypatch.setenv("MEMENTO_COMPARE_MEMORY_BATCH_SIZE", "3")
+    settings = load_settings(toml, flags={"compare": {"mipro_num_trials": 5}})
+    budget = budget_from_settings(settings)
+    tiny = resolve_budget("tiny")
+    assert (budget.preset, budget.gepa_max_metric_calls, budget.memory_batch_size, budget.mipro_num_trials) == (
+        "tiny", 40, 3, 5
+    )
+    assert budget.mipro_num_candidates == tiny.mipro_num_candidates  # the rest from the preset
+    assert settings.source_of("compare.gepa_max_metric_calls") == "file"
+    # another preset named by the caller (`compare(budget="medium")`) keeps the explicit values
+    medium = budget_from_settings(settings, "medium")
+    assert medium.preset == "medium" and medium.gepa_max_metric_calls == 40
+    assert medium.mipro_num_candidates == resolve_budget("medium").mipro_num_candidates
+    with pytest.raises(ConfigError, match="unknown budget preset 'huge'"):
+        load_settings(flags={"compare": {"preset": "huge"}})
+    with pytest.raises(ConfigError, match="compare.gepa_max_metric_calls"):
+        load_settings(flags={"compare": {"gepa_max_metric_calls": 0}})
+
+
+def test_memento_builder_builds_the_training_form(tmp_path) -> None:
+    """One builder for `memento`: frozen by default (run, eval), writable with its learner when frozen=False
+    (train, compare), exploring [trainer] exploration steps per sample."""
+    from memento.memory.embedder import HashingEmbedder
+    from memento.optimize.memento_trainer import MementoTrainer
+
+    settings = load_settings(flags={"trainer": {"exploration": 2}, "web": {"backend": "offline"}})
+    vectors = HashingEmbedder()
+    program = build_program("memento", task="qa", settings=settings, memory_dir=tmp_path / "m", frozen=False,
+                            embedder=vectors)  # fmt: skip
+    assert not program.memory.frozen and program.memory.embedder is vectors
+    assert program.budgets.exploration == 2 and settings.budgets.exploration == 0
+    trainer = MementoTrainer.for_program(program, lambda *a, **k: 1.0, settings)
+    assert trainer.learner is program.stages.learner and trainer.memory is program.memory
+    assert trainer.batch_size == settings.trainer.batch_size
+    program.memory.commit_version(batch=1)
+    frozen = build_program("memento", task="qa", settings=settings, memory_dir=tmp_path / "m")
+    assert frozen.memory.frozen and frozen.budgets.exploration == 0
+    with pytest.raises(ConfigError, match="takes no"):
+        build_program("closed_book", task="qa", settings=settings, gate=1)
 
 
 def _builder_functions() -> list[tuple[str, ast.FunctionDef, object]]:
@@ -148,12 +262,12 @@ def test_task_options_go_to_the_constructor() -> None:
 
 def test_commands_set_no_task_attributes() -> None:
     """No command assigns options to a task object after building it (they go to the constructor)."""
-    root = Path(__file__).resolve().parents[1]
-    for path in [*(root / "memento" / "commands").glob("*.py"), root / "optimize" / "compare.py"]:
+    for path in [*(ROOT / "memento" / "commands").glob("*.py"), *(ROOT / "optimize").glob("compare*.py")]:
         text = path.read_text()
         for attr in ("llm_scrub", "threads"):
             assert f"task_spec.{attr} =" not in text and f"task_obj.{attr} =" not in text, (path, attr)
-        assert "task_spec.roles =" not in text, path
+        assert "task_spec.roles =" not in text and "task_obj.roles =" not in text, path
+        assert "hasattr(task" not in text, path  # options are not probed on task objects either
 
 
 def test_eval_refuses_llm_scrub_for_a_task_without_it(tmp_path) -> None:
