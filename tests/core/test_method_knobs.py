@@ -116,7 +116,10 @@ def test_compare_budgets_are_a_settings_section(tmp_path, monkeypatch) -> None:
     budget = budget_from_settings(settings)
     tiny = resolve_budget("tiny")
     assert (budget.preset, budget.gepa_max_metric_calls, budget.memory_batch_size, budget.mipro_num_trials) == (
-        "tiny", 40, 3, 5
+        "tiny",
+        40,
+        3,
+        5,
     )
     assert budget.mipro_num_candidates == tiny.mipro_num_candidates  # the rest from the preset
     assert settings.source_of("compare.gepa_max_metric_calls") == "file"
