@@ -12,8 +12,9 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "save_program"]
 
 
 @contextlib.contextmanager
@@ -49,3 +50,21 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     from memento.scrub import scrub
 
     atomic_write_bytes(path, scrub(text).encode("utf-8"))
+
+
+def save_program(program: Any, path: str | os.PathLike[str]) -> Path:
+    """``program.save(path)`` (DSPy's JSON state), atomically and with secrets scrubbed from every string.
+
+    Demos and instructions a program learned can carry what its inputs carried (an API key pasted into a task, a
+    URL with a password); the saved file never does (:func:`memento.scrub.scrub_data`). Returns the path.
+    """
+    import json
+
+    from memento.scrub import scrub_data
+
+    target = Path(path)
+    with atomic_path(target, suffix=".json") as tmp:
+        program.save(str(tmp))
+        state = json.loads(tmp.read_text(encoding="utf-8"))
+        tmp.write_text(json.dumps(scrub_data(state), ensure_ascii=False, indent=2), encoding="utf-8")
+    return target

@@ -50,7 +50,7 @@ import dspy
 
 from memento.config import Settings
 from memento.errors import Cancelled, ConfigError, LMUnavailableError, MementoError
-from memento.files import atomic_path, atomic_write_text
+from memento.files import atomic_write_text, save_program
 from memento.lm import raise_if_fatal
 from memento.optimize.budgets import CompareBudget, budget_from_settings, resolve_budget
 from memento.optimize.costs import PhaseCost, role_models
@@ -390,9 +390,8 @@ def _reused(source: str) -> TrainOutcome:
 
 
 def _save_program(program: dspy.Module, path: Path) -> None:
-    """``program.save`` (JSON state) through a temporary file, so a crash never leaves a truncated artefact."""
-    with atomic_path(path, suffix=".json") as tmp:
-        program.save(str(tmp))
+    """``program.save`` (JSON state) atomically and scrubbed (:func:`memento.files.save_program`)."""
+    save_program(program, path)
 
 
 class ProgramRunner:

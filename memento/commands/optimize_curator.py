@@ -30,6 +30,7 @@ from memento.commands._common import (
 )
 from memento.commands._method_options import JitMemPayloadTokens, section
 from memento.errors import ConfigError, DataError
+from memento.files import save_program
 
 __all__ = ["register", "optimize_curator_command"]
 
@@ -104,7 +105,7 @@ def optimize_curator_command(
         threads=settings.run.threads,
     )
     out.mkdir(parents=True, exist_ok=True)
-    agent.save(str(out / PROGRAM_FILE))
+    save_program(agent, out / PROGRAM_FILE)  # atomic, secrets scrubbed
     after = curator.curate.signature.instructions
     summary = {
         "task": task_spec.name,
