@@ -100,15 +100,25 @@ def _table(headers: Iterable[str], rows: Iterable[Iterable[str]], *, numeric: se
 
 
 # -- trajectories ------------------------------------------------------------------------------------------------
-def _tool_call(call: ToolCall) -> str:
+def _tool_call(call: ToolCall, thought: str = "") -> str:
+    from memento.web.tool_output import result_summary
+
     args = ", ".join(f"{k}={one_line(v, 120)}" for k, v in call.args.items())
     flags = " cached" if call.cached else ""
+    if call.page is not None:
+        flags += f", {call.page.chars} characters"
     error = f' <span class="err">{_e(one_line(call.error, 200))}</span>' if call.error else ""
-    result = f'<div class="meta">{_e(one_line(call.result, 300))}</div>' if call.result else ""
+    summary = result_summary(call, result_chars=300)
+    result = f'<div class="meta">{_e(summary)}</div>' if summary else ""
+    why = f'<div class="meta">thought: {_e(one_line(thought, 300))}</div>' if thought else ""
     return (
         f'<li class="tool"><span class="sig">{_e(call.kind)}</span>({_e(args)}) '
-        f'<span class="meta">{call.ms:.0f} ms{flags}</span>{error}{result}</li>'
+        f'<span class="meta">{call.ms:.0f} ms{flags}</span>{error}{why}{result}</li>'
     )
+
+
+def _thoughts(traj: Trajectory) -> dict[str, str]:
+    return {step.call_id: step.thought for step in traj.steps if step.call_id and step.thought}
 
 
 def _node(node: Node, traj: Trajectory, calls: dict[str | None, list[ToolCall]], depth: int = 0) -> str:
@@ -136,7 +146,8 @@ def _node(node: Node, traj: Trajectory, calls: dict[str | None, list[ToolCall]],
     if own:
         total = sum(c.ms for c in own)
         parts.append(f"<div>tool calls ({len(own)}, {total / 1000:.2f} s):</div><ul>")
-        parts.extend(_tool_call(c) for c in own)
+        thoughts = _thoughts(traj)
+        parts.extend(_tool_call(c, thoughts.get(c.id, "")) for c in own)
         parts.append("</ul>")
     for child in traj.children(node.id):
         parts.append(_node(child, traj, calls, depth + 1))
@@ -204,7 +215,9 @@ def trajectory_section(traj: Trajectory, *, heading: str = "h2") -> str:
         parts.append(_node(root, traj, calls))
     loose = [c for key, group in calls.items() if key not in known for c in group]
     if loose:
-        parts.append(f"<{heading}>Other tool calls</{heading}><ul>" + "".join(_tool_call(c) for c in loose) + "</ul>")
+        thoughts = _thoughts(traj)
+        items = "".join(_tool_call(c, thoughts.get(c.id, "")) for c in loose)
+        parts.append(f"<{heading}>Other tool calls</{heading}><ul>{items}</ul>")
     parts.append(_waves(traj, calls))
     if traj.timings:
         rows = [[_e(k), f"{v:.3f}"] for k, v in traj.timings.items()]

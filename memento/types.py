@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import uuid
 from typing import Any, Literal
 
@@ -20,7 +21,13 @@ __all__ = [
     "Evidence",
     "Node",
     "NodeStatus",
+    "SearchHit",
+    "SearchResults",
+    "PageResult",
+    "ToolError",
+    "ToolResult",
     "ToolCall",
+    "AgentStep",
     "StageUsage",
     "Usage",
     "Trajectory",
@@ -35,6 +42,7 @@ __all__ = [
     "CraftEntry",
     "Case",
     "new_id",
+    "text_sha256",
     "utcnow",
 ]
 
@@ -80,11 +88,150 @@ class Node(_Record):
     answered_seq: int | None = None  # monotone order in which answers were produced (synthesis order checks)
 
 
-class ToolCall(_Record):
-    """One tool invocation by an agent: what was asked, what came back, whether it was served from cache."""
+def _scrub_value(value: Any) -> Any:
+    from memento.scrub import scrub_data
 
+    return scrub_data(value)
+
+
+def _scrub_url_value(value: str) -> str:
+    from memento.scrub import scrub_url
+
+    return scrub_url(value) if value else value
+
+
+def text_sha256(text: str) -> str:
+    """The content hash a page text is stored under (sha256 of its UTF-8 bytes, hex)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class SearchHit(_Record):
+    """One result of a web search as the engine returned it (the whole snippet; clipping happens at render time)."""
+
+    url: str
+    title: str = ""
+    snippet: str = ""
+    published: dt.date | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _no_credentials(cls, value: str) -> str:
+        return _scrub_url_value(value)
+
+    @field_validator("title", "snippet")
+    @classmethod
+    def _scrubbed(cls, value: str) -> str:
+        return _scrub_value(value)
+
+
+class SearchResults(_Record):
+    """What ``search_web`` returned: the query sent, every hit in engine order, and the date cutoff applied.
+
+    Example:
+        >>> SearchResults(query="dune author", hits=[SearchHit(url="corpus://dune", title="Dune")]).urls
+        ['corpus://dune']
+    """
+
+    type: Literal["search"] = "search"
+    query: str
+    hits: list[SearchHit] = Field(default_factory=list)
+    cutoff: dt.date | None = None
+
+    @field_validator("query")
+    @classmethod
+    def _scrubbed(cls, value: str) -> str:
+        return _scrub_value(value)
+
+    @property
+    def urls(self) -> list[str]:
+        """The hits' URLs, in order."""
+        return [hit.url for hit in self.hits]
+
+
+class PageResult(_Record):
+    """What ``scrape`` returned: the page as fetched, its full text, and where the text is stored.
+
+    ``text`` is the whole (scrubbed) page text. It lives in memory only: it is excluded from every serialisation
+    (results files, checkpoints, reports, the bank's trajectory records), which carry ``sha256`` and ``chars``
+    instead. The trajectory bank stores the text once under its hash (a ``pages`` table beside the trajectories)
+    and gives it back when it loads a trajectory (:meth:`memento.memory.trajectory_bank.TrajectoryBank.retrieve`).
+    A page read back from JSON elsewhere has ``text == ""`` and ``text_loaded`` false.
+
+    Example:
+        >>> page = PageResult.of_text(url="corpus://dune", title="Dune", text="Dune is a 1965 novel.")
+        >>> page.chars, len(page.sha256), "text" in page.model_dump()
+        (21, 64, False)
+    """
+
+    type: Literal["page"] = "page"
+    url: str  # the URL requested
+    final_url: str = ""  # where the fetch ended (redirects); "" when the same
+    title: str = ""
+    published: dt.date | None = None
+    cached: bool = False
+    sha256: str = ""
+    chars: int = 0
+    text: str = Field(default="", exclude=True)
+
+    @field_validator("url", "final_url")
+    @classmethod
+    def _no_credentials(cls, value: str) -> str:
+        return _scrub_url_value(value)
+
+    @field_validator("title")
+    @classmethod
+    def _scrubbed(cls, value: str) -> str:
+        return _scrub_value(value)
+
+    @classmethod
+    def of_text(cls, *, text: str, **fields: Any) -> PageResult:
+        """A page with its text scrubbed (secrets, URL passwords) and hashed."""
+        from memento.scrub import scrub
+
+        clean = scrub(text or "")
+        return cls(text=clean, sha256=text_sha256(clean), chars=len(clean), **fields)
+
+    @property
+    def address(self) -> str:
+        """The URL the page was read from (the final URL after redirects, else the requested one)."""
+        return self.final_url or self.url
+
+    @property
+    def text_loaded(self) -> bool:
+        """Whether the full text is in memory (it always is for a page of zero characters)."""
+        return len(self.text) == self.chars
+
+
+class ToolError(_Record):
+    """A tool call that failed: ``reason`` is the one-line recorded failure, ``message`` what the agent reads."""
+
+    type: Literal["error"] = "error"
+    reason: str
+    message: str = ""
+
+    @field_validator("reason", "message")
+    @classmethod
+    def _scrubbed(cls, value: str) -> str:
+        return _scrub_value(value)
+
+
+ToolResult = SearchResults | PageResult | ToolError
+
+
+class ToolCall(_Record):
+    """One tool invocation by an agent: what was asked, what came back (typed and whole), where it came from.
+
+    ``search`` / ``page`` hold the typed result of ``search_web`` / ``scrape`` (every hit; the page's full text in
+    memory, its hash and length when serialised); ``result`` holds a text result (``search_memory``) and, in
+    records written before results were typed, the clipped observation (still readable: see
+    :func:`memento.programs.tool_render.render_call`). ``id`` lets an :class:`AgentStep` point at its observation.
+    """
+
+    id: str = Field(default_factory=lambda: new_id("call-"))
     kind: str  # search_web | scrape | search_memory | ...
     args: dict[str, Any] = Field(default_factory=dict)
+    search: SearchResults | None = None
+    page: PageResult | None = None
     result: str = ""
     result_urls: list[str] = Field(default_factory=list)
     cached: bool = False
@@ -96,9 +243,28 @@ class ToolCall(_Record):
     @classmethod
     def _scrubbed(cls, value: Any) -> Any:
         """Secrets and URL passwords never enter a tool record (so never a trajectory or a prompt built from it)."""
-        from memento.scrub import scrub_data
+        return _scrub_value(value)
 
-        return scrub_data(value)
+
+class AgentStep(_Record):
+    """One step of a ReAct agent: its thought, the tool it chose with the arguments, and what it observed.
+
+    ``call_id`` names the :class:`ToolCall` that produced the observation (its text is re-rendered from the typed
+    result); a step without a tool call (``finish``, an unknown tool) keeps its short ``observation`` text.
+    """
+
+    node_id: str | None = None
+    index: int
+    thought: str = ""
+    tool_name: str = ""
+    tool_args: dict[str, Any] = Field(default_factory=dict)
+    call_id: str | None = None
+    observation: str = ""
+
+    @field_validator("thought", "tool_args", "observation")
+    @classmethod
+    def _scrubbed(cls, value: Any) -> Any:
+        return _scrub_value(value)
 
 
 class StageUsage(_Record):
@@ -228,6 +394,7 @@ class Trajectory(_Record):
     method: str = ""
     nodes: list[Node] = Field(default_factory=list)
     tool_calls: list[ToolCall] = Field(default_factory=list)
+    steps: list[AgentStep] = Field(default_factory=list)  # every ReAct step of every agent, in the order taken
     notes: list[str] = Field(default_factory=list)
     prediction: dict[str, Any] = Field(default_factory=dict)
     score: float | None = None
@@ -248,6 +415,17 @@ class Trajectory(_Record):
             if n.id == node_id:
                 return n
         raise KeyError(node_id)
+
+    def pages(self) -> list[PageResult]:
+        """The typed pages of the scrape calls, in call order."""
+        return [call.page for call in self.tool_calls if call.page is not None]
+
+    def call(self, call_id: str) -> ToolCall:
+        """The tool call with this id (``KeyError`` when absent)."""
+        for c in self.tool_calls:
+            if c.id == call_id:
+                return c
+        raise KeyError(call_id)
 
     def children(self, node_id: str | None) -> list[Node]:
         """The nodes whose parent is ``node_id``."""

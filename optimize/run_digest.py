@@ -7,13 +7,13 @@ from the middle of a concatenation: a text over its budget is first rendered wit
 (:data:`TITLE_LADDER`), then summarised by the caller (a recorded LLM step).
 
 Example:
-    >>> from memento.text import one_line
-from memento.types import Node, ToolCall, Trajectory
+    >>> from memento.types import Node, SearchHit, SearchResults, ToolCall, Trajectory
     >>> traj = Trajectory(task_text="Where was Ed Wood born?", nodes=[
     ...     Node(id="root", question="Where was Ed Wood born?"),
     ...     Node(id="n1", parent_id="root", question="Ed Wood birthplace?", answer="Poughkeepsie", status="answered")])
+    >>> hits = SearchResults(query="Ed Wood born", hits=[SearchHit(url="corpus://ed-wood", title="Ed Wood")])
     >>> traj.tool_calls.append(ToolCall(kind="search_web", args={"query": "Ed Wood born"}, node_id="n1",
-    ...     result="[1] Ed Wood\\n    corpus://ed-wood\\n    snippet", result_urls=["corpus://ed-wood"]))
+    ...     search=hits, result_urls=hits.urls))
     >>> print(search_log(traj))
     Q1 [answered] Ed Wood birthplace?
       search "Ed Wood born" -> 1 results: Ed Wood
@@ -21,7 +21,6 @@ from memento.types import Node, ToolCall, Trajectory
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from memento.text import one_line
@@ -38,8 +37,6 @@ __all__ = [
     "TITLE_LADDER",
 ]
 
-_TITLE = re.compile(r"^\[(\d+)\]\s+(.*?)(?:\s+\(\d{4}-\d{2}-\d{2}\))?\s*$")
-
 
 def _norm_url(url: str) -> str:
     return str(url or "").strip().rstrip("/").lower()
@@ -51,16 +48,10 @@ def has_record(trajectory: Trajectory) -> bool:
 
 
 def result_titles(call: ToolCall) -> list[str]:
-    """The titles of a search call's results, in order (typed results when present, else the rendered list)."""
-    typed = getattr(call, "results", None)
-    if typed:
-        return [str(getattr(r, "title", "") or getattr(r, "url", "")) for r in typed]
-    titles = []
-    for line in (call.result or "").splitlines():
-        match = _TITLE.match(line)
-        if match:
-            titles.append(match.group(2))
-    return titles
+    """The titles of a search call's results, in order (from its typed results; a record without them has none)."""
+    if call.search is None:
+        return []
+    return [hit.title or hit.url for hit in call.search.hits]
 
 
 def _sub_questions(trajectory: Trajectory) -> list[Node]:
@@ -154,12 +145,15 @@ def findings(trajectory: Trajectory, *, is_no_data: Any, max_chars: int) -> list
 
 
 def page_text(trajectory: Trajectory, urls: list[str], *, max_chars: int) -> str:
-    """The text of the pages at ``urls`` as the run read them (scrape results, else the evidence snippets)."""
+    """The text of the pages at ``urls`` as the run read them (the full text of its scrapes while it is in memory;
+    else the evidence snippets), cut to ``max_chars`` in all."""
     wanted = [_norm_url(u) for u in urls if u]
     pages: dict[str, str] = {}
     for call in trajectory.tool_calls:
-        if call.kind == "scrape" and not call.error and call.result:
-            pages.setdefault(_norm_url(str(call.args.get("url", ""))), call.result)
+        page = call.page
+        if page is not None and page.text:
+            for url in (page.url, page.address, str(call.args.get("url", ""))):
+                pages.setdefault(_norm_url(url), page.text)
     snippets: dict[str, list[str]] = {}
     for node in trajectory.nodes:
         for e in node.evidence:

@@ -291,6 +291,7 @@ class _TreeRun:
             memory=self.p.memory,
             node_id=node.id,
             record=self.call.add_tool_call,
+            record_step=self.call.add_step,
         )
         node.steps = int(out.steps)
         node.answer = out.answer

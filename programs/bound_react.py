@@ -29,11 +29,14 @@ from dspy.utils.exceptions import ContextWindowExceededError, format_error_for_l
 
 from memento.errors import handle_error
 
-__all__ = ["BoundReAct", "tool_spec", "FINISH"]
+__all__ = ["BoundReAct", "tool_spec", "FINISH", "StepHook"]
 
 logger = logging.getLogger(__name__)
 
 FINISH = "finish"
+
+#: ``f(index, thought, tool_name, tool_args, observation)``, called after every step (e.g. ``Toolbox.step``)
+StepHook = Callable[[int, str, str, dict[str, Any], str], None]
 
 
 def _unbound(name: str) -> Callable[..., str]:
@@ -71,8 +74,9 @@ class BoundReAct(dspy.ReAct):
 
     A call returns the signature's outputs plus ``trajectory`` (the ReAct steps), ``steps`` (tools executed,
     ``finish`` excluded), ``finished`` (whether the agent called ``finish`` within the cap) and ``actions``
-    (``(tool, args)`` per step). A step the LM answers unparseably raises ``AdapterParseError`` (the caller decides
-    whether that fails the sub-question).
+    (``(tool, args)`` per step). ``on_step`` (a :data:`StepHook`) is told each step as it completes, so the steps
+    of a call that fails later are recorded too. A step the LM answers unparseably raises ``AdapterParseError``
+    (the caller decides whether that fails the sub-question).
     """
 
     def __init__(self, signature: Any, specs: list[Tool], max_iters: int) -> None:
@@ -83,7 +87,14 @@ class BoundReAct(dspy.ReAct):
         adapter = dspy.settings.adapter or dspy.ChatAdapter()
         return adapter.format_user_message_content(_trajectory_signature(tuple(trajectory)), trajectory)
 
-    def forward(self, *, tools: dict[str, Callable[..., str]], max_iters: int | None = None, **input_args: Any):
+    def forward(
+        self,
+        *,
+        tools: dict[str, Callable[..., str]],
+        max_iters: int | None = None,
+        on_step: StepHook | None = None,
+        **input_args: Any,
+    ):
         missing = [name for name in self.tool_names if name not in tools]
         if missing:
             raise ValueError(f"no function bound for tools {missing}")
@@ -107,20 +118,24 @@ class BoundReAct(dspy.ReAct):
             if name == FINISH:
                 trajectory[f"observation_{idx}"] = "Completed."
                 finished = True
+                if on_step is not None:
+                    on_step(idx, pred.next_thought, name, args, "Completed.")
                 break
             steps += 1
             func = tools.get(name)
             if func is None:
                 trajectory[f"observation_{idx}"] = f"Unknown tool {name!r}; use one of {list(self.tools)}."
-                continue
-            try:
-                trajectory[f"observation_{idx}"] = func(**args)
-            except TypeError as err:
-                trajectory[f"observation_{idx}"] = f"Execution error in {name}: bad arguments {args}: {err}"
-            except Exception as err:  # the agent reads a tool's failure and goes on; a fatal error stops the run
-                handle_error(err, where=f"tool {name}", log=logger)
-                trajectory[f"observation_{idx}"] = (
-                    f"Execution error in {name}: {format_error_for_lm(err, traceback_frames=1)}"
-                )
+            else:
+                try:
+                    trajectory[f"observation_{idx}"] = func(**args)
+                except TypeError as err:
+                    trajectory[f"observation_{idx}"] = f"Execution error in {name}: bad arguments {args}: {err}"
+                except Exception as err:  # the agent reads a tool's failure and goes on; a fatal error stops the run
+                    handle_error(err, where=f"tool {name}", log=logger)
+                    trajectory[f"observation_{idx}"] = (
+                        f"Execution error in {name}: {format_error_for_lm(err, traceback_frames=1)}"
+                    )
+            if on_step is not None:
+                on_step(idx, pred.next_thought, name, args, trajectory[f"observation_{idx}"])
         extract = self._call_with_potential_trajectory_truncation(self.extract, trajectory, **input_args)
         return dspy.Prediction(trajectory=trajectory, steps=steps, finished=finished, actions=actions, **extract)

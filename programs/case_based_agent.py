@@ -137,7 +137,7 @@ class CaseBasedAgent(ResearchProgram):
         bank: The case bank read (and, with ``retain``, written).
         executor: Sub-task solver; default ``SubQuestionAgent(max_steps=budgets.steps_per_question)``. It is called
             like the SubQuestionAgent (``question``, ``task``, ``task_goal``, ``context``, ``web``, ``node_id``,
-            ``record``).
+            ``record``, ``record_step``).
         web: Web-tools factory ``f(cutoff, undated) -> WebTools``.
         budgets: Question and step budgets (sub-tasks per cycle / in all, executor steps).
         threads: Sub-tasks executed in parallel.
@@ -342,6 +342,7 @@ class CaseBasedAgent(ResearchProgram):
                 web=call.web,
                 node_id=node.id,
                 record=call.add_tool_call,
+                record_step=call.add_step,
             )
         except Exception as exc:  # a custom executor's crash fails this sub-task, not the run
             node.status, node.error = "failed", handle_error(exc, where=f"{node.id}: executor", log=logger).reason

@@ -19,7 +19,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -32,7 +31,8 @@ from memento.signatures.curate_memory import CurateMemory
 from memento.signatures.curate_memory_blind import CurateMemoryBlind
 from memento.signatures.distill_trajectory import DistillTrajectory
 from memento.text import one_line
-from memento.types import ToolCall, Trajectory
+from memento.types import AgentStep, ToolCall, Trajectory
+from memento.web.tool_output import call_line
 
 __all__ = [
     "JitMemCurator",
@@ -58,15 +58,25 @@ _RESULT_CHARS = 300
 _DISTILLED_PREFIX = "Distilled at write time: "
 
 
-def _tool_line(call: ToolCall, result_chars: int | None) -> str:
-    args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in call.args.items())
-    line = f"- {call.kind}({args})"
-    if call.error:
-        return f"{line} -> error: {one_line(call.error, 160)}"
-    if not call.result:
-        return f"{line} -> (empty)"
-    result = call.result.strip() if result_chars is None else one_line(call.result, result_chars)
-    return f"{line} -> {result}"
+def _step_lines(
+    steps: list[AgentStep], calls: list[ToolCall], result_chars: int | None, *, indent: str = ""
+) -> list[str]:
+    """An agent's steps in order (thought, then the call it made, rendered from the typed result), then any call
+    no step points at (records from before steps were kept)."""
+    by_id = {call.id: call for call in calls}
+    lines: list[str] = []
+    shown: set[str] = set()
+    for step in steps:
+        if step.thought:
+            lines.append(f"{indent}thought: {one_line(step.thought, 400)}")
+        call = by_id.get(step.call_id or "")
+        if call is not None:
+            lines.append(indent + call_line(call, result_chars=result_chars))
+            shown.add(call.id)
+        elif step.tool_name != "finish":
+            lines.append(f"{indent}- {step.tool_name} -> {one_line(step.observation, 160)}")
+    lines.extend(indent + call_line(call, result_chars=result_chars) for call in calls if call.id not in shown)
+    return lines
 
 
 def render_trajectory(
@@ -83,8 +93,10 @@ def render_trajectory(
     Layout: a header (task, method, label when given), the body in execution order (each tree node's question and
     answer followed by the tool calls it made; tool calls of flat agents; notes), and a footer (final prediction,
     error). Header and footer are always kept; when the budget is exceeded the body is cut at a line boundary and the
-    number of clipped lines is stated, so nothing is silently reordered. Each tool result is cut to
-    ``result_chars`` characters on one line (``None`` keeps results whole: the trajectory as it was recorded).
+    number of clipped lines is stated, so nothing is silently reordered. The agent's steps are shown with their
+    thoughts; each tool result is rendered from its typed record (every search hit, the page text: the bank keeps
+    them whole) and cut here, at render time, to ``result_chars`` characters on one line (``None`` keeps results
+    whole).
     """
     header = [f"### Past trajectory {index}" + (f" (retrieval score {score:.2f})" if score is not None else "")]
     header.append(f"Task: {one_line(trajectory.task_text, 1200)}")
@@ -94,6 +106,9 @@ def render_trajectory(
     by_node: dict[str | None, list[ToolCall]] = {}
     for call in trajectory.tool_calls:
         by_node.setdefault(call.node_id, []).append(call)
+    steps_by_node: dict[str | None, list[AgentStep]] = {}
+    for step in trajectory.steps:
+        steps_by_node.setdefault(step.node_id, []).append(step)
     node_ids = {node.id for node in trajectory.nodes}
     if trajectory.nodes:
         body.append("Steps:")
@@ -102,11 +117,12 @@ def render_trajectory(
         body.append(f"- Q{node.wave if node.wave >= 0 else ''} {one_line(node.question, 300)} => {answer}")
         if node.evidence:
             body.append("  sources: " + ", ".join(e.url for e in node.evidence[:5]))
-        body.extend("  " + _tool_line(call, result_chars) for call in by_node.get(node.id, []))
+        body.extend(_step_lines(steps_by_node.get(node.id, []), by_node.get(node.id, []), result_chars, indent="  "))
     loose = [call for call in trajectory.tool_calls if call.node_id is None or call.node_id not in node_ids]
-    if loose:
+    loose_steps = [step for step in trajectory.steps if step.node_id is None or step.node_id not in node_ids]
+    if loose or loose_steps:
         body.append("Tool calls:")
-        body.extend(_tool_line(call, result_chars) for call in loose)
+        body.extend(_step_lines(loose_steps, loose, result_chars))
     for note in trajectory.notes:
         if note.startswith(_DISTILLED_PREFIX):
             body.append(note)

@@ -18,7 +18,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,11 +28,12 @@ from memento.errors import ConfigError
 from memento.programs.bound_react import BoundReAct
 from memento.programs.registry import register_method
 from memento.programs.research_program import ResearchCall, ResearchProgram
-from memento.programs.toolbox import SCRAPE, SEARCH_WEB, Toolbox, parse_results
+from memento.programs.toolbox import SCRAPE, SEARCH_WEB, Toolbox
 from memento.signatures.final_answer import answer_signature
 from memento.signatures.rerank_results import RerankResults
 from memento.signatures.rewrite_query import RewriteQuery
-from memento.types import Node
+from memento.types import Node, SearchHit, SearchResults
+from memento.web.tool_output import render_search
 
 if TYPE_CHECKING:
     from memento.config import Settings
@@ -43,8 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["ReActAgent"]
 
 logger = logging.getLogger(__name__)
-
-_NUMBER = re.compile(r"^\[\d+\]")
 
 
 class ReActAgent(ResearchProgram):
@@ -108,12 +106,19 @@ class ReActAgent(ResearchProgram):
         started = time.perf_counter()
         context = _join_context(call.context, self.memory_text(call))
         rewrite = (lambda query: self._rewrite(call, query)) if self.rewriter is not None else None
-        rerank = (lambda query, text: self._rerank(call, query, text)) if self.reranker is not None else None
-        box = Toolbox(call.web, node_id="root", record=call.add_tool_call, rewrite=rewrite, rerank=rerank)
+        rerank = (lambda query, results: self._rerank(call, query, results)) if self.reranker is not None else None
+        box = Toolbox(
+            call.web,
+            node_id="root",
+            record=call.add_tool_call,
+            record_step=call.add_step,
+            rewrite=rewrite,
+            rerank=rerank,
+        )
         node = Node(id="root", parent_id=None, wave=0, question=call.task_text)
         call.trajectory.nodes.append(node)
         try:
-            pred = self.agent(tools=box.functions(with_memory=False), context=context, **call.inputs)
+            pred = self.agent(tools=box.functions(with_memory=False), on_step=box.step, context=context, **call.inputs)
         except Exception as exc:
             node.status = "failed"
             node.steps = len(box.calls)
@@ -140,23 +145,19 @@ class ReActAgent(ResearchProgram):
     def _rewrite(self, call: ResearchCall, query: str) -> str:
         return str(self.rewriter(task=call.task_text, query=query).rewritten_query or "").strip()
 
-    def _rerank(self, call: ResearchCall, query: str, text: str) -> str:
-        results = parse_results(text)
-        pred = self.reranker(task=call.task_text, query=query, results=text)
+    def _rerank(self, call: ResearchCall, query: str, results: SearchResults) -> list[SearchHit]:
+        """The hits the LM ranked, best first (unranked hits are dropped); ``[]`` keeps the engine's order."""
+        shown = render_search(results, snippet_chars=call.web.snippet_chars if call.web is not None else 240)
+        pred = self.reranker(task=call.task_text, query=query, results=shown)
         order: list[int] = []
         for value in pred.ranking or []:
             try:
                 index = int(value)
             except (TypeError, ValueError):
                 continue
-            if 1 <= index <= len(results) and index not in order:
+            if 1 <= index <= len(results.hits) and index not in order:
                 order.append(index)
-        if not order:  # an empty or unusable ranking keeps the engine's order: nothing is lost
-            return text
-        blocks = [_NUMBER.sub(f"[{rank}]", results[i - 1][0], count=1) for rank, i in enumerate(order, 1)]
-        dropped = len(results) - len(order)
-        tail = f"\n({dropped} less relevant results omitted)" if dropped else ""
-        return "\n".join(blocks) + tail
+        return [results.hits[i - 1] for i in order]
 
 
 # -- registry builders ------------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ import dspy
 from memento.config import Budgets
 from memento.errors import ConfigError, RecoverableError, handle_error
 from memento.tasks.task import Task, get_task
-from memento.types import ToolCall, Trajectory, Usage
+from memento.types import AgentStep, ToolCall, Trajectory, Usage
 from memento.usage import UsageMeter
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class ResearchCall:
     (derived from the task's signature, see :meth:`memento.tasks.task.Task.task_goal`), and ``retrieval_key`` the
     text memory retrieval matches (:meth:`memento.tasks.task.Task.retrieval_key`).
 
-    Thread-safe where it matters: :meth:`add_tool_call` may be called from worker threads.
+    Thread-safe where it matters: :meth:`add_tool_call` and :meth:`add_step` may be called from worker threads.
     """
 
     inputs: dict[str, Any]
@@ -83,6 +83,11 @@ class ResearchCall:
         """Append a tool call to the trajectory (thread-safe)."""
         with self._lock:
             self.trajectory.tool_calls.append(call)
+
+    def add_step(self, step: AgentStep) -> None:
+        """Append an agent step to the trajectory (thread-safe)."""
+        with self._lock:
+            self.trajectory.steps.append(step)
 
     def note(self, text: str) -> None:
         """Append a session note to the trajectory (thread-safe)."""

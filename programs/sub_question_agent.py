@@ -29,7 +29,7 @@ from memento.errors import ConfigError, handle_error
 from memento.programs.bound_react import BoundReAct
 from memento.programs.toolbox import SCRAPE, SEARCH_MEMORY, SEARCH_WEB, Toolbox
 from memento.signatures.solve_sub_question import SolveSubQuestion
-from memento.types import ToolCall
+from memento.types import AgentStep, ToolCall
 
 if TYPE_CHECKING:
     from memento.programs.session_memory import SessionMemory
@@ -77,11 +77,12 @@ class SubQuestionAgent(dspy.Module):
         memory: MemoryProvider | None = None,
         node_id: str = "root",
         record: Callable[[ToolCall], None] | None = None,
+        record_step: Callable[[AgentStep], None] | None = None,
     ) -> dspy.Prediction:
         """Research ``question`` and return the outcome (never raises for a failed sub-question)."""
         if not question or not str(question).strip():
             raise ConfigError("a sub-question must be non-empty")
-        box = Toolbox(web, node_id=node_id, session=session, memory=memory, record=record)
+        box = Toolbox(web, node_id=node_id, session=session, memory=memory, record=record, record_step=record_step)
         outcome: dict[str, Any] = {
             "answer": None,
             "sources": [],
@@ -93,6 +94,7 @@ class SubQuestionAgent(dspy.Module):
         try:
             pred = self.agent(
                 tools=box.functions(),
+                on_step=box.step,
                 task=task or question,
                 task_goal=task_goal,
                 question=question,

@@ -1,14 +1,17 @@
 """Per-call tool functions for the agents: ``search_memory``, ``search_web`` and ``scrape``, recorded per node.
 
-A :class:`Toolbox` is made for one agent run (one sub-question, or one flat ReAct task). It wraps the sample's
-:class:`memento.web.web_tools.WebTools` (shared by all nodes of the sample, so URL counts stay per sample), tags the
-web layer's :class:`memento.types.ToolCall` records with the node that made them, answers ``search_memory`` from
-the session memory and any attached :class:`memento.protocols.MemoryProvider`, optionally rewrites queries and
-reranks results through callables, and remembers every URL seen with its title/date/snippet so the agent's cited
-sources become :class:`memento.types.Evidence`. URLs the LM writes with punctuation around them (``corpus://d1.``,
-``(https://...)``) are cleaned before they are opened or matched, and a web layer that raises becomes an ``error:``
-observation the agent reads: a tool never raises into the agent (only a fatal error propagates, to stop the run;
-see :func:`memento.errors.handle_error`).
+A :class:`Toolbox` is made for one agent run (one sub-question, or one flat ReAct task). It calls the sample's
+:class:`memento.web.web_tools.WebTools` (shared by all nodes of the sample, so URL counts stay per sample) through
+its typed calls (``search``, ``open``), records each call whole through a
+:class:`memento.web.tool_output.ToolRecorder` made with this run's node id, and gives the agent the text of the one
+renderer (:mod:`memento.web.tool_output`). It answers ``search_memory`` from the session memory and any attached
+:class:`memento.protocols.MemoryProvider`, optionally rewrites queries and reranks the typed hits through
+callables, records the agent's steps (:meth:`Toolbox.step`, thought, tool, arguments and the call that answered)
+and remembers every URL seen with its title/date/snippet so the agent's cited sources become
+:class:`memento.types.Evidence` (taken from the typed results: no tool text is parsed). URLs the LM writes with
+punctuation around them (``corpus://d1.``, ``(https://...)``) are cleaned before they are opened or matched, and a
+web layer that raises becomes an ``error:`` observation the agent reads: a tool never raises into the agent (only a
+fatal error propagates, to stop the run; see :func:`memento.errors.handle_error`).
 
 Example:
     >>> from memento.programs.toolbox import Toolbox
@@ -19,10 +22,8 @@ Example:
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import re
-import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -30,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 from memento.errors import Failure, handle_error
 from memento.programs.bound_react import tool_spec
 from memento.scrub import scrub_url
-from memento.text import clip
-from memento.types import Evidence, ToolCall
+from memento.text import one_line
+from memento.types import AgentStep, Evidence, PageResult, SearchHit, SearchResults, ToolCall, ToolError
+from memento.web.tool_output import ToolRecorder, render_result
 from memento.web.web_tools import clean_url as web_clean_url
 
 if TYPE_CHECKING:
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
     from memento.protocols import MemoryProvider
     from memento.web.web_tools import WebTools
 
-__all__ = ["Toolbox", "SEARCH_MEMORY", "SEARCH_WEB", "SCRAPE", "clean_url", "parse_results"]
+__all__ = ["Toolbox", "SEARCH_MEMORY", "SEARCH_WEB", "SCRAPE", "clean_url", "Reranker"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,57 +63,8 @@ SCRAPE = tool_spec(
     {"url": "string"},
 )
 
-_claim_lock = threading.Lock()
-_RESULT_HEAD = re.compile(r"^\[(\d+)\]\s+(.*?)(?:\s+\((\d{4}-\d{2}-\d{2})\))?\s*$")
-_URL_LINE = re.compile(r"^\s+(\S+://\S+)\s*$")
-_RESULT_CHARS = 300
-
-
-def parse_results(text: str) -> list[tuple[str, Evidence]]:
-    """Split ``search_web`` output into ``(block text, Evidence)`` per numbered result, in order.
-
-    The format is the web layer's: ``[n] title (date)`` then an indented URL line then an indented snippet.
-    Returns ``[]`` when the text is not a result list (no results, an error).
-    """
-    blocks: list[list[str]] = []
-    for line in text.splitlines():
-        if _RESULT_HEAD.match(line):
-            blocks.append([line])
-        elif blocks:
-            blocks[-1].append(line)
-    out: list[tuple[str, Evidence]] = []
-    for block in blocks:
-        head = _RESULT_HEAD.match(block[0])
-        assert head is not None
-        url = next((m.group(1) for line in block[1:] if (m := _URL_LINE.match(line))), None)
-        if url is None:
-            continue
-        snippet = " ".join(line.strip() for line in block[1:] if line.strip() and line.strip() != url)
-        try:
-            published = dt.date.fromisoformat(head.group(3)) if head.group(3) else None
-        except ValueError:  # "(2020-13-45)" in a title is no date
-            published = None
-        evidence = Evidence(url=url, title=head.group(2), snippet=snippet[:400], published=published)
-        out.append(("\n".join(block), evidence))
-    return out
-
-
-def _parse_page(text: str) -> Evidence | None:
-    """Evidence from ``scrape`` output (``Title: ...`` / ``URL: ...`` / ``Published: ...`` header, then text)."""
-    head, _, body = text.partition("\n\n")
-    fields: dict[str, str] = {}
-    for line in head.splitlines():
-        key, sep, value = line.partition(": ")
-        if sep:
-            fields[key.strip().lower()] = value.strip()
-    url = fields.get("url")
-    if not url:
-        return None
-    try:
-        published = dt.date.fromisoformat(fields["published"][:10]) if fields.get("published") else None
-    except ValueError:
-        published = None
-    return Evidence(url=url, title=fields.get("title", ""), snippet=" ".join(body.split())[:400], published=published)
+#: ``f(query, results) -> hits``: a reranker returns the hits to show, best first (a subset drops the others)
+Reranker = Callable[[str, SearchResults], list[SearchHit]]
 
 
 _MARKDOWN_LINK = re.compile(r"^\[[^\]]*\]\((\S+)\)\W*$")
@@ -138,8 +91,8 @@ def _norm_url(url: str) -> str:
     return scrub_url(clean_url(url)).rstrip("/").lower()
 
 
-def _error_text(failure: Failure) -> str:
-    return f"error: {failure}"
+def _tool_error(failure: Failure) -> ToolError:
+    return ToolError(reason=failure.reason, message=f"error: {failure}")
 
 
 class Toolbox:
@@ -147,12 +100,14 @@ class Toolbox:
 
     Args:
         web: the sample's web tools (``None``: web tools answer that the web is unavailable).
-        node_id: the tree node the calls belong to (recorded on each :class:`ToolCall`).
+        node_id: the tree node the calls belong to (recorded on each :class:`ToolCall` and :class:`AgentStep`).
         session: the sample's session memory for ``search_memory``.
         memory: attached persistent memory; its ``search`` joins the session hits.
         record: called with each ToolCall as it happens (e.g. appends to the trajectory).
+        record_step: called with each :class:`AgentStep` of the agent (e.g. appends to the trajectory).
         rewrite: ``f(query) -> query`` applied before every web search (query-rewriting baseline).
-        rerank: ``f(query, results_text) -> results_text`` applied to every result list (rerank baseline).
+        rerank: a :data:`Reranker` applied to every result list of two or more hits (rerank baseline); the record
+            keeps every hit in engine order, the agent reads the reranked ones.
         memory_k: facts taken from ``memory.search`` per query.
     """
 
@@ -164,8 +119,9 @@ class Toolbox:
         session: SessionMemory | None = None,
         memory: MemoryProvider | None = None,
         record: Callable[[ToolCall], None] | None = None,
+        record_step: Callable[[AgentStep], None] | None = None,
         rewrite: Callable[[str], str] | None = None,
-        rerank: Callable[[str, str], str] | None = None,
+        rerank: Reranker | None = None,
         memory_k: int = 5,
     ) -> None:
         self.web = web
@@ -173,14 +129,18 @@ class Toolbox:
         self.session = session
         self.memory = memory
         self.record = record
+        self.record_step = record_step
         self.rewrite = rewrite
         self.rerank = rerank
         self.memory_k = memory_k
+        self.recorder = ToolRecorder(self._log, node_id=node_id)
         self.calls: list[ToolCall] = []
+        self.steps: list[AgentStep] = []
         self.seen: dict[str, Evidence] = {}
         self.scraped: list[str] = []
         self.memory_hits = 0
         self.failures: list[str] = []  # recovered failures of helpers (query rewriting, reranking), one line each
+        self._stepped = 0  # calls already attributed to a step
 
     def functions(self, *, with_memory: bool = True) -> dict[str, Callable[..., str]]:
         """The tool functions by name, for :class:`memento.programs.bound_react.BoundReAct`."""
@@ -188,6 +148,27 @@ class Toolbox:
         if with_memory:
             tools["search_memory"] = self.search_memory
         return tools
+
+    def step(self, index: int, thought: str, tool_name: str, tool_args: dict[str, Any], observation: str) -> None:
+        """Record one agent step (the ``on_step`` hook of :class:`~memento.programs.bound_react.BoundReAct`).
+
+        The step points at the call its tool recorded (an agent calls its tools one at a time, so that is the last
+        call since the previous step); a step without one (``finish``, an unknown tool) keeps its observation text.
+        """
+        call = self.calls[-1] if len(self.calls) > self._stepped else None
+        self._stepped = len(self.calls)
+        step = AgentStep(
+            node_id=self.node_id,
+            index=index,
+            thought=str(thought or ""),
+            tool_name=str(tool_name or ""),
+            tool_args=dict(tool_args or {}),
+            call_id=call.id if call is not None else None,
+            observation="" if call is not None else str(observation or ""),
+        )
+        self.steps.append(step)
+        if self.record_step is not None:
+            self.record_step(step)
 
     # -- tools ---------------------------------------------------------------------------------------------------
     def search_memory(self, query: str = "") -> str:
@@ -221,17 +202,7 @@ class Toolbox:
             text = f"error: memory search failed ({error}); search the web instead."
         else:
             text = "Nothing in memory matches; search the web."
-        self._log(
-            ToolCall(
-                kind="search_memory",
-                args={"query": query},
-                result=clip(text, _RESULT_CHARS),
-                result_urls=urls,
-                ms=_ms(started),
-                error=error,
-                node_id=self.node_id,
-            )
-        )
+        self.recorder.record("search_memory", {"query": query}, text, started=started, result_urls=urls, error=error)
         return text
 
     def search_web(self, query: str = "") -> str:
@@ -247,20 +218,21 @@ class Toolbox:
             except Exception as exc:  # search the original query
                 handle_error(exc, where="query rewriting", record=self.failures.append, log=logger)
         try:
-            text = self.web.search_web(sent)
+            result: SearchResults | ToolError = self.web.search(sent)
         except Exception as exc:  # a tool never raises into the agent: it reads the error and goes on
-            text = _error_text(handle_error(exc, where="search_web", log=logger))
-        record = self._claim("search_web", {"query": sent}, text, started)
-        if sent != query:
-            record.args["original_query"] = query
-        results = parse_results(text)
-        for _, ev in results:
-            self._see(ev)
-        if self.rerank is not None and len(results) > 1:
-            try:
-                text = self.rerank(sent, text)
-            except Exception as exc:  # keep the engine's order
-                handle_error(exc, where="reranking", record=self.failures.append, log=logger)
+            result = _tool_error(handle_error(exc, where="search_web", log=logger))
+        args = {"query": sent} if sent == query else {"query": sent, "original_query": query}
+        self.recorder.record("search_web", args, result, started=started)
+        shown: list[SearchHit] | None = None
+        if isinstance(result, SearchResults):
+            for hit in result.hits:
+                self._see(Evidence(url=hit.url, title=hit.title, snippet=hit.snippet[:400], published=hit.published))
+            if self.rerank is not None and len(result.hits) > 1:
+                try:
+                    shown = list(self.rerank(sent, result)) or None  # an empty ranking keeps the engine's order
+                except Exception as exc:  # keep the engine's order
+                    handle_error(exc, where="reranking", record=self.failures.append, log=logger)
+        text = self._render(result, hits=shown)
         if sent != query:
             text = f"(searched for: {sent})\n{text}"
         return text
@@ -270,20 +242,23 @@ class Toolbox:
         started = time.perf_counter()
         url = clean_url(url)
         if self.web is None:
-            return self._unavailable("scrape", {"url": url}, started)
+            return self._unavailable("scrape", {"url": scrub_url(url)}, started)
         try:
-            text = self.web.scrape(url)
+            result: PageResult | ToolError = self.web.open(url)
         except Exception as exc:  # a tool never raises into the agent: it reads the error and goes on
-            text = _error_text(handle_error(exc, where="scrape", log=logger))  # scrubbed: no password anywhere
-        self._claim("scrape", {"url": scrub_url(url)}, text, started)
-        page = _parse_page(text)
-        if page is not None:
-            known = self.seen.get(_norm_url(page.url))
-            if known is not None and not page.published:
-                page.published = known.published
+            result = _tool_error(handle_error(exc, where="scrape", log=logger))  # scrubbed: no password anywhere
+        self.recorder.record("scrape", {"url": scrub_url(url)}, result, started=started)
+        if isinstance(result, PageResult):
+            known = self.seen.get(_norm_url(result.address)) or self.seen.get(_norm_url(result.url))
+            published = result.published or (known.published if known is not None else None)
+            page = Evidence(
+                url=result.address, title=result.title, snippet=one_line(result.text)[:400], published=published
+            )
             self._see(page, overwrite=True)
+            if result.final_url:  # a citation of the URL asked for finds the page too
+                self._see(page.model_copy(update={"url": result.url}), overwrite=True)
             self.scraped.append(page.url)
-        return text
+        return self._render(result)
 
     # -- evidence ------------------------------------------------------------------------------------------------
     def evidence_for(self, sources: list[str] | None) -> tuple[list[Evidence], list[str]]:
@@ -319,55 +294,17 @@ class Toolbox:
             self.seen[key] = ev
 
     def _unavailable(self, kind: str, args: dict[str, Any], started: float) -> str:
-        text = "error: web search is not available in this session"
-        self._log(ToolCall(kind=kind, args=args, result=text, ms=_ms(started), error="no web", node_id=self.node_id))
-        return text
+        error = ToolError(reason="no web", message="error: web search is not available in this session")
+        self.recorder.record(kind, args, error, started=started)
+        return error.message
 
-    def _claim(self, kind: str, args: dict[str, Any], text: str, started: float) -> ToolCall:
-        """Tag the web layer's record of this call with the node (or make one when the web layer keeps none)."""
-        record = None
-        calls = getattr(self.web, "tool_calls", None)
-        if isinstance(calls, list):
-            with _claim_lock:
-                unclaimed = [c for c in reversed(calls) if c.node_id is None and c.kind == kind]
-                # the web layer may have recorded cleaned or redacted args: the result text then identifies the call
-                record = next((c for c in unclaimed if c.args == args), None) or next(
-                    (c for c in unclaimed if _same_result(c.result, text)), None
-                )
-                if record is not None:
-                    record.node_id = self.node_id
-        if record is None:
-            urls = [ev.url for _, ev in parse_results(text)] if kind == "search_web" else []
-            page = _parse_page(text) if kind == "scrape" else None
-            if page is not None:
-                urls = [page.url]
-            error = text[len("error: ") :][:200] if text.startswith("error: ") else None
-            if "url" in args:  # a password in a URL never reaches the trajectory
-                args = {**args, "url": scrub_url(str(args["url"]))}
-            record = ToolCall(
-                kind=kind,
-                args=dict(args),
-                result=clip(text, _RESULT_CHARS),
-                result_urls=urls,
-                ms=_ms(started),
-                error=error,
-                node_id=self.node_id,
-            )
-        self._log(record)
-        return record
+    def _render(self, result: SearchResults | PageResult | ToolError, *, hits: list[SearchHit] | None = None) -> str:
+        render = getattr(self.web, "render", None)
+        if callable(render):  # the sample's page and snippet budgets
+            return render(result, hits=hits)
+        return render_result(result)
 
     def _log(self, call: ToolCall) -> None:
         self.calls.append(call)
         if self.record is not None:
             self.record(call)
-
-
-def _same_result(recorded: str | None, text: str) -> bool:
-    """Whether a (possibly clipped, ``…``-ended) recorded result is the text a tool returned."""
-    if not recorded:
-        return False
-    return recorded == text or (recorded.endswith("…") and text.startswith(recorded[:-1]))
-
-
-def _ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)

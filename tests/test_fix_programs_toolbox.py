@@ -10,7 +10,7 @@ import pytest
 from memento.config import Budgets
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree
 from memento.programs.react_agent import ReActAgent
-from memento.programs.toolbox import Toolbox, clean_url, parse_results
+from memento.programs.toolbox import Toolbox, clean_url
 from memento.types import ToolCall
 from memento.web.offline_corpus import OfflineCorpus
 from memento.web.web_tools import WebTools
@@ -86,10 +86,10 @@ class RaisingWeb:
     def __init__(self) -> None:
         self.tool_calls: list[ToolCall] = []
 
-    def search_web(self, query: str) -> str:
+    def search(self, query: str):
         raise RuntimeError("search backend exploded")
 
-    def scrape(self, url: str) -> str:
+    def open(self, url: str):
         raise ValueError(f"Invalid IPv6 URL: {url}")
 
     def counts(self) -> dict[str, int]:
@@ -126,22 +126,13 @@ def test_aet_node_survives_a_raising_web_layer(engine, lm):
     assert pred.trajectory.tool_calls[0].args == {"url": "corpus://x"}
 
 
-def test_a_call_the_web_layer_recorded_with_rewritten_args_is_claimed_not_duplicated(web):
+def test_a_toolbox_call_is_recorded_once_by_the_toolbox_with_its_node(web):
     tools = web(None, "keep")
     box = Toolbox(tools, node_id="q7")
     text = box.scrape("corpus://herbert")
-    tools.tool_calls[-1].args = {"url": "corpus://herbert (as the web layer recorded it)"}
-    tools.tool_calls[-1].node_id = None
-    box.calls.clear()
-    box._claim("scrape", {"url": "corpus://herbert"}, text, 0.0)
-    assert box.calls == [tools.tool_calls[-1]] and tools.tool_calls[-1].node_id == "q7"
-    assert len(tools.tool_calls) == 1
-
-
-def test_parse_results_ignores_an_impossible_date():
-    text = "[1] Report (2020-13-45)\n    https://ex.org/r\n    snippet"
-    [(_, evidence)] = parse_results(text)
-    assert evidence.url == "https://ex.org/r" and evidence.published is None
+    [call] = box.calls
+    assert call.node_id == "q7" and call.page is not None and call.page.text in text
+    assert tools.tool_calls == []  # the web layer records only calls made through its own text tools
 
 
 def test_the_toolbox_own_record_of_a_failed_scrape_hides_a_password(engine, lm):

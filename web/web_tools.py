@@ -1,8 +1,13 @@
-"""The agent's web tools: ``search_web`` and ``scrape`` as plain documented functions ready for ``dspy.ReAct``.
+"""The agent's web tools: typed ``search``/``open`` calls, and ``search_web``/``scrape`` text tools for ``dspy.ReAct``.
 
-A :class:`WebTools` is made per task (it carries that task's date cutoff and undated policy) and records every
-call as a :class:`~memento.types.ToolCall` for the trajectory. Tools never raise into the agent: a failure is a
-short text answer plus a ToolCall with ``error`` set.
+A :class:`WebTools` is made per task (it carries that task's date cutoff and undated policy). The typed calls
+return :class:`~memento.types.SearchResults` (every hit, whole snippets), :class:`~memento.types.PageResult` (the
+full scrubbed page text) or :class:`~memento.types.ToolError`; they count searches and fetches and record nothing.
+The text tools are thin wrappers: typed call, then the one renderer (:mod:`memento.web.tool_output`, page text
+clipped to ``page_chars`` there and only there), then the one recorder into ``tool_calls`` (node-less calls;
+agents of a tree record through their own :class:`~memento.web.tool_output.ToolRecorder`, see
+:class:`memento.programs.toolbox.Toolbox`). Tools never raise into the agent: a failure is an ``error:`` text
+answer plus a ToolCall with ``error`` set.
 """
 
 from __future__ import annotations
@@ -14,17 +19,15 @@ import time
 from typing import Any
 
 from memento.errors import DataError, handle_error
-from memento.scrub import scrub, scrub_data, scrub_url
-from memento.text import clip
-from memento.types import ToolCall
+from memento.scrub import scrub_url
+from memento.types import PageResult, SearchHit, SearchResults, ToolCall, ToolError, ToolResult
 from memento.web.search_result import SearchBackend, UndatedPolicy, coerce_date, filter_by_cutoff
+from memento.web.tool_output import PAGE_CHARS, SNIPPET_CHARS, ToolRecorder, render_result, render_search
 from memento.web.url_cache import normalize_url
 
 __all__ = ["WebTools", "clean_url"]
 
 logger = logging.getLogger(__name__)
-
-_RESULT_CHARS = 300  # how much of a tool's answer is kept in the ToolCall record
 
 
 class WebTools:
@@ -54,8 +57,8 @@ class WebTools:
         cutoff: dt.date | str | None = None,
         undated: UndatedPolicy = "keep",
         k: int = 5,
-        page_chars: int = 4000,
-        snippet_chars: int = 240,
+        page_chars: int = PAGE_CHARS,
+        snippet_chars: int = SNIPPET_CHARS,
     ) -> None:
         if undated not in ("keep", "drop"):
             raise DataError(f"undated must be 'keep' or 'drop', not {undated!r}")
@@ -70,55 +73,43 @@ class WebTools:
         self.page_chars = page_chars
         self.snippet_chars = snippet_chars
         self._takes_undated = _accepts_undated(backend)
-        self.tool_calls: list[ToolCall] = []
         self._lock = threading.Lock()
+        self.tool_calls: list[ToolCall] = []  # calls made through the string tools (no node: bare dspy.ReAct use)
+        self.recorder = ToolRecorder(self._append)
         self._searches = 0
         self._fetches = 0
         self._cache_hits = 0
         self._seen: set[str] = set()
         self._repeated = 0
 
-    # ------------------------------------------------------------------ tools
-    def search_web(self, query: str) -> str:
-        """Search the web and return a numbered list of results (url, title, date, snippet).
+    # ------------------------------------------------------------ typed calls
+    def search(self, query: str) -> SearchResults | ToolError:
+        """Search the backend under the cutoff: every hit (whole snippets), or a :class:`ToolError`.
 
-        Use short keyword queries naming the entity and the fact you need (e.g. "Paul Clyne district attorney
-        county"). Open a promising result with scrape(url) to read the full page.
+        Counts the search; records nothing (callers record through a :class:`ToolRecorder` with their node id).
         """
         query = (query or "").strip()
-        start = time.perf_counter()
         with self._lock:
             self._searches += 1
         if not query:
-            return self._record("search_web", {"query": query}, "error: empty query", start, error="empty query")
+            return ToolError(reason="empty query", message="error: empty query")
         try:
             if self._takes_undated:
-                results = self.backend.search(query, k=self.k, before=self.cutoff, undated=self.undated)
+                found = self.backend.search(query, k=self.k, before=self.cutoff, undated=self.undated)
             else:  # a minimal backend (the bare protocol): apply the undated policy here
-                results = filter_by_cutoff(
+                found = filter_by_cutoff(
                     self.backend.search(query, k=self.k, before=self.cutoff), self.cutoff, self.undated
                 )
         except Exception as exc:  # a tool never raises into the agent (a fatal error stops the run)
             failure = handle_error(exc, where="search", log=logger)
-            text = f"error: search failed: {failure.message}"
-            return self._record("search_web", {"query": query}, text, start, error=failure.reason)
-        if not results:
-            text = f"No results for {query!r}" + (f" published before {self.cutoff}." if self.cutoff else ".")
-            return self._record("search_web", {"query": query}, text, start)
-        lines = []
-        for i, r in enumerate(results, 1):
-            date = f" ({r.published.isoformat()})" if r.published else ""
-            snippet = clip(" ".join(r.snippet.split()), self.snippet_chars)
-            title = " ".join((r.title or r.url).split())
-            lines.append(f"[{i}] {title}{date}\n    {r.url}\n    {snippet}")
-        return self._record(
-            "search_web", {"query": query}, "\n".join(lines), start, result_urls=[r.url for r in results]
-        )
+            return ToolError(reason=failure.reason, message=f"error: search failed: {failure.message}")
+        hits = [SearchHit(url=r.url, title=r.title, snippet=r.snippet, published=r.published) for r in found]
+        return SearchResults(query=query, hits=hits, cutoff=self.cutoff)
 
-    def scrape(self, url: str) -> str:
-        """Open a web page (a URL from search_web results) and return its main text, clipped to a budget."""
+    def open(self, url: str) -> PageResult | ToolError:
+        """Read a page (offline corpus, else the fetcher) under the cutoff: its full scrubbed text, or a
+        :class:`ToolError`. Counts the fetch, cache hits and repeated URLs; records nothing."""
         url = clean_url(url)
-        start = time.perf_counter()
         key = normalize_url(url) if url else url
         with self._lock:
             self._fetches += 1
@@ -127,32 +118,50 @@ class WebTools:
             else:
                 self._seen.add(key)
         if not url:
-            return self._record("scrape", {"url": scrub_url(url)}, "error: empty url", start, error="empty url")
+            return ToolError(reason="empty url", message="error: empty url")
         try:
             page = self._open(url)
         except Exception as exc:  # never raise into the agent (a fatal error stops the run)
             failure = handle_error(exc, where=f"scrape of {scrub_url(url)}", log=logger)
-            return self._record(
-                "scrape", {"url": scrub_url(url)}, f"error: {failure.message}", start, error=failure.reason
-            )
+            return ToolError(reason=failure.reason, message=f"error: {failure.message}")
         cached = bool(getattr(page, "from_cache", False))
         if cached:
             with self._lock:
                 self._cache_hits += 1
-        text = page.text or ""
-        body = text[: self.page_chars]
-        if len(text) > self.page_chars:
-            body += f"\n[... clipped: {len(text) - self.page_chars} more characters]"
-        date = f"\nPublished: {page.published.isoformat()}" if page.published else ""
-        header = f"Title: {' '.join((page.title or '').split())}\nURL: {page.final_url or page.url}{date}\n\n"
-        return self._record(
-            "scrape",
-            {"url": scrub_url(url)},
-            header + body,
-            start,
-            result_urls=[scrub_url(page.final_url or page.url)],
+        final = str(page.final_url or page.url or url)
+        return PageResult.of_text(
+            url=url,
+            final_url=final if final != url else "",
+            title=page.title or "",
+            published=page.published,
             cached=cached,
+            text=page.text or "",
         )
+
+    # ------------------------------------------------------------------ tools
+    def search_web(self, query: str) -> str:
+        """Search the web and return a numbered list of results (url, title, date, snippet).
+
+        Use short keyword queries naming the entity and the fact you need (e.g. "Paul Clyne district attorney
+        county"). Open a promising result with scrape(url) to read the full page.
+        """
+        started = time.perf_counter()
+        result = self.search(query)
+        self.recorder.record("search_web", {"query": (query or "").strip()}, result, started=started)
+        return self.render(result)
+
+    def scrape(self, url: str) -> str:
+        """Open a web page (a URL from search_web results) and return its main text, clipped to a budget."""
+        started = time.perf_counter()
+        result = self.open(url)
+        self.recorder.record("scrape", {"url": scrub_url(clean_url(url))}, result, started=started)
+        return self.render(result)
+
+    def render(self, result: ToolResult, *, hits: list[SearchHit] | None = None) -> str:
+        """The observation text of a typed result under this task's budgets (``page_chars``, ``snippet_chars``)."""
+        if hits is not None and isinstance(result, SearchResults):
+            return render_search(result, snippet_chars=self.snippet_chars, hits=hits)
+        return render_result(result, page_chars=self.page_chars, snippet_chars=self.snippet_chars)
 
     # ------------------------------------------------------------- accounting
     def counts(self) -> dict[str, int]:
@@ -167,6 +176,10 @@ class WebTools:
                 "unique_urls": len(self._seen),
                 "repeated_urls": self._repeated,
             }
+
+    def _append(self, call: ToolCall) -> None:
+        with self._lock:
+            self.tool_calls.append(call)
 
     def tools(self) -> list[Any]:
         """The tool functions, for ``dspy.ReAct(signature, tools=web_tools.tools())``."""
@@ -188,31 +201,6 @@ class WebTools:
 
             raise NotCached(f"{url} is not in the offline corpus and live fetching is off", url=url)
         return self.fetcher.fetch(url, before=self.cutoff, undated=self.undated)
-
-    def _record(
-        self,
-        kind: str,
-        args: dict[str, Any],
-        text: str,
-        start: float,
-        *,
-        result_urls: list[str] | None = None,
-        cached: bool = False,
-        error: str | None = None,
-    ) -> str:
-        text = scrub(text)  # what the agent reads (and so the LM prompt) never carries a secret or URL password
-        call = ToolCall(
-            kind=kind,
-            args=scrub_data(args),
-            result=clip(text, _RESULT_CHARS),
-            result_urls=result_urls or [],
-            cached=cached,
-            ms=round((time.perf_counter() - start) * 1000, 3),
-            error=error,
-        )
-        with self._lock:
-            self.tool_calls.append(call)
-        return text
 
 
 def _accepts_undated(backend: Any) -> bool:
