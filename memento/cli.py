@@ -15,15 +15,8 @@ import typer
 from rich.table import Table
 
 from memento import __version__
-from memento.commands._common import (
-    APIBaseOpt,
-    ConfigOpt,
-    JudgeLMOpt,
-    LMOpt,
-    cli_errors,
-    console,
-    settings_from_flags,
-)
+from memento.commands._common import cli_errors, console
+from memento.commands._options import Flags, with_flags
 from memento.terminal import install_log_filters
 
 __all__ = ["app", "main"]
@@ -64,14 +57,10 @@ app.add_typer(config_app, name="config")
 
 @config_app.command("show")
 @cli_errors
-def config_show(
-    config: ConfigOpt = None,
-    lm: LMOpt = None,
-    api_base: APIBaseOpt = None,
-    judge_lm: JudgeLMOpt = None,
-) -> None:
+@with_flags("lm")
+def config_show(*, flags: Flags) -> None:
     """Print the effective settings, secrets masked, with where each value came from."""
-    settings = settings_from_flags(config, lm, api_base, judge_lm)
+    settings = flags.settings()
     table = Table(title="memento settings", show_lines=False)
     table.add_column("setting")
     table.add_column("value")

@@ -192,6 +192,8 @@ class JitMemSettings(_Section):
     orderings: int = Field(default=1, ge=1)
     warm: bool = False
     train_gate: Literal["judge", "ground_truth"] = "judge"  # what admits a training trajectory to the bank
+    curator_optimizer: Literal["gepa", "miprov2"] = "gepa"  # `memento optimize-curator`: how the curator is tuned
+    curator_budget: int = Field(default=40, ge=1)  # ... its GEPA metric calls / MIPROv2 trials
     bm25: Literal["bm25s", "rank_bm25"] = "bm25s"  # trajectory bank scoring; rank_bm25: reference, small banks
 
 

@@ -324,6 +324,34 @@ class CompareContext:
     embedder: Any = None
     observer: CompareObserver | None = None
 
+    def memory_trainset(self) -> list[dspy.Example]:
+        """The training examples a memory method learns from (at most ``budget.memory_train_limit``)."""
+        limit = self.budget.memory_train_limit
+        return list(self.trainset[:limit] if limit is not None else self.trainset)
+
+    def memory_outcome(self, trainset: list[dspy.Example], info: dict[str, Any], **fields: Any) -> TrainOutcome:
+        """A memory method's :class:`TrainOutcome`: the memory budget, ``trainset``'s size, ``info`` and ``fields``
+        (``curve``, ``growth``, ``searches``, ``fetches``; ``k`` joins the budget), the artefact in ``memory/``."""
+        budget = self.budget.for_method("memory") | {"train_examples": len(trainset)}
+        if "k" in fields:
+            budget["k"] = fields.pop("k")
+        return TrainOutcome(budget=budget, info=info, artefacts={"memory": MEMORY_DIR}, **fields)
+
+    def fresh_bank(self, method_dir: Path) -> None:
+        """Remove a case bank a crashed training left in ``method_dir`` (cases are not batch-versioned: training
+        starts over)."""
+        import shutil
+
+        bank_dir = method_dir / MEMORY_DIR / "cbr"
+        if bank_dir.exists():
+            shutil.rmtree(bank_dir)
+
+    def compile(self, optimizer: str, program: dspy.Module, log_dir: Path) -> Any:
+        """Compile ``program`` with ``optimizer`` on this comparison's training set, metric, roles, budget, threads
+        and seed (:func:`memento.optimize.optimizers.optimize_program`)."""
+        shared = {"trainset": self.trainset, "metric": self.metric, "roles": self.roles, "budget": self.budget}
+        return optimize_program(optimizer, program, threads=self.threads, seed=self.seed, log_dir=log_dir, **shared)
+
     def build(
         self, method: str, *, memory_dir: Path | None = None, frozen: bool | None = None, **injected: Any
     ) -> dspy.Module:
@@ -416,17 +444,7 @@ class OptimizerRunner:
         assert spec.optimizer is not None
         tally = WebTally()
         student = Tallied(ctx.build(spec.base), tally)
-        result = optimize_program(
-            spec.optimizer,
-            student,
-            trainset=ctx.trainset,
-            metric=ctx.metric,
-            roles=ctx.roles,
-            budget=ctx.budget,
-            threads=ctx.threads,
-            seed=ctx.seed,
-            log_dir=method_dir / "optimizer",
-        )
+        result = ctx.compile(spec.optimizer, student, method_dir / "optimizer")
         compiled = result.program.program if isinstance(result.program, Tallied) else result.program
         _save_program(compiled, method_dir / PROGRAM_FILE)
         info = dict(result.info)
@@ -463,8 +481,7 @@ class MementoRunner:
         # the memento builder's training form: writable memory, the learner, [trainer] exploration per sample
         program = ctx.build("memento", memory_dir=method_dir / MEMORY_DIR, frozen=False, web=web)
         store = program.memory
-        limit = ctx.budget.memory_train_limit
-        trainset = ctx.trainset[:limit] if limit is not None else ctx.trainset
+        trainset = ctx.memory_trainset()
         trainer = MementoTrainer.for_program(
             program, ctx.metric, ctx.settings, batch_size=ctx.budget.memory_batch_size, threads=ctx.threads
         )
@@ -485,14 +502,13 @@ class MementoRunner:
                     "chars": sum(c.after for c in rep.chars.values()),
                 }
             )
-        return TrainOutcome(
-            budget=ctx.budget.for_method("memory") | {"train_examples": len(trainset)},
+        return ctx.memory_outcome(
+            trainset,
             info={"batches": len(reports), "memory_version": store.version},
             curve=curve,
             growth=growth,
             searches=searches,
             fetches=fetches,
-            artefacts={"memory": MEMORY_DIR},
         )
 
     def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
@@ -532,8 +548,7 @@ class JitMemRunner:
         from memento.optimize.jitmem_stream import _web_counts, build_training_bank, stream
 
         agent = ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR, frozen=False)
-        limit = ctx.budget.memory_train_limit
-        trainset = ctx.trainset[:limit] if limit is not None else ctx.trainset
+        trainset = ctx.memory_trainset()
         if jit.train_gate == "ground_truth":
             threshold = ctx.settings.trainer.success_threshold
             result = build_training_bank(agent, trainset, ctx.metric, threshold=threshold, threads=ctx.threads)
@@ -563,15 +578,7 @@ class JitMemRunner:
         }
         if jit.protocol == "stream":
             info["warm"] = True
-        return TrainOutcome(
-            budget=ctx.budget.for_method("memory") | {"train_examples": len(trainset)},
-            info=info,
-            curve=curve,
-            growth=growth,
-            searches=searches,
-            fetches=fetches,
-            artefacts={"memory": MEMORY_DIR},
-        )
+        return ctx.memory_outcome(trainset, info, curve=curve, growth=growth, searches=searches, fetches=fetches)
 
     def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
         # frozen: the bank is opened read-only; test runs read it and never judge or write
@@ -623,16 +630,11 @@ class CaseBankRunner:
         return agent, web
 
     def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
-        import shutil
-
         from memento.programs.case_based_agent import fit_cases
 
-        bank_dir = method_dir / MEMORY_DIR / "cbr"
-        if bank_dir.exists():
-            shutil.rmtree(bank_dir)
+        ctx.fresh_bank(method_dir)
         agent, web = self._agent(ctx, spec, method_dir, train=True)
-        limit = ctx.budget.memory_train_limit
-        trainset = ctx.trainset[:limit] if limit is not None else ctx.trainset
+        trainset = ctx.memory_trainset()
         cbr = ctx.settings.cbr
         passes = fit_cases(
             agent,
@@ -666,14 +668,8 @@ class CaseBankRunner:
         }
         agent.bank.close()
         searches, fetches = web.totals()
-        return TrainOutcome(
-            budget=ctx.budget.for_method("memory") | {"train_examples": len(trainset), "k": agent.k},
-            info=info,
-            curve=curve,
-            growth=growth,
-            searches=searches,
-            fetches=fetches,
-            artefacts={"memory": MEMORY_DIR},
+        return ctx.memory_outcome(
+            trainset, info, curve=curve, growth=growth, searches=searches, fetches=fetches, k=agent.k
         )
 
     def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
@@ -692,16 +688,11 @@ class CaseMemoryRunner:
         shared = ctx.out_dir / source
         if (shared / "done").exists() and (shared / MEMORY_DIR / "cbr").is_dir():
             return _reused(source)
-        import shutil
-
         from memento.threads import run_parallel
 
-        bank_dir = method_dir / MEMORY_DIR / "cbr"
-        if bank_dir.exists():
-            shutil.rmtree(bank_dir)  # cases are not batch-versioned: a crashed training starts over
+        ctx.fresh_bank(method_dir)
         program = ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR, frozen=False)
-        limit = ctx.budget.memory_train_limit
-        trainset = list(ctx.trainset[:limit] if limit is not None else ctx.trainset)
+        trainset = ctx.memory_trainset()
         size = ctx.budget.memory_batch_size
         curve: list[dict[str, Any]] = []
         growth: list[dict[str, Any]] = []
@@ -721,13 +712,7 @@ class CaseMemoryRunner:
             growth.append({"batch": batch, "size": program.bank.count(), "unit": "cases"})
         info = {"cases": program.bank.count(), "policy": program.policy}
         program.bank.close()
-        return TrainOutcome(
-            budget=ctx.budget.for_method("memory") | {"train_examples": len(trainset), "k": program.k},
-            info=info,
-            curve=curve,
-            growth=growth,
-            artefacts={"memory": MEMORY_DIR},
-        )
+        return ctx.memory_outcome(trainset, info, curve=curve, growth=growth, k=program.k)
 
     def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
         memory_dir = method_dir / MEMORY_DIR

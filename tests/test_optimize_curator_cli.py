@@ -78,3 +78,33 @@ def test_optimize_curator_refuses_an_empty_bank(tmp_path: Path) -> None:
         args += ["--out", str(tmp_path / "cur"), "--lm", "openai/scripted", "--api-base", server.api_base]
         result = CliRunner().invoke(app, args, env={"MEMENTO_JITMEM_EXECUTOR": "closed_book"})
     assert result.exit_code == 1 and "is empty: fill it first" in result.output
+
+
+def test_the_reload_hint_repeats_every_flag_that_shaped_the_agent(tmp_path: Path) -> None:
+    """The printed `memento eval` line keeps --corpus, --payload-tokens and the models; run as printed, it loads the
+    tuned agent (the optimiser and its budget come from the [jitmem] settings, here the environment)."""
+    import shlex
+
+    memory, train = _files(tmp_path)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"doc_id": "d1", "title": "Lyon", "text": "Lyon was founded in 43 BC."}) + "\n")
+    env = {"MEMENTO_JITMEM_EXECUTOR": "closed_book", "MEMENTO_LM_CACHE": "false", "MEMENTO_JITMEM_CURATOR_BUDGET": "8"}
+    with OpenAICompatServer(_engine()) as server:
+        base = ["--lm", "openai/scripted", "--api-base", server.api_base]
+        args = ["optimize-curator", "--task", "qa", "--train", str(train), "--memory", str(memory), "--threads", "1"]
+        args += ["--out", str(tmp_path / "cur"), "--corpus", str(corpus), "--payload-tokens", "500", *base]
+        result = CliRunner().invoke(app, args, env={**env, "COLUMNS": "400"})
+        assert result.exit_code == 0, result.output
+        assert "(gepa, budget 8)" in result.output
+        line = next(row for row in result.output.splitlines() if row.startswith("reload: "))
+        hint = shlex.split(line.removeprefix("reload: "))
+        assert hint[:2] == ["memento", "eval"]
+        for flag, value in (("--corpus", str(corpus)), ("--payload-tokens", "500"), ("--api-base", server.api_base)):
+            assert hint[hint.index(flag) + 1] == value, (flag, hint)
+        hint[hint.index("TEST_DATA")] = str(train)
+        result = CliRunner().invoke(app, [*hint[1:], "--out", str(tmp_path / "ev")], env=env)
+        assert result.exit_code == 0, result.output
+    saved = json.loads((tmp_path / "ev" / "results.json").read_text())
+    assert saved["mean"] == 1.0
+    shown = {row["key"]: (row["value"], row["source"]) for row in saved["provenance"]["settings"]}
+    assert shown["web.corpus"] == (str(corpus), "flag") and shown["jitmem.payload_tokens"] == (500, "flag")

@@ -6,32 +6,22 @@ import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
 import typer
 
 from memento import __version__
 from memento.cancel import cancel_exit_code, handle_signals
-from memento.config import Settings, load_settings
 from memento.errors import Cancelled, MementoError, NotAvailableYetError
 from memento.terminal import SafeConsole
 
 __all__ = [
-    "ProfileOpt",
-    "StoresOpt",
-    "memory_flags",
     "console",
     "err_console",
-    "ConfigOpt",
-    "LMOpt",
-    "APIBaseOpt",
-    "JudgeLMOpt",
-    "settings_from_flags",
     "cli_errors",
     "cancellable",
     "METHODS_HELP",
     "memory_lock",
-    "NoWaitOpt",
     "not_available",
     "at_command_end",
     "command_exit_code",
@@ -43,38 +33,6 @@ console = SafeConsole()  # secrets scrubbed, control characters neutralised
 err_console = SafeConsole(stderr=True, soft_wrap=True)  # an error stays one line at any terminal width
 logger = logging.getLogger(__name__)
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", help="TOML settings file (default: ./memento.toml).")]
-LMOpt = Annotated[str | None, typer.Option("--lm", help="Agent model, e.g. openai/gpt-4o-mini (env MEMENTO_LM).")]
-APIBaseOpt = Annotated[
-    str | None, typer.Option("--api-base", help="API base of the agent model (any OpenAI-compatible server).")
-]
-NoWaitOpt = Annotated[
-    bool,
-    typer.Option("--no-wait", help="If another process writes the memory directory, exit at once instead of waiting."),
-]
-JudgeLMOpt = Annotated[str | None, typer.Option("--judge-lm", help="Judge model (default: the agent model).")]
-ProfileOpt = Annotated[
-    str | None,
-    typer.Option("--profile", help="MEMENTO memory injection: budgeted (token caps) or paper (M1-M3 whole)."),
-]
-StoresOpt = Annotated[
-    str | None,
-    typer.Option("--stores", help="MEMENTO stores read and written, e.g. M1,M3,M4 (Table 8 ablation; default all)."),
-]
-
-
-def memory_flags(profile: str | None, stores: str | None, *, directory: Path | None = None) -> dict[str, Any]:
-    """The ``[memory]`` settings values of the ``--profile``, ``--stores`` and ``--memory`` flags (only those given)."""
-    out: dict[str, Any] = {}
-    if directory is not None:
-        out["dir"] = directory
-    if profile is not None:
-        out["profile"] = profile
-    if stores is not None:
-        out["stores"] = [name.strip().upper() for name in stores.split(",") if name.strip()]
-    return out
-
-
 #: The built-in methods, for ``--method`` help (tests/test_cli_edges.py checks it lists every registered method).
 METHODS_HELP = (
     "aet, react, react_rewrite, react_rerank, react_rewrite_rerank, closed_book, few_shot, memento, react_memory, "
@@ -82,20 +40,6 @@ METHODS_HELP = (
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def settings_from_flags(
-    config: Path | None,
-    lm: str | None,
-    api_base: str | None,
-    judge_lm: str | None,
-    **sections: dict[str, Any],
-) -> Settings:
-    """Effective settings for a command: the common flags plus section values (``web={"corpus": ...}``)."""
-    flags: dict[str, Any] = {"lm": {"model": lm, "api_base": api_base}, "judge_lm": {"model": judge_lm}}
-    for section, values in sections.items():
-        flags.setdefault(section, {}).update(values)
-    return load_settings(config, flags=flags)
 
 
 _at_end: list[Callable[[], None]] = []

@@ -1,6 +1,5 @@
-"""What the commands share to let users see a run: ``--log-lm``, ``--json``, ``--mlflow`` and the report hint.
-
-Each command adds the options it takes and calls these helpers, so the per-command edits stay a few lines.
+"""What the commands share to let users see a run: ``--json``, the report hint, and starting what ``--log-lm`` and
+``--mlflow`` (the ``[observe]`` settings flags of :mod:`memento.commands._options`) ask for.
 """
 
 from __future__ import annotations
@@ -16,33 +15,17 @@ import typer
 from memento.commands._common import at_command_end, console, err_console
 
 __all__ = [
-    "LogLMOpt",
     "JsonOpt",
-    "MLflowOpt",
     "Observation",
     "observe",
     "eval_payload",
     "print_json",
     "report_hint",
-    "observe_flags",
 ]
 
-LogLMOpt = Annotated[
-    Path | None,
-    typer.Option("--log-lm", help="Append one JSON line per LM call (prompt, completion, tokens...) to FILE."),
-]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print machine-readable JSON only on stdout (progress stays on stderr).")
 ]
-MLflowOpt = Annotated[
-    str | None,
-    typer.Option("--mlflow", help="Track in MLflow at this URI (file:/dir, sqlite:///x.db, http://host:5000)."),
-]
-
-
-def observe_flags(log_lm: Path | None = None, mlflow: str | None = None) -> dict[str, Any]:
-    """The ``observe`` settings section given by flags (``None`` values leave lower layers in place)."""
-    return {"log_lm": log_lm, "mlflow": mlflow}
 
 
 class Observation:

@@ -10,37 +10,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from memento.commands._common import (
-    APIBaseOpt,
-    ConfigOpt,
-    JudgeLMOpt,
-    LMOpt,
-    ProfileOpt,
-    StoresOpt,
-    cancellable,
-    cli_errors,
-    console,
-    err_console,
-    memory_flags,
-    settings_from_flags,
-)
-from memento.commands._method_options import (
-    CBRK,
-    CBRAlpha,
-    CBRMinPairs,
-    CBROwnCases,
-    CBRPasses,
-    CBRPolicy,
-    CBRTrainPolicy,
-    JitMemOrderings,
-    JitMemPayloadTokens,
-    JitMemProtocol,
-    JitMemStreamBatch,
-    JitMemTrainGate,
-    JitMemWarm,
-    section,
-)
-from memento.commands._observe import LogLMOpt, MLflowOpt, observe, observe_flags, report_hint
+from memento.commands._common import cancellable, cli_errors, console, err_console
+from memento.commands._observe import observe, report_hint
+from memento.commands._options import EmbedderOpt, Flags, LimitOpt, MetricOpt, TaskOpt, embedder_named, with_flags
 from memento.errors import ConfigError
 from memento.terminal_table import responsive_table
 
@@ -55,8 +27,10 @@ def _progress(line: str, console: Console | None = None) -> None:
 
 @cli_errors
 @cancellable
+@with_flags("lm", "corpus", "threads", "seed", "observe", "memory", "cbr", "cbr_training", "jitmem",
+            "jitmem_train_gate", "compare")  # fmt: skip
 def compare(
-    task: Annotated[str, typer.Option("--task", help="Task name (multihop, legal, opinion, sales, qa ...).")],
+    task: TaskOpt,
     methods: Annotated[
         str,
         typer.Option(
@@ -76,69 +50,14 @@ def compare(
         int | None, typer.Option("--n-train", min=1, help="Training examples taken from --data.")
     ] = None,
     n_test: Annotated[int | None, typer.Option("--n-test", min=1, help="Test examples taken from --data.")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Read at most N rows of each file.")] = None,
-    budget: Annotated[
-        str | None,
-        typer.Option(
-            "--budget", help="Budget preset of every optimiser and memory method: tiny|light|medium ([compare] preset)."
-        ),
-    ] = None,
+    limit: LimitOpt = None,
     baseline: Annotated[str, typer.Option("--baseline", help="Method the paired bootstrap compares with.")] = (
         "closed_book"
     ),
-    metric: Annotated[
-        str,
-        typer.Option("--metric", help="The task's metric for every method: default, or a kind it offers (judge, em)."),
-    ] = "default",
-    embedder: Annotated[
-        str, typer.Option("--embedder", help="Text embedder of the memory methods' stores: minilm or hashing.")
-    ] = "minilm",
-    corpus: Annotated[Path | None, typer.Option("--corpus", help="Offline corpus directory (the local web).")] = None,
-    threads: Annotated[int | None, typer.Option("--threads", min=1, help="Parallel examples per evaluation.")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Split, optimiser and bootstrap seed.")] = None,
-    gepa_max_metric_calls: Annotated[
-        int | None, typer.Option("--gepa-max-metric-calls", min=1, help="Override GEPA's metric-call budget.")
-    ] = None,
-    mipro_num_candidates: Annotated[
-        int | None, typer.Option("--mipro-num-candidates", min=1, help="Override MIPROv2's candidates.")
-    ] = None,
-    mipro_num_trials: Annotated[
-        int | None, typer.Option("--mipro-num-trials", min=1, help="Override MIPROv2's trials.")
-    ] = None,
-    mipro_minibatch_size: Annotated[
-        int | None, typer.Option("--mipro-minibatch-size", min=1, help="Override MIPROv2's minibatch (<= valset).")
-    ] = None,
-    bootstrap_max_demos: Annotated[
-        int | None,
-        typer.Option("--bootstrap-max-demos", min=0, help="Override BootstrapFewShot's bootstrapped demos."),
-    ] = None,
-    memory_batch_size: Annotated[
-        int | None, typer.Option("--memory-batch-size", min=1, help="Override the memory methods' batch size.")
-    ] = None,
-    memory_train_limit: Annotated[
-        int | None, typer.Option("--memory-train-limit", min=1, help="Override the memory methods' train limit.")
-    ] = None,
-    log_lm: LogLMOpt = None,
-    cbr_k: CBRK = None,
-    cbr_policy: CBRPolicy = None,
-    cbr_train_policy: CBRTrainPolicy = None,
-    cbr_alpha: CBRAlpha = None,
-    cbr_min_pairs: CBRMinPairs = None,
-    cbr_passes: CBRPasses = None,
-    cbr_own_cases: CBROwnCases = None,
-    jitmem_protocol: JitMemProtocol = None,
-    orderings: JitMemOrderings = None,
-    warm: JitMemWarm = None,
-    stream_batch: JitMemStreamBatch = None,
-    payload_tokens: JitMemPayloadTokens = None,
-    jitmem_train_gate: JitMemTrainGate = None,
-    profile: ProfileOpt = None,
-    stores: StoresOpt = None,
-    mlflow: MLflowOpt = None,
-    config: ConfigOpt = None,
-    lm: LMOpt = None,
-    api_base: APIBaseOpt = None,
-    judge_lm: JudgeLMOpt = None,
+    metric: MetricOpt = "default",
+    embedder: EmbedderOpt = "minilm",
+    *,
+    flags: Flags,
 ) -> None:
     """Compare methods on one task: train each (frozen artefact in OUT/<method>/), test all on the same split.
 
@@ -150,47 +69,7 @@ def compare(
     from memento.types import utcnow
 
     started_at = utcnow().isoformat()
-    web = {"corpus": corpus} if corpus is not None else {}
-    run = {k: v for k, v in {"threads": threads, "seed": seed}.items() if v is not None}
-    cbr = section(
-        k=cbr_k,
-        policy=cbr_policy,
-        train_policy=cbr_train_policy,
-        alpha=cbr_alpha,
-        min_pairs=cbr_min_pairs,
-        passes=cbr_passes,
-        own_cases=cbr_own_cases,
-    )
-    jitmem = section(
-        protocol=jitmem_protocol,
-        orderings=orderings,
-        warm=warm,
-        stream_batch=stream_batch,
-        payload_tokens=payload_tokens,
-        train_gate=jitmem_train_gate,
-    )
-    settings = settings_from_flags(
-        config,
-        lm,
-        api_base,
-        judge_lm,
-        web=web,
-        run=run,
-        cbr=cbr,
-        jitmem=jitmem,
-        observe=observe_flags(log_lm, mlflow),
-        memory=memory_flags(profile, stores),
-        compare=section(
-            preset=budget,
-            gepa_max_metric_calls=gepa_max_metric_calls,
-            mipro_num_candidates=mipro_num_candidates,
-            mipro_num_trials=mipro_num_trials,
-            mipro_minibatch_size=mipro_minibatch_size,
-            bootstrap_max_bootstrapped_demos=bootstrap_max_demos,
-            memory_batch_size=memory_batch_size,
-            memory_train_limit=memory_train_limit,
-        ),
-    )
+    settings = flags.settings()
     if data is not None and (train is not None or test is not None):
         raise ConfigError("give either --data (split by seed) or --train and --test, not both")
     if data is None and (train is None or test is None):
@@ -204,11 +83,7 @@ def compare(
         readable_file(path, what="data file", error=ConfigError)
     if train is not None and test is not None and train.resolve() == test.resolve():
         raise ConfigError(f"--train and --test are the same file ({train}): the scores would measure memorisation")
-    if embedder not in ("minilm", "hashing"):
-        raise ConfigError(f"unknown embedder {embedder!r}: use minilm or hashing")
-    from memento.memory.embedder import HashingEmbedder, default_embedder
-
-    vectors = HashingEmbedder() if embedder == "hashing" else default_embedder()
+    vectors = embedder_named(embedder)
     import memento
 
     roles = memento.configure(settings, set_default=False)

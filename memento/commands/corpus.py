@@ -10,13 +10,13 @@ import typer
 from rich.table import Table
 
 from memento.commands._common import (
-    ConfigOpt,
     cli_errors,
     console,
     err_console,
-    settings_from_flags,
 )
 from memento.commands._observe import JsonOpt, print_json
+from memento.commands._options import ConfigOpt
+from memento.config import load_settings
 
 __all__ = ["register", "corpus_app"]
 
@@ -44,7 +44,7 @@ def build(
     """Build a BM25 index of local documents into DIR (malformed lines are reported with file:line)."""
     from memento.web.offline_corpus import OfflineCorpus
 
-    settings_from_flags(config, None, None, None)  # validates --config and the environment
+    load_settings(config)  # validates --config and the environment
     shown = 0
 
     def report(err: Exception) -> None:
@@ -91,7 +91,7 @@ def search(
         cutoff = dt.date.fromisoformat(before) if before else None
     except ValueError:
         raise ConfigError(f"--before must be a date YYYY-MM-DD, not {before!r}") from None
-    settings = settings_from_flags(config, None, None, None)
+    settings = load_settings(config)
     index = open_corpus(corpus, cache_dir=settings.web.cache_dir)
     results = index.search(query, k=k, before=cutoff, undated=undated)  # type: ignore[arg-type]
     if as_json:

@@ -16,43 +16,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from memento.commands._common import (
-    METHODS_HELP,
-    APIBaseOpt,
-    ConfigOpt,
-    JudgeLMOpt,
-    LMOpt,
-    ProfileOpt,
-    StoresOpt,
-    cancellable,
-    cli_errors,
-    console,
-    err_console,
-    memory_flags,
-    settings_from_flags,
-)
-from memento.commands._method_options import (
-    CBRK,
-    CBRAlpha,
-    CBRMinPairs,
-    CBRPolicy,
-    JitMemOrderings,
-    JitMemPayloadTokens,
-    JitMemProtocol,
-    JitMemStreamBatch,
-    JitMemWarm,
-    section,
-)
-from memento.commands._observe import (
-    JsonOpt,
-    LogLMOpt,
-    MLflowOpt,
-    eval_payload,
-    observe,
-    observe_flags,
-    print_json,
-    report_hint,
-)
+from memento.commands._common import METHODS_HELP, cancellable, cli_errors, console, err_console
+from memento.commands._observe import JsonOpt, eval_payload, observe, print_json, report_hint
+from memento.commands._options import Flags, LimitOpt, MetricOpt, TaskOpt, with_flags
 from memento.errors import Cancelled, ConfigError, DataError, LMUnavailableError, MementoError
 from memento.paths import writable_dir
 from memento.text import one_line
@@ -102,18 +68,13 @@ def print_summary(result: Any, path: Path, *, show: int = 10) -> None:
 
 @cli_errors
 @cancellable
+@with_flags("lm", "corpus", "threads", "observe", "memory", "cbr", "jitmem")
 def eval_(
-    task: Annotated[str, typer.Option("--task", help="Task spec: qa, multihop, legal, opinion, sales.")],
+    task: TaskOpt,
     data: Annotated[Path, typer.Option("--data", help="The task's data file (JSONL or the JUSTICE CSV).")],
-    limit: Annotated[int | None, typer.Option("--limit", help="Use the first N examples.", min=1)] = None,
+    limit: LimitOpt = None,
     method: Annotated[str, typer.Option("--method", "-m", help=f"One of: {METHODS_HELP}.")] = ("closed_book"),
-    metric: Annotated[
-        str, typer.Option("--metric", help="The task's metric variant: default, judge, em, f1, ...")
-    ] = "default",
-    corpus: Annotated[
-        Path | None, typer.Option("--corpus", help="Offline corpus: an index directory or a JSONL source.")
-    ] = None,
-    threads: Annotated[int | None, typer.Option("--threads", help="Examples evaluated in parallel.", min=1)] = None,
+    metric: MetricOpt = "default",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Output directory for results.json.")] = None,
     program_file: Annotated[
         Path | None, typer.Option("--program", help="A saved program state (program.save) to load first.")
@@ -131,8 +92,6 @@ def eval_(
             help="legal: also let the LM scrub names left in the facts after the deterministic replacement.",
         ),
     ] = False,
-    log_lm: LogLMOpt = None,
-    mlflow: MLflowOpt = None,
     as_json: JsonOpt = False,
     fresh: Annotated[
         bool,
@@ -140,21 +99,8 @@ def eval_(
             "--fresh", help="Replace results already in --out instead of resuming them (or refusing other results)."
         ),
     ] = False,
-    cbr_k: CBRK = None,
-    cbr_policy: CBRPolicy = None,
-    cbr_alpha: CBRAlpha = None,
-    cbr_min_pairs: CBRMinPairs = None,
-    jitmem_protocol: JitMemProtocol = None,
-    orderings: JitMemOrderings = None,
-    warm: JitMemWarm = None,
-    stream_batch: JitMemStreamBatch = None,
-    payload_tokens: JitMemPayloadTokens = None,
-    profile: ProfileOpt = None,
-    stores: StoresOpt = None,
-    config: ConfigOpt = None,
-    lm: LMOpt = None,
-    api_base: APIBaseOpt = None,
-    judge_lm: JudgeLMOpt = None,
+    *,
+    flags: Flags,
 ) -> None:
     """Evaluate a method on a task's data: per-example scores, mean with 95% CI, usage; writes results.json.
 
@@ -177,24 +123,7 @@ def eval_(
         raise ConfigError(f"program file not found: {program_file}")
     if train is not None and not train.exists():
         raise DataError(f"training file not found: {train}")
-    settings = settings_from_flags(
-        config,
-        lm,
-        api_base,
-        judge_lm,
-        web={"corpus": corpus},
-        run={"threads": threads},
-        observe=observe_flags(log_lm, mlflow),
-        cbr=section(k=cbr_k, policy=cbr_policy, alpha=cbr_alpha, min_pairs=cbr_min_pairs),
-        jitmem=section(
-            protocol=jitmem_protocol,
-            orderings=orderings,
-            warm=warm,
-            stream_batch=stream_batch,
-            payload_tokens=payload_tokens,
-        ),
-        memory=memory_flags(profile, stores),
-    )
+    settings = flags.settings()
     stream_protocol = method == "jitmem" and settings.jitmem.protocol == "stream"
     if stream_protocol and settings.jitmem.warm and memory is None:
         raise ConfigError("--warm starts the test stream from a training bank: give it with --memory DIR")

@@ -18,14 +18,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from memento.commands._common import (
-    ConfigOpt,
-    NoWaitOpt,
     cli_errors,
     console,
     memory_lock,
-    settings_from_flags,
 )
 from memento.commands._observe import JsonOpt, print_json
+from memento.commands._options import ConfigOpt, NoWaitOpt
+from memento.config import load_settings
 from memento.text import one_line
 
 __all__ = ["register", "app"]
@@ -40,7 +39,7 @@ MemoryOpt = Annotated[Path | None, typer.Option("--memory", help="Memory directo
 def _open(memory: Path | None, config: Path | None, *, write: bool = False) -> Any:
     from memento.memory.memento_memory import MementoMemory
 
-    directory = memory or settings_from_flags(config, None, None, None).memory.dir
+    directory = memory or load_settings(config).memory.dir
     return MementoMemory(directory, read_only=not write)
 
 
@@ -205,7 +204,7 @@ def rollback(
     config: ConfigOpt = None,
 ) -> None:
     """Restore a version (the change log keeps everything; later versions are marked rolled back)."""
-    directory = memory or settings_from_flags(config, None, None, None).memory.dir
+    directory = memory or load_settings(config).memory.dir
     with memory_lock(directory, no_wait=no_wait):  # never while a trainer writes the same memory
         with _open(directory, config, write=True) as mem:
             before = mem.version

@@ -16,11 +16,11 @@ import typer
 from rich.table import Table
 
 from memento.commands._common import (
-    ConfigOpt,
     cli_errors,
     console,
-    settings_from_flags,
 )
+from memento.commands._options import ConfigOpt
+from memento.config import load_settings
 
 __all__ = ["qgate_stats", "resolve_bank_dir"]
 
@@ -53,7 +53,7 @@ def qgate_stats(
     config: ConfigOpt = None,
 ) -> None:
     """Q-gate AUC on logged (query, case, reward) pairs: prequential, held-out refit, and the cosine baseline."""
-    settings = settings_from_flags(config, None, None, None)
+    settings = load_settings(config)
     from memento.memory.case_bank import CaseBank, StoredEmbedder
     from memento.memory.q_gate import gate_report
 

@@ -13,22 +13,15 @@ Example:
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 from rich.markup import escape
 
-from memento.commands._common import (
-    APIBaseOpt,
-    ConfigOpt,
-    JudgeLMOpt,
-    LMOpt,
-    cli_errors,
-    console,
-    settings_from_flags,
-)
-from memento.commands._method_options import JitMemPayloadTokens, section
+from memento.commands._common import cli_errors, console
+from memento.commands._options import Flags, LimitOpt, MetricOpt, TaskOpt, with_flags
 from memento.errors import ConfigError, DataError
 from memento.files import save_program
 
@@ -38,30 +31,18 @@ PROGRAM_FILE = "program.json"
 
 
 @cli_errors
+@with_flags("lm", "corpus", "threads", "payload_tokens", "curator_optimizer", "curator_budget")
 def optimize_curator_command(
-    task: Annotated[str, typer.Option("--task", help="Task spec: qa, multihop, legal, opinion, sales.")],
+    task: TaskOpt,
     train: Annotated[Path, typer.Option("--train", help="Labelled examples the curator is tuned on.")],
     memory: Annotated[
         Path, typer.Option("--memory", help="Memory directory holding the JitMem bank (jitmem/); read only.")
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory: program.json and curator.json.")],
-    optimizer: Annotated[
-        Literal["gepa", "miprov2"], typer.Option("--optimizer", help="gepa (reflective) or miprov2 (proposals).")
-    ] = "gepa",
-    budget: Annotated[
-        int, typer.Option("--budget", min=1, help="GEPA metric calls / MIPROv2 trials (each runs the executor).")
-    ] = 40,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Use the first N training examples.")] = None,
-    metric: Annotated[str, typer.Option("--metric", help="The task's metric: default, judge, em, f1 ...")] = "default",
-    corpus: Annotated[
-        Path | None, typer.Option("--corpus", help="Offline corpus: an index directory or a JSONL source.")
-    ] = None,
-    threads: Annotated[int | None, typer.Option("--threads", min=1, help="Parallel metric calls.")] = None,
-    payload_tokens: JitMemPayloadTokens = None,
-    config: ConfigOpt = None,
-    lm: LMOpt = None,
-    api_base: APIBaseOpt = None,
-    judge_lm: JudgeLMOpt = None,
+    limit: LimitOpt = None,
+    metric: MetricOpt = "default",
+    *,
+    flags: Flags,
 ) -> None:
     """Tune the JitMem curator on the executor's task reward; writes the tuned agent for `memento eval --program`."""
     import memento
@@ -73,15 +54,8 @@ def optimize_curator_command(
         raise DataError(f"training file not found: {train}")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file, not a directory")
-    settings = settings_from_flags(
-        config,
-        lm,
-        api_base,
-        judge_lm,
-        web={"corpus": corpus},
-        run={"threads": threads},
-        jitmem=section(payload_tokens=payload_tokens),
-    )
+    settings = flags.settings()
+    optimizer, budget = settings.jitmem.curator_optimizer, settings.jitmem.curator_budget
     roles = memento.configure(settings)
     task_spec = resolve_task(task, roles=roles, threads=settings.run.threads)
     examples = task_spec.load(train, limit=limit)
@@ -123,10 +97,12 @@ def optimize_curator_command(
         f"curator instructions {'changed' if after != before else 'unchanged'} ({optimizer}, budget {budget})"
     )
     console.print(escape(after[:600]))
-    console.print(
-        f"reload: memento eval --task {task_spec.name} --method jitmem --memory {escape(str(memory))} "
-        f"--program {escape(str(out / PROGRAM_FILE))} --data TEST_DATA"
-    )
+    # every flag that shaped the tuned agent (corpus, payload budget, models...) is repeated, so the eval reproduces it
+    again = ["memento", "eval", "--task", task_spec.name, "--method", "jitmem", "--memory", str(memory)]
+    again += ["--program", str(out / PROGRAM_FILE), "--data", "TEST_DATA", *flags.argv()]
+    if metric != "default":
+        again += ["--metric", metric]
+    console.print(f"reload: {escape(shlex.join(again))}", soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

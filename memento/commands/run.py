@@ -20,22 +20,9 @@ import typer
 from rich.markup import escape
 from rich.tree import Tree
 
-from memento.commands._common import (
-    METHODS_HELP,
-    APIBaseOpt,
-    ConfigOpt,
-    JudgeLMOpt,
-    LMOpt,
-    NoWaitOpt,
-    cancellable,
-    cli_errors,
-    console,
-    err_console,
-    memory_lock,
-    settings_from_flags,
-)
-from memento.commands._method_options import CBRK, CBRAlpha, CBRMinPairs, CBRTrainPolicy, JitMemPayloadTokens, section
-from memento.commands._observe import JsonOpt, LogLMOpt, observe, observe_flags, print_json, report_hint
+from memento.commands._common import METHODS_HELP, cancellable, cli_errors, console, err_console, memory_lock
+from memento.commands._observe import JsonOpt, observe, print_json, report_hint
+from memento.commands._options import Flags, NoWaitOpt, TaskOpt, with_flags
 from memento.errors import ConfigError, DataError
 from memento.files import atomic_write_text
 from memento.paths import writable_dir
@@ -225,6 +212,7 @@ def _task_inputs(task_spec: Task, question: str | None, inputs: list[str], examp
 
 @cli_errors
 @cancellable
+@with_flags("lm", "corpus", "threads", "research", "log_lm", "cbr", "payload_tokens")
 def run(
     question: Annotated[
         str | None, typer.Option("--question", "-q", help="The question (tasks with one text input).")
@@ -236,11 +224,8 @@ def run(
     example: Annotated[
         Path | None, typer.Option("--example", help="A JSON file with the task's inputs (e.g. a data row).")
     ] = None,
-    task: Annotated[str, typer.Option("--task", help="Task spec (multihop, qa, legal, ...).")] = "multihop",
+    task: TaskOpt = "multihop",
     method: Annotated[str, typer.Option("--method", "-m", help=f"One of: {METHODS_HELP}.")] = "aet",
-    corpus: Annotated[
-        Path | None, typer.Option("--corpus", help="Offline corpus: an index directory or a JSONL source.")
-    ] = None,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -248,28 +233,14 @@ def run(
         ),
     ] = None,
     trace: Annotated[bool, typer.Option("--trace", help="Print each wave as it happens.")] = False,
-    threads: Annotated[int | None, typer.Option("--threads", help="Sub-questions solved in parallel.")] = None,
-    initial_questions: Annotated[int | None, typer.Option("--initial-questions", help="Wave-0 budget.")] = None,
-    total_questions: Annotated[int | None, typer.Option("--total-questions", help="Sub-question budget.")] = None,
-    steps_per_question: Annotated[
-        int | None, typer.Option("--steps-per-question", help="Tool steps per sub-question agent.")
-    ] = None,
     cutoff: Annotated[
         str | None, typer.Option("--cutoff", help="Hide sources published on or after this date (YYYY-MM-DD).")
     ] = None,
     memory: Annotated[Path | None, typer.Option("--memory", help="Memory directory (memory-using methods).")] = None,
     no_wait: NoWaitOpt = False,
-    log_lm: LogLMOpt = None,
     as_json: JsonOpt = False,
-    cbr_k: CBRK = None,
-    cbr_train_policy: CBRTrainPolicy = None,
-    cbr_alpha: CBRAlpha = None,
-    cbr_min_pairs: CBRMinPairs = None,
-    payload_tokens: JitMemPayloadTokens = None,
-    config: ConfigOpt = None,
-    lm: LMOpt = None,
-    api_base: APIBaseOpt = None,
-    judge_lm: JudgeLMOpt = None,
+    *,
+    flags: Flags,
 ) -> None:
     """Answer one question with a research program; print the answer and a compact tree; save the trajectory."""
     import memento
@@ -279,22 +250,7 @@ def run(
     started_at = utcnow().isoformat()
     if question is not None and not question.strip():
         raise ConfigError("--question is empty: give the question to research")
-    settings = settings_from_flags(
-        config,
-        lm,
-        api_base,
-        judge_lm,
-        web={"corpus": corpus},
-        run={"threads": threads},
-        budgets={
-            "initial_questions": initial_questions,
-            "total_questions": total_questions,
-            "steps_per_question": steps_per_question,
-        },
-        observe=observe_flags(log_lm),
-        cbr=section(k=cbr_k, train_policy=cbr_train_policy, alpha=cbr_alpha, min_pairs=cbr_min_pairs),
-        jitmem=section(payload_tokens=payload_tokens),
-    )
+    settings = flags.settings()
     roles = memento.configure(settings)
     observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
     task_spec = resolve_task(task, roles=roles, threads=settings.run.threads)

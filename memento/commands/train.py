@@ -16,78 +16,46 @@ from typing import Annotated, Any
 
 import typer
 
-from memento.commands._common import (
-    APIBaseOpt,
-    ConfigOpt,
-    JudgeLMOpt,
-    LMOpt,
+from memento.commands._common import cancellable, cli_errors, console, memory_lock
+from memento.commands._observe import observe, report_hint
+from memento.commands._options import (
+    EmbedderOpt,
+    Flags,
+    LimitOpt,
+    MetricOpt,
     NoWaitOpt,
-    ProfileOpt,
-    StoresOpt,
-    cancellable,
-    cli_errors,
-    console,
-    memory_flags,
-    memory_lock,
-    settings_from_flags,
+    TaskOpt,
+    embedder_named,
+    section,
+    with_flags,
 )
-from memento.commands._observe import LogLMOpt, MLflowOpt, observe, observe_flags, report_hint
-from memento.errors import ConfigError, DataError
+from memento.errors import DataError
 
 __all__ = ["register", "train"]
 
 logger = logging.getLogger(__name__)
 
-_PHASE_LABEL = {
-    "forward": "A: forward pass",
-    "consolidate": "A: consolidation",
-    "score": "B: scoring",
-    "reflect": "C: reflection",
-    "done": "done",
-}
+#: The trainer's phases in order, with their progress labels (a batch is four steps: A, A, B, C).
+_PHASES = ("forward", "consolidate", "score", "reflect", "done")
+_LABELS = ("A: forward pass", "A: consolidation", "B: scoring", "C: reflection", "done")
+_PHASE_LABEL = dict(zip(_PHASES, _LABELS, strict=True))
 
 
 @cli_errors
 @cancellable
+@with_flags("lm", "corpus", "threads", "observe", "memory", "trainer")
 def train(
-    task: Annotated[str, typer.Option("--task", help="Task spec: qa, multihop, legal, opinion, sales.")],
+    task: TaskOpt,
     data: Annotated[Path, typer.Option("--data", help="The task's training data file.")],
     memory: Annotated[
         Path | None, typer.Option("--memory", help="Memory directory (default: settings.memory.dir).")
     ] = None,
-    batch_size: Annotated[
-        int | None,
-        typer.Option(
-            "--batch-size", help="Examples per batch, one version each (default: [trainer] batch_size).", min=1
-        ),
-    ] = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="Use the first N examples.", min=1)] = None,
-    metric: Annotated[str, typer.Option("--metric", help="The task's metric variant: default, judge, ...")] = "default",
-    corpus: Annotated[
-        Path | None, typer.Option("--corpus", help="Offline corpus: an index directory or a JSONL source.")
-    ] = None,
-    threads: Annotated[int | None, typer.Option("--threads", help="Parallel forward passes.", min=1)] = None,
-    exploration: Annotated[
-        int | None,
-        typer.Option(
-            "--exploration",
-            help="Exploration steps per training sample: cold start when no M1 entry applies, the rest at the end "
-            "of the sample (default: [trainer] exploration).",
-            min=0,
-        ),
-    ] = None,
-    embedder: Annotated[
-        str, typer.Option("--embedder", help="Embeddings for canonicalisation: minilm (bundled) or hashing (fast).")
-    ] = "minilm",
-    log_lm: LogLMOpt = None,
-    mlflow: MLflowOpt = None,
+    limit: LimitOpt = None,
+    metric: MetricOpt = "default",
+    embedder: EmbedderOpt = "minilm",
     no_wait: NoWaitOpt = False,
-    profile: ProfileOpt = None,
-    stores: StoresOpt = None,
-    config: ConfigOpt = None,
-    lm: LMOpt = None,
-    api_base: APIBaseOpt = None,
-    judge_lm: JudgeLMOpt = None,
+    *,
+    flags: Flags,
 ) -> None:
     """Train MEMENTO memory: per batch, forward pass + consolidation (A), scoring (B), reflection (C), new version."""
 
@@ -96,18 +64,7 @@ def train(
 
     if not data.exists():
         raise DataError(f"data file not found: {data}")
-    trainer_flags = {"exploration": exploration, "batch_size": batch_size}
-    settings = settings_from_flags(
-        config,
-        lm,
-        api_base,
-        judge_lm,
-        web={"corpus": corpus},
-        run={"threads": threads},
-        observe=observe_flags(log_lm, mlflow),
-        trainer={k: v for k, v in trainer_flags.items() if v is not None},
-        memory=memory_flags(profile, stores, directory=memory),
-    )
+    settings = flags.settings(memory=section(dir=memory))  # the run records the directory it trains
     roles = memento.configure(settings)
     seen = observe(settings, roles, run_name=f"train {task}")  # --log-lm, --mlflow: until the command ends
     task_spec = resolve_task(task, roles=roles, threads=settings.run.threads)
@@ -116,16 +73,7 @@ def train(
         raise DataError(f"no examples in {data}")
     score = task_spec.make_metric(metric, roles=roles)
     directory = memory or settings.memory.dir
-    if embedder == "hashing":
-        from memento.memory.embedder import HashingEmbedder
-
-        vectors = HashingEmbedder()
-    elif embedder == "minilm":
-        from memento.memory.embedder import default_embedder
-
-        vectors = default_embedder()
-    else:
-        raise ConfigError(f"unknown embedder {embedder!r}: use minilm or hashing")
+    vectors = embedder_named(embedder)
     with memory_lock(directory, no_wait=no_wait):  # one writer per memory directory, for all of its writes
         reports = _fit(directory, vectors, task_spec, examples, score, settings, roles)
     if seen.tracker is not None:
@@ -183,7 +131,7 @@ def _fit(
         bar = progress.add_task("starting", total=batches * 4, batch=1)
 
         def on_event(batch: int, phase: str, detail: str) -> None:
-            done = (batch - 1) * 4 + {"forward": 0, "consolidate": 1, "score": 2, "reflect": 3, "done": 4}[phase]
+            done = (batch - 1) * 4 + _PHASES.index(phase)
             progress.update(bar, completed=done, batch=batch, description=f"{_PHASE_LABEL[phase]} {detail}".strip())
 
         trainer = MementoTrainer.for_program(program, score, settings, on_event=on_event)
