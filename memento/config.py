@@ -140,6 +140,10 @@ class WebSettings(_Section):
     bm25: Literal["bm25s", "rank_bm25"] = "bm25s"  # offline corpus scoring; rank_bm25: reference, small corpora
 
 
+def _every_store() -> list[Literal["M1", "M2", "M3", "M4"]]:
+    return ["M1", "M2", "M3", "M4"]
+
+
 class MemorySettings(_Section):
     """Where persistent memory lives and how MEMENTO's dual memory is injected.
 
@@ -150,7 +154,7 @@ class MemorySettings(_Section):
 
     dir: Path = Path("memento_memory")
     profile: Literal["budgeted", "paper"] = "budgeted"
-    stores: list[Literal["M1", "M2", "M3", "M4"]] = Field(default_factory=lambda: ["M1", "M2", "M3", "M4"])
+    stores: list[Literal["M1", "M2", "M3", "M4"]] = Field(default_factory=_every_store)
     craft_tokens: int = Field(default=300, ge=0)
     decomposition_tokens: int = Field(default=300, ge=0)
     web_action_tokens: int = Field(default=300, ge=0)

@@ -118,7 +118,7 @@ class ScoreProgress:
             return
         current = self.progress.tasks[self.progress.task_ids.index(task)]
         total = current.total if current.total is not None else current.completed or 1
-        fields = {"mean": note} if note is not None else {}
+        fields: dict[str, Any] = {"mean": note} if note is not None else {}
         self.progress.update(task, total=total, completed=total, **fields)
         self.progress.stop_task(task)
 

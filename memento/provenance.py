@@ -50,7 +50,7 @@ def file_sha256(path: str | Path) -> str:
         if p.is_dir():
             digest.update(str(f.relative_to(p)).encode() + b"\0")
         with f.open("rb") as fh:
-            for block in iter(lambda fh=fh: fh.read(1 << 20), b""):
+            for block in iter(functools.partial(fh.read, 1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()
 

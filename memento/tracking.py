@@ -24,6 +24,7 @@ import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -216,10 +217,12 @@ class CompareTracking:
         self.parent_run = self._parent.enter_context(self.tracker.run(self.name, settings=self.settings))
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self._end_child()
         assert self._parent is not None
-        self._parent.__exit__(*exc)
+        self._parent.__exit__(exc_type, exc, tb)
         self.tracker.close()
 
     def _start_child(self, method: str) -> None:

@@ -119,12 +119,8 @@ class UsageMeter(BaseCallback):
             _modules.set(stack[:-1])
 
     def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
-        role = None
-        if self.roles is not None:
-            role = self.roles.role_of(instance)
-        if role is None:
-            role = getattr(instance, "model", "lm")
-        call = _Call(role, current_stage())
+        role = self.roles.role_of(instance) if self.roles is not None else None
+        call = _Call(role if role is not None else getattr(instance, "model", "lm"), current_stage())
         calls = getattr(self._local, "calls", None)
         if calls is None:
             calls = self._local.calls = []

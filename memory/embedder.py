@@ -56,7 +56,10 @@ class Embedder(Protocol):
     tell that its saved vectors were made by another model.
     """
 
-    dim: int
+    @property
+    def dim(self) -> int:
+        """The embedding dimension (a plain attribute or a property)."""
+        ...
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Embed ``texts`` into L2-normalised float32 rows."""
@@ -261,7 +264,8 @@ class SentenceTransformerEmbedder:
         if self._dim is None:
             self._dim = _configured_dim(_resolve_model_path(self.model_name))
         if self._dim is None:
-            self._load()
+            self._load()  # sets _dim
+        assert self._dim is not None
         return int(self._dim)
 
     def embed(self, texts: list[str]) -> np.ndarray:

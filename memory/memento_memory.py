@@ -427,6 +427,9 @@ class MementoMemory:
     def _apply_one(self, store: str, op: Any, target: str | None, *, batch: int, tx: Transaction) -> str | None:
         """Apply one planned op; returns the id of a created item."""
         cand = op.candidate
+        if target is None and op.action != "add":
+            raise ValueError(f"a {op.action!r} op on the {store} store names no target")
+        ref = target or ""  # used by the ops other than "add" only, which have a target
         if store == "facts":
             if op.action == "add":
                 fact = self.facts.new_fact(
@@ -434,9 +437,9 @@ class MementoMemory:
                 )
                 return self.facts.put(fact.model_copy(update={"support": self._runs(cand)}), tx=tx).id
             if op.action == "merge":
-                old = Fact.model_validate(tx.get("facts", target))
+                old = Fact.model_validate(tx.get("facts", ref))
                 self.facts.merge_into(
-                    target,
+                    ref,
                     text=op.merged,
                     sources=cand.sources,
                     support=self._new_runs(cand, old.provenance),
@@ -448,7 +451,7 @@ class MementoMemory:
                 new = self.facts.new_fact(
                     cand.entity, op.merged or cand.text, sources=cand.sources, batch=batch, provenance=cand.provenance
                 )
-                self.facts.supersede(target, new.model_copy(update={"support": self._runs(cand)}), tx=tx)
+                self.facts.supersede(ref, new.model_copy(update={"support": self._runs(cand)}), tx=tx)
             return None
         if store == "craft":
             if op.action == "add":
@@ -457,13 +460,13 @@ class MementoMemory:
                 )
                 return self.craft.put(entry, tx=tx).id
             if op.action == "merge":  # an edit of one entry (a delta), never a rewrite of the store
-                old = CraftEntry.model_validate(tx.get("craft", target))
+                current = CraftEntry.model_validate(tx.get("craft", ref))
                 self.craft.put(
-                    old.model_copy(
+                    current.model_copy(
                         update={
-                            "text": op.merged or old.text,
-                            "support": old.support + self._new_runs(cand, old.provenance),
-                            "provenance": sorted(set(old.provenance) | set(cand.provenance)),
+                            "text": op.merged or current.text,
+                            "support": current.support + self._new_runs(cand, current.provenance),
+                            "provenance": sorted(set(current.provenance) | set(cand.provenance)),
                         }
                     ),
                     tx=tx,
@@ -473,14 +476,14 @@ class MementoMemory:
         if op.action == "add":
             rule = book.add(cand.text, provenance=cand.provenance, batch=batch, support=self._runs(cand), tx=tx)
             return rule.id
-        old = Rule.model_validate(tx.get(book.store, target))
-        fresh = self._new_runs(cand, old.provenance)
+        existing = Rule.model_validate(tx.get(book.store, ref))
+        fresh = self._new_runs(cand, existing.provenance)
         if op.action == "contradict":
-            book.reinforce(target, contradiction=fresh, task_ids=cand.provenance, batch=batch, tx=tx)
+            book.reinforce(ref, contradiction=fresh, task_ids=cand.provenance, batch=batch, tx=tx)
             return None
-        rule = book.reinforce(target, support=fresh, task_ids=cand.provenance, batch=batch, tx=tx)
+        rule = book.reinforce(ref, support=fresh, task_ids=cand.provenance, batch=batch, tx=tx)
         if op.merged and op.merged != rule.text:
-            book.update_text(target, op.merged, batch=batch, tx=tx)
+            book.update_text(ref, op.merged, batch=batch, tx=tx)
         return None
 
     # -- inspection --------------------------------------------------------------------------------------

@@ -293,14 +293,14 @@ def score_vs_cost_figure(report: CompareReport) -> Any | None:
     from matplotlib.ticker import FixedLocator, FuncFormatter
     from matplotlib.transforms import offset_copy
 
-    done = [(n, r) for n, r in report.methods.items() if r.status == "done" and r.mean is not None]
+    done = [(n, r, r.mean) for n, r in report.methods.items() if r.status == "done" and r.mean is not None]
     if not done:
         return None
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8.5, 4.5))
-    points = [(float(r.costs.train.tokens), float(r.mean)) for _, r in done]
+    points = [(float(r.costs.train.tokens), float(mean)) for _, r, mean in done]
     offsets = _dodge(points)
-    for i, ((name, res), (x, mean), dx) in enumerate(zip(done, points, offsets, strict=True)):
+    for i, ((name, res, _), (x, mean), dx) in enumerate(zip(done, points, offsets, strict=True)):
         lo = mean - (res.ci_low if res.ci_low is not None else mean)
         hi = (res.ci_high if res.ci_high is not None else mean) - mean
         style = _style(i)
@@ -317,8 +317,8 @@ def score_vs_cost_figure(report: CompareReport) -> Any | None:
     ax.xaxis.set_major_locator(FixedLocator([0.0, *(10.0**k for k in range(3, 13) if 10.0**k <= right)]))
     ax.xaxis.set_major_formatter(FuncFormatter(_tokens_label))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda *_: ""))
-    lows = [r.ci_low if r.ci_low is not None else r.mean for _, r in done]
-    highs = [r.ci_high if r.ci_high is not None else r.mean for _, r in done]
+    lows = [r.ci_low if r.ci_low is not None else mean for _, r, mean in done]
+    highs = [r.ci_high if r.ci_high is not None else mean for _, r, mean in done]
     pad = max(0.05, (max(highs) - min(lows)) * 0.08)
     ax.set_ylim(min(lows) - pad, max(highs) + pad)
     ax.set_xlabel("training cost (prompt + completion tokens; symlog: linear below 1k)")

@@ -201,7 +201,7 @@ class LegalTask(Task):
                     report.skipped.append(SkippedRow(line, row_id, "no usable term (no search cutoff)"))
                     continue
                 first, second = row.get("first_party") or "", row.get("second_party") or ""
-                data = {
+                data: dict[str, Any] = {
                     "facts": PartyAnonymizer(first, second).anonymize(facts),
                     "winning_party": "petitioner" if label == "true" else "respondent",
                     "first_party_winner": label == "true",

@@ -91,7 +91,7 @@ class MultiHopTask(Task):
         if kind == "default":
             return self.metric
         if kind in ("f1", "em"):
-            return AnswerMatch(score=kind)
+            return AnswerMatch(score="f1" if kind == "f1" else "em")
         if kind == "judge":
             return VerdictJudge(roles=roles)
         raise ConfigError(f"task {self.name!r} has no metric {kind!r}; available: {', '.join(self.metric_kinds)}")

@@ -48,7 +48,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 __all__ = [
     "PartySegment",
@@ -468,7 +468,9 @@ def _org_words(text: str) -> frozenset[str]:
     return frozenset(words)
 
 
-def _name_word(match: re.Match[str] | None, words: frozenset[str], *, backward: bool = False) -> bool:
+def _name_word(
+    match: re.Match[str] | None, words: frozenset[str], *, backward: bool = False
+) -> TypeGuard[re.Match[str]]:
     """A capitalised word of the name; going back, one that ends a sentence ("Monterey. Monterey denied") is not."""
     if match is None or not match.group(1)[:1].isupper():
         return False
@@ -708,20 +710,22 @@ class PartyAnonymizer:
                 entry[0].add(pattern.party)
         taken: list[tuple[int, int]] = []
         chosen: list[tuple[int, int, set[int], str, bool]] = []
-        for span, (parties, tail, namesake) in sorted(found.items(), key=lambda kv: (kv[0][0] - kv[0][1], kv[0][0])):
+        for span, (parties, tail_text, namesake) in sorted(
+            found.items(), key=lambda kv: (kv[0][0] - kv[0][1], kv[0][0])
+        ):
             if any(span[0] < end and start < span[1] for start, end in taken):
                 continue
             taken.append(span)
-            chosen.append((span[0], span[1], parties, tail, namesake))
+            chosen.append((span[0], span[1], parties, tail_text, namesake))
         chosen.sort()
         out: list[str] = []
         last = 0
-        for start, end, parties, tail, namesake in chosen:
+        for start, end, parties, tail_text, namesake in chosen:
             out.append(text[last:start])
             label = self._placeholder(parties)
             if namesake:
                 label = f"[{label}'s surname]"
-            if "'" in tail or "’" in tail:
+            if "'" in tail_text or "’" in tail_text:
                 label += "'s"
             if not namesake and _SENTENCE_END.search(text[:start]):
                 label = label[0].upper() + label[1:]

@@ -20,7 +20,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from memento.config import Settings
 from memento.web.errors import WebConfigError
@@ -86,7 +86,7 @@ def corpus_index_dir(source: str | Path, cache_dir: str | Path) -> Path:
     return Path(cache_dir).expanduser() / "corpora" / f"{src.stem}-{digest}"
 
 
-def open_corpus(path: str | Path, *, cache_dir: str | Path, bm25: str = "bm25s") -> Any:
+def open_corpus(path: str | Path, *, cache_dir: str | Path, bm25: Literal["bm25s", "rank_bm25"] = "bm25s") -> Any:
     """Open an offline corpus: an index directory as is; a source file (``.jsonl``/``.json``) through its index
     under ``cache_dir``, built on first use and reused afterwards (rebuilt when the file changes). ``bm25`` names
     the scoring engine (``web.bm25``); one corpus is opened per index and engine in a process."""
