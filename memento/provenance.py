@@ -23,6 +23,7 @@ import importlib.metadata
 import platform
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,7 @@ def _role_endpoints(settings: Settings) -> dict[str, dict[str, Any]]:
 def provenance(
     settings: Settings,
     *,
-    data_files: dict[str, str | Path | None] | None = None,
+    data_files: Mapping[str, str | Path | None] | None = None,
     started_at: str | None = None,
     ended_at: str | None = None,
 ) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import re
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -225,7 +225,7 @@ class SentenceTransformerEmbedder:
         self.cache_size = max(0, int(cache_size))
         self.device = device
         self.name = f"st:{model_name}"
-        self._model = None
+        self._model: Any = None  # a SentenceTransformer, loaded on first use
         self._dim: int | None = None
         self._load_lock = threading.Lock()
         self._cache_lock = threading.Lock()
@@ -252,7 +252,10 @@ class SentenceTransformerEmbedder:
                         f"could not load sentence-transformers model {self.model_name!r}: {exc}"
                     ) from exc
                 getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-                self._dim = int(getter())
+                dim = getter()
+                if dim is None:
+                    raise EmbedderError(f"sentence-transformers model {self.model_name!r} reports no dimension")
+                self._dim = int(dim)
                 self._model = model
                 logger.info("loaded sentence-transformers model %s (dim=%d)", path, self._dim)
         return self._model

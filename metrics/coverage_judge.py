@@ -124,7 +124,7 @@ class CoverageJudge(LLMJudge):
                 lines.append(f"GT{i}: judge error ({self.errors[-1] if self.errors else 'unusable reply'}); scored 0.")
             else:
                 lines.append(f"GT{i} ({score}/5, best match: prediction {index}) {label}: {why}")
-        score = sum(scores) / (MAX_SCORE * len(ground_truth))
+        total = sum(scores) / (MAX_SCORE * len(ground_truth))
         header = (
             f"Coverage {sum(scores)}/{MAX_SCORE * len(ground_truth)} over {len(ground_truth)} reference propositions "
             f"(each scored by its best-matching prediction; extra predictions earn nothing)"
@@ -132,4 +132,4 @@ class CoverageJudge(LLMJudge):
         if errors:
             header += f"; {errors} judge error(s)"
         feedback = header + ".\n" + "\n".join(lines)
-        return dspy.Prediction(score=score, feedback=feedback, judge_errors=errors, item_scores=scores)
+        return dspy.Prediction(score=total, feedback=feedback, judge_errors=errors, item_scores=scores)

@@ -246,7 +246,7 @@ def evaluate(
             done = sorted(finished, key=lambda r: r.index)
         partial = _aggregate(done, metric, started, **labels).model_copy(update=extra)
         partial.complete, partial.error = False, error_line(exc)
-        exc.partial_result = partial  # type: ignore[attr-defined]
+        exc.partial_result = partial  # type: ignore[union-attr]  # an ad-hoc attribute; eval reads it by getattr
         if out_dir is not None:
             try:
                 path = write_results(partial, out_dir)

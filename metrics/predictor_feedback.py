@@ -181,14 +181,14 @@ class PredictorFeedback:
         except Exception as exc:  # a coverage assessment that fails leaves the module feedback only
             handle_error(exc, where="coverage assessment for GEPA feedback", log=logger)
             return "The coverage assessment failed; no target coverage is available."
-        missed = [t for t, covered, _ in targets if not covered]
+        uncovered = [t for t, covered, _ in targets if not covered]
         wrong = [t for t, covered, correct in targets if covered and not correct]
-        lines = [f"Sub-questions covered {len(targets) - len(missed)} of {len(targets)} target elements."]
-        if missed:
-            lines.append("No sub-question covered: " + "; ".join(missed))
+        report = [f"Sub-questions covered {len(targets) - len(uncovered)} of {len(targets)} target elements."]
+        if uncovered:
+            report.append("No sub-question covered: " + "; ".join(uncovered))
         if wrong:
-            lines.append("Covered but answered wrongly: " + "; ".join(wrong))
-        return "\n".join(lines)
+            report.append("Covered but answered wrongly: " + "; ".join(wrong))
+        return "\n".join(report)
 
     def solver_feedback(self, pred: Any, pred_trace: Any) -> str:
         """The outcome of the node(s) this solver call served, with the sources cited."""
@@ -213,8 +213,8 @@ class PredictorFeedback:
     def answer_feedback(self, example: Any, pred: Any, score: float) -> str:
         """Format errors (missing outputs, run errors, the answer buried in a longer reply) versus content errors."""
         trajectory = getattr(pred, "trajectory", None)
-        if getattr(trajectory, "error", None):
-            return f"Format error: the run failed before a usable answer ({trajectory.error})."
+        if error := getattr(trajectory, "error", None):
+            return f"Format error: the run failed before a usable answer ({error})."
         outputs = dict(getattr(trajectory, "prediction", {}) or {}) or {
             k: v for k, v in dict(pred.items()).items() if k != "trajectory"
         }

@@ -35,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -609,7 +610,7 @@ class MementoTrainer:
             out = self._try(
                 stats,
                 f"fact extraction for {run.id}",
-                lambda chunk=chunk: self.learner.extract_facts(task=traj.task_text, findings=chunk),
+                functools.partial(self.learner.extract_facts, task=traj.task_text, findings=chunk),
             )
             for item in getattr(out, "facts", None) or []:
                 data = item if isinstance(item, dict) else item.model_dump()

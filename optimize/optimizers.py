@@ -292,6 +292,7 @@ def optimize_program(
     if optimizer not in _COMPILERS:
         raise ConfigError(f"unknown optimiser {optimizer!r}; expected one of {', '.join(OPTIMIZERS)}")
     require_optimizer_extras(optimizer)
+    val: list[Any]
     if optimizer == "bootstrap":
         if not trainset:
             raise ConfigError("BootstrapFewShot needs a non-empty training set")

@@ -423,7 +423,7 @@ class CaseBasedAgent(ResearchProgram):
         hits: list[tuple[Case, float]],
         task_id: str,
         executed: list[Node] | None = None,
-    ) -> tuple[Case | None, float | None]:
+    ) -> tuple[Case, float | None]:
         plan = plan or "(no sub-task was executed)"
         case = self.bank.add(task_text, plan, reward, trajectory_ref=task_id)
         loss = None

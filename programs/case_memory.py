@@ -187,7 +187,7 @@ def _build(
         k=cbr.k,
         policy=cbr.policy,
         alpha=cbr.alpha,
-        trainset=list(trainset) if few_shot else None,
+        trainset=list(trainset) if few_shot and trainset else None,
         demos=settings.baselines.few_shot_demos,
         seed=settings.run.seed,
         success_threshold=settings.trainer.success_threshold,

@@ -105,9 +105,10 @@ class JitMemAgent(dspy.Module):
         super().__init__()
         if k < 0:
             raise ConfigError(f"k must be >= 0, got {k}")
-        self.task = task if task is not None else getattr(executor, "task", None)
-        if not isinstance(self.task, Task):
+        task = task if task is not None else getattr(executor, "task", None)
+        if not isinstance(task, Task):
             raise ConfigError("JitMemAgent needs a task: pass task= or an executor with a .task attribute")
+        self.task: Task = task
         if store and getattr(bank, "read_only", False):
             raise ConfigError("the trajectory bank is read-only (frozen): pass store=False to run without storing")
         self.executor = executor
@@ -242,7 +243,7 @@ class JitMemAgent(dspy.Module):
                 details.accepted = accepted
                 trajectory.notes.append(f"jitmem: judge {'accepted' if accepted else 'rejected'} ({reason[:200]})")
                 trajectory.usage = _merge_usage(meter.usage(), executor_usage)
-                to_store = trajectory
+                to_store: Trajectory | None = trajectory
                 if self.distiller is not None and (accepted or self.bank.policy == "all_with_labels"):
                     try:
                         to_store = self.distiller(trajectory=trajectory).trajectory

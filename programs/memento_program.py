@@ -34,7 +34,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from memento.errors import ConfigError, DataError, handle_error
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree, _TreeRun
@@ -116,7 +116,9 @@ class Memento(AdaptiveExplorationTree):
         self.stages = stages if isinstance(stages, LearningStages) else LearningStages.of(stages)
 
     # -- exploration (Appendix D.1) -----------------------------------------------------------------------
-    def _explore(self, call: ResearchCall, when: str, steps: int, extra: str = "") -> Exploration | None:
+    def _explore(
+        self, call: ResearchCall, when: Literal["cold_start", "end_of_sample"], steps: int, extra: str = ""
+    ) -> Exploration | None:
         if steps <= 0 or call.web is None or self.stages.explore is None:
             return None
         kind = ExplorationAgent.describe(self.task, [call.task_text])

@@ -130,7 +130,8 @@ class ReActAgent(ResearchProgram):
         node.steps = pred.steps
         first = outputs.get(self.task.output_fields[0])
         node.answer = str(first) if first not in (None, "") else None
-        cited = outputs.get("sources") if isinstance(outputs.get("sources"), list) else []
+        sources = outputs.get("sources")
+        cited = sources if isinstance(sources, list) else []
         node.evidence, dropped = box.evidence_for([str(u) for u in cited])
         if dropped:
             call.note(f"cited URLs no tool returned: {', '.join(dropped[:5])}")
@@ -143,11 +144,13 @@ class ReActAgent(ResearchProgram):
         return outputs
 
     def _rewrite(self, call: ResearchCall, query: str) -> str:
+        assert self.rewriter is not None  # wired only when query rewriting is on
         return str(self.rewriter(task=call.task_text, query=query).rewritten_query or "").strip()
 
     def _rerank(self, call: ResearchCall, query: str, results: SearchResults) -> list[SearchHit]:
         """The hits the LM ranked, best first (unranked hits are dropped); ``[]`` keeps the engine's order."""
         shown = render_search(results, snippet_chars=call.web.snippet_chars if call.web is not None else 240)
+        assert self.reranker is not None  # wired only when reranking is on
         pred = self.reranker(task=call.task_text, query=query, results=shown)
         order: list[int] = []
         for value in pred.ranking or []:

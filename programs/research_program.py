@@ -139,7 +139,7 @@ class ResearchProgram(dspy.Module):
     the task's output fields; they fill ``call.trajectory`` (nodes, notes) as they go.
     """
 
-    method: ClassVar[str] = ""
+    method: str = ""  # a class default; a program may set its own (few_shot_cases, react variants)
     needs_web: ClassVar[bool] = False
     # attributes shared (not copied) by ``copy.deepcopy``: optimizers deep-copy programs, memory must not fork
     _shared_attrs: ClassVar[tuple[str, ...]] = ("task", "web", "memory", "roles")

@@ -135,7 +135,7 @@ def _item_fields(annotation: Any) -> str:
     """``(a: desc; b: desc)`` for a list of pydantic models, else ""."""
     from pydantic import BaseModel
 
-    args = getattr(annotation, "__args__", ()) or ()
+    args: tuple[Any, ...] = getattr(annotation, "__args__", ()) or ()
     model = args[0] if len(args) == 1 else None
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         return ""

@@ -365,7 +365,7 @@ class Fetcher:
                 infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
             except (socket.gaierror, UnicodeError) as exc:
                 raise FetchFailed(f"cannot resolve {host}: {exc}", url=original) from None
-            addresses = {ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}
+            addresses = {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos}
         for ip in addresses:
             if not self._address_allowed(host, ip):
                 raise Blocked(f"refused {url}: {host} resolves to the non-public address {ip}", url=original)

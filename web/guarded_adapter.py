@@ -29,7 +29,7 @@ PeerGuard = Callable[[str, str], None]
 
 
 def _guarded_pools(guard: PeerGuard) -> dict[str, type]:
-    def new_conn(conn: Any, parent: type) -> Any:
+    def new_conn(conn: Any, parent: type[HTTPConnection]) -> Any:
         sock = parent._new_conn(conn)
         try:
             peer = sock.getpeername()[0]

@@ -273,8 +273,8 @@ class OfflineCorpus:
         k = min(k, scores.shape[0])
         top = np.argpartition(-scores, k - 1)[:k] if k < scores.shape[0] else np.arange(scores.shape[0])
         top = top[np.argsort(-scores[top], kind="stable")]
-        top = [int(i) for i in top if scores[i] > 0]
-        docs = self._rows(top)
+        ranked = [int(i) for i in top if scores[i] > 0]
+        docs = self._rows(ranked)
         qset = set(terms)
         return [
             SearchResult(

@@ -103,7 +103,7 @@ class SearXNGBackend:
     def _page(self, query: str, page: int) -> list[dict[str, Any]]:
         import requests
 
-        params = {
+        params: dict[str, Any] = {
             "q": query,
             "format": "json",
             "pageno": page,

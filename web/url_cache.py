@@ -118,7 +118,7 @@ class URLCache:
     def put_page(self, url: str, page: dict[str, Any]) -> None:
         """Store a page under the key of ``url`` (replacing an older copy). URL credentials are never stored:
         the key keeps a digest of a password, the stored URLs have it masked."""
-        published = page.get("published")
+        published: Any = page.get("published")  # a date, its ISO text or None
         with self._lock:
             self._conn.execute(
                 "INSERT OR REPLACE INTO pages (key, url, final_url, title, text, published, status, fetched_at,"

@@ -14,7 +14,7 @@ from memento.commands._common import cancellable, cli_errors, console, err_conso
 from memento.commands._observe import observe, report_hint
 from memento.commands._options import EmbedderOpt, Flags, LimitOpt, MetricOpt, TaskOpt, embedder_named, with_flags
 from memento.errors import ConfigError
-from memento.terminal_table import responsive_table
+from memento.terminal_table import Cell, responsive_table
 
 __all__ = ["register"]
 
@@ -93,6 +93,7 @@ def compare(
         kwargs["data"] = task_obj.load(data, limit=limit)
         kwargs["n_train"], kwargs["n_test"] = n_train, n_test
     else:
+        assert train is not None and test is not None  # refused above otherwise
         kwargs["trainset"] = task_obj.load(train, limit=limit)
         kwargs["testset"] = task_obj.load(test, limit=limit)
     from memento.progress import CompareProgress
@@ -116,7 +117,7 @@ def compare(
             ),
             **kwargs,
         )
-    rows = []
+    rows: list[list[Cell]] = []
     for name, res in report.methods.items():
         score = "–" if res.mean is None else f"{res.mean:.3f} [{res.ci_low:.3f}, {res.ci_high:.3f}]"
         diff = "–" if res.vs_baseline is None else f"{res.vs_baseline.diff:+.3f}"
