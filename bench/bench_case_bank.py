@@ -168,8 +168,9 @@ def bench_gate(tmp: Path, *, dim: int, tasks: int, n_cases: int) -> list[str]:
 
 # -- 2. scale ---------------------------------------------------------------------------------------------------
 def _scale_run(tmp: Path, *, n: int, dim: int, queries: int, hnsw: bool) -> dict:
-    from memento.memory.case_bank import CaseBank, _NamespaceIndex
+    from memento.memory.case_bank import CaseBank
     from memento.memory.embedder import HashingEmbedder
+    from memento.memory.namespace_index import NamespaceIndex
 
     words = [f"w{i}" for i in range(5000)]
     rng = np.random.default_rng(0)
@@ -215,7 +216,7 @@ def _scale_run(tmp: Path, *, n: int, dim: int, queries: int, hnsw: bool) -> dict
     recall = float("nan")
     if hnsw:  # recall@4 of the HNSW index against exact search over the same vectors
         ids, vecs = index.all_vectors()
-        flat = _NamespaceIndex(dim, hnsw=False, hnsw_m=32, ef_search=64, ef_construction=64)
+        flat = NamespaceIndex(dim, hnsw=False, hnsw_m=32, ef_search=64, ef_construction=64)
         flat.add(ids, vecs)
         hits = []
         for q in emb.embed(qtexts):

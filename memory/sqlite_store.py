@@ -29,7 +29,6 @@ import datetime as dt
 import functools
 import json
 import logging
-import os
 import re
 import sqlite3
 import threading
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from memento.errors import DataError, MemoryFrozenError
+from memento.memory.sqlite_connect import connect_sqlite
 
 __all__ = [
     "SQLiteStore",
@@ -286,10 +286,10 @@ class Transaction:
         self.changed += 1
 
 
-def _connect(target: str, path: Path, *, uri: bool = False) -> sqlite3.Connection:
+def _connect(path: Path, *, read_only: bool) -> sqlite3.Connection:
     """A connection to the memory database, or a one-line :class:`DataError` naming it."""
     try:
-        return sqlite3.connect(target, uri=uri, check_same_thread=False, isolation_level=None, timeout=30)
+        return connect_sqlite(path, read_only=read_only)
     except sqlite3.Error as exc:
         raise DataError(f"cannot open the memory database {path}: {exc}") from None
 
@@ -318,20 +318,13 @@ class SQLiteStore:
         if read_only:
             if not self.path.exists():
                 raise DataError(f"no memory at {self.directory} (missing {DB_NAME})")
-            # A writable file is opened read-write with query_only, so closing the last connection checkpoints
-            # and removes the WAL side files; a reader over a read-only file falls back to mode=ro (which would
-            # leave -wal/-shm behind in a writable directory).
-            writable = os.access(self.path, os.W_OK) and os.access(self.directory, os.W_OK)
-            uri = f"file:{self.path}?mode={'rw' if writable else 'ro'}"
-            self.conn = _connect(uri, self.path, uri=True)
-            if writable:
-                self.conn.execute("PRAGMA query_only=ON")
+            self.conn = _connect(self.path, read_only=True)  # leaves no -wal/-shm behind (see connect_sqlite)
         else:
             try:
                 self.directory.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise DataError(f"cannot create the memory directory {self.directory}: {exc.strerror or exc}") from None
-            self.conn = _connect(str(self.path), self.path)
+            self.conn = _connect(self.path, read_only=False)
         try:
             self.conn.execute("PRAGMA busy_timeout=30000")
             if not read_only:

@@ -41,6 +41,7 @@ from pydantic import ValidationError
 
 from memento.bm25 import BM25Engine, RankBM25Scorer, check_engine
 from memento.errors import ConfigError, DataError, MemoryFrozenError
+from memento.memory.sqlite_connect import connect_sqlite
 from memento.types import Trajectory
 
 __all__ = ["TrajectoryBank", "BankPolicy", "BankStats", "RetrievedTrajectory", "StagedRow"]
@@ -231,11 +232,10 @@ class TrajectoryBank:
         if self.read_only:
             if not db.is_file():
                 raise TrajectoryBankError(f"no trajectory bank at {self.directory}: {_DB_NAME} is missing")
-            uri = f"{db.resolve().as_uri()}?mode=ro"
-            self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+            self._conn = connect_sqlite(db, read_only=True)
         else:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(db, check_same_thread=False, isolation_level=None)
+            self._conn = connect_sqlite(db)
         try:
             if self.read_only:
                 self._conn.execute("SELECT seq, task_id, task_text, label FROM trajectories LIMIT 1").fetchall()

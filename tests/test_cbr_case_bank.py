@@ -103,7 +103,7 @@ def test_missing_corrupt_or_stale_index_is_rebuilt_or_caught_up(tmp_path):
     # a crash after more inserts: the DB has them, the saved index does not
     extra = bank.add("brand new topic about volcanoes", "search volcano", reward=1.0)
     expected = _ids(bank.retrieve("volcanoes topic", k=3))
-    bank._conn.close()  # no save: simulate the process dying
+    bank._store.db.close()  # no save: simulate the process dying
     reopened = CaseBank(tmp_path, emb)
     assert _ids(reopened.retrieve("volcanoes topic", k=3)) == expected and expected[0] == extra.id
     reopened.close()

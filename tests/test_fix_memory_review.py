@@ -121,7 +121,7 @@ def test_frozen_bank_opens_read_only(tmp_path):
     frozen = CaseBank(tmp_path, HashingEmbedder(dim=32), frozen=True)
     assert [c.id for c, _ in frozen.retrieve("Acme founder", k=2)] == [case.id]
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
-        frozen._conn.execute("CREATE TABLE probe (x)")  # the connection itself is mode=ro
+        frozen._store.db.execute("CREATE TABLE probe (x)")  # the connection itself refuses writes
     with pytest.raises(MemoryFrozenError):
         frozen.add("another", "plan", reward=0.0)
     frozen.close()

@@ -1,0 +1,209 @@
+"""The case bank's FAISS indexes: one per namespace, kept in step with ``cases.db`` and saved beside it.
+
+``index/<namespace>.faiss`` (+ ``.json``) holds one :class:`~memento.memory.namespace_index.NamespaceIndex`: exact
+while small, HNSW past ``hnsw_threshold`` live cases; updated incrementally on insert and eviction, and written
+atomically (temp file + rename) by :meth:`CaseIndex.save`. On first use, an index whose generation lags the database
+is caught up from the stored embeddings (added / removed ids); a missing or unreadable index is rebuilt. Nothing is
+ever re-embedded.
+
+Example:
+    >>> import tempfile, threading
+    >>> from pathlib import Path
+    >>> import numpy as np
+    >>> from memento.memory.case_store import CaseStore
+    >>> from memento.types import Case
+    >>> lock, d = threading.RLock(), Path(tempfile.mkdtemp())
+    >>> store = CaseStore(d, embedder_name="demo", dim=2, lock=lock, frozen=False)
+    >>> _ = store.insert([Case(task_text="Who founded Acme?", plan="search", reward=1.0)], np.array([[1.0, 0.0]]), [{}])
+    >>> indexes = CaseIndex(d, store, lock=lock)
+    >>> [score for _, score in indexes.get("default").search(np.array([1.0, 0.0]), 1)]
+    [1.0]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from memento.files import atomic_write_bytes
+from memento.memory.case_store import CaseStore
+from memento.memory.namespace_index import NamespaceIndex
+
+__all__ = ["CaseIndex"]
+
+logger = logging.getLogger(__name__)
+
+
+def _ns_file(namespace: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", namespace)[:40]
+    return f"{safe}-{hashlib.sha1(namespace.encode()).hexdigest()[:8]}"
+
+
+class CaseIndex:
+    """Per-namespace FAISS indexes over a :class:`~memento.memory.case_store.CaseStore`'s live cases.
+
+    Args:
+        dir: The bank directory (indexes live in ``dir/index``).
+        store: The bank's store (source of truth: generations, live rowids, stored embeddings).
+        lock: The bank's re-entrant lock.
+        hnsw_threshold: Live-case count from which a namespace index switches from exact to HNSW.
+        hnsw_m / ef_search / ef_construction: HNSW graph degree and search / build breadth.
+
+    Example:
+        >>> import tempfile, threading
+        >>> from pathlib import Path
+        >>> from memento.memory.case_store import CaseStore
+        >>> lock, d = threading.RLock(), Path(tempfile.mkdtemp())
+        >>> store = CaseStore(d, embedder_name="demo", dim=2, lock=lock, frozen=False)
+        >>> CaseIndex(d, store, lock=lock).get("default").live
+        0
+    """
+
+    def __init__(
+        self,
+        dir: Path,
+        store: CaseStore,
+        *,
+        lock: threading.RLock,
+        hnsw_threshold: int = 200_000,
+        hnsw_m: int = 32,
+        ef_search: int = 128,
+        ef_construction: int = 64,
+    ) -> None:
+        self.dir = dir
+        self.store = store
+        self.lock = lock
+        self.dim = store.dim
+        self.hnsw_threshold = int(hnsw_threshold)
+        self.hnsw_m = int(hnsw_m)
+        self.ef_search = int(ef_search)
+        self.ef_construction = int(ef_construction)
+        self.loaded: dict[str, NamespaceIndex] = {}
+
+    def paths(self, namespace: str) -> tuple[Path, Path]:
+        """The index file and its JSON sidecar for ``namespace``."""
+        base = self.dir / "index" / _ns_file(namespace)
+        return base.with_suffix(".faiss"), base.with_suffix(".json")
+
+    def _new(self, hnsw: bool) -> NamespaceIndex:
+        return NamespaceIndex(
+            self.dim, hnsw=hnsw, hnsw_m=self.hnsw_m, ef_search=self.ef_search, ef_construction=self.ef_construction
+        )
+
+    def get(self, namespace: str) -> NamespaceIndex:
+        """The in-memory index of a namespace, loaded from disk or rebuilt, caught up with the database."""
+        with self.lock:
+            index = self.loaded.get(namespace)
+            if index is None:
+                index = self._load(namespace)
+                self.loaded[namespace] = index
+            if index.generation != self.store.generation(namespace):
+                self._catch_up(namespace, index)
+            return self.loaded[namespace]
+
+    def _load(self, namespace: str) -> NamespaceIndex:
+        import faiss
+
+        fpath, jpath = self.paths(namespace)
+        if fpath.exists() and jpath.exists():
+            try:
+                info = json.loads(jpath.read_text())
+                index = self._new(bool(info["hnsw"]))
+                loaded = faiss.read_index(str(fpath))
+                if loaded.d != self.dim:
+                    raise ValueError(f"index dim {loaded.d} != {self.dim}")
+                if not isinstance(loaded, faiss.IndexIDMap2):
+                    raise ValueError(f"unexpected index type {type(loaded).__name__}")
+                index.index = loaded  # keep this owning proxy: a downcast copy would not keep the index alive
+                if index.hnsw:
+                    faiss.downcast_index(index.index.index).hnsw.efSearch = self.ef_search
+                index.tombstones = {int(t) for t in info.get("tombstones", [])}
+                index.generation = int(info["generation"])
+                index.saved_generation = index.generation
+                return index
+            except Exception as exc:  # noqa: BLE001 - a bad index file is a cache miss, not an error
+                logger.warning("case bank index %s unreadable (%s); rebuilding from stored embeddings", fpath, exc)
+        index = self._new(False)
+        index.generation = -1
+        return index
+
+    def _catch_up(self, namespace: str, index: NamespaceIndex) -> None:
+        """Make ``index`` hold exactly the namespace's live cases (add missing, drop evicted) from stored vectors."""
+        gen = self.store.generation(namespace)
+        live = self.store.live_rids(namespace)
+        have = set(index.ids().tolist()) - index.tombstones
+        want = set(live.tolist())
+        extra = have - want
+        missing = np.asarray(sorted(want - have), dtype=np.int64)
+        if index.hnsw and len(index.tombstones) + len(extra) > 0.1 * max(1, len(want)):
+            self.rebuild(namespace, live)
+            return
+        index.remove(extra)
+        if len(missing):
+            index.add(missing, self.store.stored_embeddings(missing))
+        index.generation = gen
+        self._maybe_upgrade(namespace)
+        if extra or len(missing):
+            logger.info("case bank %s/%s index caught up: +%d -%d", self.dir, namespace, len(missing), len(extra))
+
+    def rebuild(self, namespace: str, live: np.ndarray | None = None) -> None:
+        """Rebuild a namespace's index from the stored embeddings of its live cases."""
+        live = self.store.live_rids(namespace) if live is None else live
+        index = self._new(len(live) >= self.hnsw_threshold)
+        index.add(live, self.store.stored_embeddings(live))
+        index.generation = self.store.generation(namespace)
+        self.loaded[namespace] = index
+        logger.info("case bank %s/%s index rebuilt (%d cases, hnsw=%s)", self.dir, namespace, len(live), index.hnsw)
+
+    def _maybe_upgrade(self, namespace: str) -> None:
+        index = self.loaded.get(namespace)
+        if index is not None and not index.hnsw and index.live >= self.hnsw_threshold:
+            ids, vecs = index.all_vectors()
+            new = self._new(True)
+            new.add(ids, vecs)
+            new.generation = index.generation
+            self.loaded[namespace] = new
+            logger.info("case bank %s/%s switched to HNSW at %d cases", self.dir, namespace, len(ids))
+
+    def added(self, namespace: str, index: NamespaceIndex, rids: list[int], embs: np.ndarray, gen: int) -> None:
+        """Apply this writer's own insert (committed at generation ``gen``) to the namespace's caught-up ``index``."""
+        if index.generation == gen - 1:
+            index.add(np.asarray(rids, dtype=np.int64), embs)
+            index.generation = gen
+            self._maybe_upgrade(namespace)
+
+    def removed(self, namespace: str, rids: list[int], gen: int) -> None:
+        """Apply this writer's own eviction (committed at generation ``gen``) to the namespace's loaded index."""
+        index = self.loaded.get(namespace)
+        if index is not None and index.generation == gen - 1:
+            index.remove(rids)
+            index.generation = gen
+            if index.hnsw and len(index.tombstones) > 0.1 * max(1, index.live):
+                self.rebuild(namespace)
+
+    def save(self) -> None:
+        """Write every loaded namespace index that changed, atomically."""
+        import faiss
+
+        with self.lock:
+            for namespace, index in list(self.loaded.items()):
+                fpath, jpath = self.paths(namespace)
+                if index.saved_generation == index.generation and fpath.exists() and jpath.exists():
+                    continue  # unchanged since it was loaded or saved
+                data = faiss.serialize_index(index.index).tobytes()
+                atomic_write_bytes(fpath, data)
+                info = {
+                    "namespace": namespace,
+                    "generation": index.generation,
+                    "hnsw": index.hnsw,
+                    "tombstones": sorted(index.tombstones),
+                    "count": index.live,
+                }
+                atomic_write_bytes(jpath, json.dumps(info).encode())
+                index.saved_generation = index.generation
