@@ -36,7 +36,7 @@ from memento.threads import run_parallel
 from memento.types import Trajectory, Usage, utcnow
 from memento.usage import UsageMeter
 
-__all__ = ["ExampleResult", "EvalResult", "evaluate", "write_results"]
+__all__ = ["ExampleResult", "EvalResult", "evaluate", "write_results", "aggregate", "prediction_fields"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +84,8 @@ class EvalResult(BaseModel):
     resumed: int = 0  # finished examples reused from an earlier, interrupted run with the same run key
     run_key: dict[str, Any] | None = None  # what changes answers (memento.provenance.run_key): resume when equal
     provenance: dict[str, Any] | None = None  # settings, models, versions, data hashes, times (memento.provenance)
+    # JitMem's stream protocol: mean ± std over orderings, the cold-start curve (jitmem_stream.run_orderings)
+    stream: dict[str, Any] | None = None
     examples: list[ExampleResult] = Field(default_factory=list)
 
     @property
@@ -111,7 +113,8 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _prediction_fields(pred: Any) -> dict[str, Any]:
+def prediction_fields(pred: Any) -> dict[str, Any]:
+    """A prediction's output fields as JSON-ready values (the trajectory left out)."""
     if pred is None:
         return {}
     if isinstance(pred, dspy.Prediction):
@@ -208,7 +211,7 @@ def evaluate(
             if trajectory.error and record.error is None:
                 record.error = trajectory.error
         record.usage = usage
-        record.prediction = _prediction_fields(pred)
+        record.prediction = prediction_fields(pred)
         if pred is not None:
             judge_meter = UsageMeter(roles)
             try:
@@ -244,7 +247,7 @@ def evaluate(
     except (FatalError, Cancelled) as exc:
         with finished_lock:
             done = sorted(finished, key=lambda r: r.index)
-        partial = _aggregate(done, metric, started, **labels).model_copy(update=extra)
+        partial = aggregate(done, metric, started, **labels).model_copy(update=extra)
         partial.complete, partial.error = False, error_line(exc)
         exc.partial_result = partial  # type: ignore[union-attr]  # an ad-hoc attribute; eval reads it by getattr
         if out_dir is not None:
@@ -256,10 +259,10 @@ def evaluate(
                 logger.error("could not write the partial results to %s: %s", out_dir, write_exc)
         raise
     records = sorted(finished, key=lambda r: r.index)
-    return _aggregate(records, metric, started, **labels).model_copy(update=extra)
+    return aggregate(records, metric, started, **labels).model_copy(update=extra)
 
 
-def _aggregate(
+def aggregate(
     records: list[ExampleResult],
     metric: Any,
     started: float,

@@ -9,7 +9,7 @@ from memento.optimize.batch_report import BatchReport
 from memento.optimize.budgets import PRESETS, CompareBudget, resolve_budget
 from memento.optimize.compare import compare
 from memento.optimize.curator_optimizer import optimize_curator
-from memento.optimize.jitmem_stream import build_training_bank, stream
+from memento.optimize.jitmem_stream import build_training_bank, run_orderings, stream
 from memento.optimize.memento_trainer import MementoTrainer
 from memento.optimize.optimizers import optimize_program
 
@@ -23,5 +23,6 @@ __all__ = [
     "optimize_curator",
     "optimize_program",
     "resolve_budget",
+    "run_orderings",
     "stream",
 ]

@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,15 @@ from memento.types import Trajectory, new_id
 if TYPE_CHECKING:
     from memento.programs.jitmem_agent import JitMemAgent
 
-__all__ = ["StreamItem", "StreamResult", "OrderingsResult", "stream", "run_orderings", "build_training_bank"]
+__all__ = [
+    "StreamItem",
+    "StreamResult",
+    "OrderingsResult",
+    "stream",
+    "run_orderings",
+    "build_training_bank",
+    "describe_stream",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -362,6 +371,41 @@ class OrderingsResult:
     summary: dict[str, Any]
     searches: int = 0
     fetches: int = 0
+    #: each task's runs, one per ordering (``runs[i][o]``: ``tasks[i]`` in ordering ``o``)
+    runs: list[list[StreamItem]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def eval_result(self, tasks: Sequence[Any], *, task: Any, metric_name: str, seed: int) -> Any:
+        """The :class:`~memento.metrics.evaluation.EvalResult` of the stream (``results.json`` like any evaluation):
+        an example's score is its mean over the orderings, its usage the sum, its prediction and trajectory those of
+        its last ordering, its error set only when every ordering failed; ``stream`` holds the summary."""
+        from memento.metrics.evaluation import ExampleResult, aggregate, prediction_fields
+        from memento.types import Usage
+
+        records = []
+        for index, (example, runs) in enumerate(zip(tasks, self.runs, strict=True)):
+            last = runs[-1]
+            usage = Usage()
+            for item in runs:
+                used = getattr(getattr(item.prediction, "trajectory", None), "usage", None)
+                usage = usage.add(used) if used is not None else usage
+            errors = [item.error or "no score" for item in runs if item.error or item.score is None]
+            records.append(
+                ExampleResult(
+                    index=index,
+                    id=last.task_id,
+                    inputs=task.inputs(example),
+                    prediction=prediction_fields(last.prediction),
+                    score=self.scores[index],
+                    feedback=last.feedback,
+                    error=errors[-1] if len(errors) == len(runs) else None,
+                    usage=usage,
+                    trajectory=getattr(last.prediction, "trajectory", None),
+                )
+            )
+        labels = {"task": task.name, "method": "jitmem", "seed": seed, "total": len(records)}
+        result = aggregate(records, None, time.perf_counter() - self.seconds, metric_name=metric_name, **labels)
+        return result.model_copy(update={"stream": self.summary})
 
 
 def _web_counts(items: Sequence[StreamItem]) -> tuple[int, int]:
@@ -408,6 +452,8 @@ def run_orderings(
     n = len(tasks)
     totals = [0.0] * n
     failed = searches = fetches = 0
+    started = time.perf_counter()
+    runs: list[list[StreamItem]] = [[] for _ in range(n)]
     per_ordering: list[dict[str, Any]] = []
     for ordering in range(orderings):
         run_dir = out / f"ordering-{ordering + 1}"
@@ -431,6 +477,8 @@ def run_orderings(
         scores = [item.score if item.score is not None else 0.0 for item in result.items]
         failed += sum(1 for item in result.items if item.error or item.score is None)
         totals = [t + x for t, x in zip(totals, scores, strict=True)]
+        for item in result.items:
+            runs[item.position].append(item)
         sizes = {item.batch: item.bank_size for item in result.items}
         per_ordering.append(
             {
@@ -477,4 +525,22 @@ def run_orderings(
         summary=summary,
         searches=searches,
         fetches=fetches,
+        runs=runs,
+        seconds=time.perf_counter() - started,
     )
+
+
+def describe_stream(summary: dict[str, Any]) -> list[str]:
+    """Lines for a terminal: the mean ± std over orderings and the cold-start curve (score per stream batch, mean
+    over orderings, with the bank size each batch saw) of a :func:`run_orderings` summary."""
+    mean = "n/a" if summary.get("mean") is None else f"{summary['mean']:.3f} ± {summary['std']:.3f}"
+    start = "the training bank" if summary.get("warm") else "an empty bank"
+    lines = [
+        f"mean {mean} over {summary['orderings']} orderings from {start}, batches of {summary['stream_batch']}",
+        "score per stream batch (mean over orderings; bank size seen): "
+        + ", ".join(
+            f"{p['batch']}: {'–' if p['score'] is None else format(p['score'], '.2f')} ({min(p['bank_size'])})"
+            for p in summary.get("curve", [])
+        ),
+    ]
+    return lines

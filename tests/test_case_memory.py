@@ -37,7 +37,7 @@ def _engine(gold: dict[str, str]) -> ScriptedEngine:
     )
 
 
-def _compare(multihop: dict, tmp_path: Path, server, methods: str, *extra: str) -> CompareReport:  # noqa: F811
+def _compare(multihop: dict, tmp_path: Path, server, methods: str, *extra: str) -> tuple[CompareReport, str]:  # noqa: F811
     out = tmp_path / "cmp"
     args = [
         "compare",
@@ -58,13 +58,13 @@ def _compare(multihop: dict, tmp_path: Path, server, methods: str, *extra: str) 
     env = {**_ENV, "MEMENTO_WEB_CACHE_DIR": str(tmp_path / "webcache")}
     result = CliRunner().invoke(app, args, env=env)
     assert result.exit_code == 0, result.output
-    return CompareReport.model_validate_json((out / "results.json").read_text())
+    return CompareReport.model_validate_json((out / "results.json").read_text()), result.output
 
 
 def test_case_memory_baselines_train_their_bank_and_read_it_frozen(multihop: dict, tmp_path: Path) -> None:  # noqa: F811
     engine = _engine(multihop["gold"])
     with OpenAICompatServer(engine) as server:
-        report = _compare(multihop, tmp_path, server, "closed_book_cases,few_shot_cases")
+        report, _ = _compare(multihop, tmp_path, server, "closed_book_cases,few_shot_cases")
         assert list(report.methods) == ["closed_book", "closed_book_cases", "few_shot_cases"]
         for name in ("closed_book_cases", "few_shot_cases"):
             res = report.methods[name]
@@ -95,7 +95,7 @@ def test_case_memory_baselines_train_their_bank_and_read_it_frozen(multihop: dic
 def test_multi_pass_cbr_reports_every_pass_and_baselines_reuse_its_bank(multihop: dict, tmp_path: Path) -> None:  # noqa: F811
     engine = _engine(multihop["gold"])
     with OpenAICompatServer(engine) as server:
-        report = _compare(
+        report, output = _compare(
             multihop, tmp_path, server, "closed_book_cases,cbr", "--cbr-passes", "2", "--cbr-min-pairs", "4"
         )
     assert list(report.methods) == ["closed_book", "cbr", "closed_book_cases"]  # cbr first: its bank is read
@@ -109,6 +109,8 @@ def test_multi_pass_cbr_reports_every_pass_and_baselines_reuse_its_bank(multihop
     assert baseline.info["memory_from"] == "cbr" and baseline.costs.train.lm_calls == 0 and baseline.mean == 1.0
     md = (tmp_path / "cmp" / "results.md").read_text()
     assert "## Training passes" in md and "pass 1: 1.000, pass 2: 1.000" in md
+    # the terminal shows every pass's score too (not only the files)
+    assert "cbr training score per pass: 1: 1.000, 2: 1.000" in " ".join(output.split())
 
 
 def test_few_shot_cases_shows_demonstrations_and_closed_book_cases_none(tmp_path: Path) -> None:

@@ -69,11 +69,19 @@ def test_stream_protocol_from_the_cli_gives_mean_std_over_orderings_and_the_cold
     env = {**_ENV, "MEMENTO_WEB_CACHE_DIR": str(tmp_path / "webcache")}
     with OpenAICompatServer(engine) as server:
         args = _args(multihop, out, server, "--jitmem-protocol", "stream", "--orderings", "3")
-        result = CliRunner().invoke(app, args, env=env)
+        result = CliRunner().invoke(app, args, env={**env, "COLUMNS": "200"})
         assert result.exit_code == 0, result.output
     report = CompareReport.model_validate_json((out / "results.json").read_text())
     jit = report.methods["jitmem"]
     assert jit.status == "done" and jit.costs.train.lm_calls == 0  # cold start: no training bank
+    # the terminal shows the mean ± std over orderings and the cold-start curve, not only the files
+    shown = " ".join(result.output.split())
+    summary = jit.info["stream"]
+    assert (
+        f"jitmem stream: mean {summary['mean']:.3f} ± {summary['std']:.3f} over 3 orderings from an empty bank" in shown
+    )
+    curve = ", ".join(f"{p['batch']}: {p['score']:.2f} ({min(p['bank_size'])})" for p in summary["curve"])
+    assert f"jitmem stream: score per stream batch (mean over orderings; bank size seen): {curve}" in shown
     stream = jit.info["stream"]
     assert stream["orderings"] == 3 and stream["stream_batch"] == 2 and stream["warm"] is False
     orderings = stream["per_ordering"]
@@ -157,9 +165,20 @@ def test_eval_runs_the_stream_protocol_over_orderings(multihop: dict, tmp_path: 
         result = CliRunner().invoke(app, args, env=env)
         assert result.exit_code == 0, result.output
         text = " ".join(result.output.split())
-        assert "jitmem stream: mean 0.500 ± 0.000 over 2 orderings of 4 examples from an empty bank" in text
+        assert "jitmem stream: mean 0.500 ± 0.000 over 2 orderings from an empty bank, batches of 2" in text
+        assert "score per stream batch (mean over orderings; bank size seen): 1: 0.00 (0), 2: 1.00 (2)" in text
         summary = json.loads((tmp_path / "ev" / "stream.json").read_text())
         assert [p["score"] for p in summary["curve"]] == [0.0, 1.0]
         assert [o["bank_start"] for o in summary["per_ordering"]] == [0, 0]
+        # results.json like every other protocol: per-example mean over orderings, the stream summary, provenance
+        saved = json.loads((tmp_path / "ev" / "results.json").read_text())
+        assert saved["method"] == "jitmem" and saved["n"] == 4 and saved["mean"] == summary["mean"] == 0.5
+        # a task scores 0 in an ordering whose first batch held it (empty bank), 1 later: its score is the mean
+        orders = [o["order"] for o in summary["per_ordering"]]
+        expected = {task: sum(task not in order[:2] for order in orders) / 2 for task in orders[0]}
+        assert {e["id"]: e["score"] for e in saved["examples"]} == expected
+        assert all(e["prediction"] and e["usage"]["lm_calls"] > 0 for e in saved["examples"])
+        assert saved["stream"]["curve"] == summary["curve"] and saved["run_key"] and saved["provenance"]
+        assert len((tmp_path / "ev" / "trajectories.jsonl").read_text().splitlines()) == 4
         warm = CliRunner().invoke(app, [*args, "--warm"], env=env)
     assert warm.exit_code == 1 and "--warm starts the test stream from a training bank" in warm.output

@@ -49,12 +49,31 @@ def test_run_cbr_trains_with_the_cbr_flags(tmp_path) -> None:
         for i in range(2):
             args = ["run", "--task", "qa", "--question", f"Who founded Acme ({i})?", "--method", "cbr"]
             args += ["--memory", str(memory), "--corpus", str(corpus), "--out", str(tmp_path / f"t{i}.json")]
-            args += ["--cbr-k", "1", "--cbr-alpha", "0.5", "--cbr-min-pairs", "5"]
+            args += ["--cbr-k", "1", "--cbr-alpha", "0.5", "--cbr-min-pairs", "5", "--cbr-prefilter", "3"]
             args += ["--lm", "openai/scripted", "--api-base", server.api_base]
             result = CliRunner().invoke(app, args, env=env)
             assert result.exit_code == 0, result.output
     second = json.loads((tmp_path / "t1.json").read_text())
     notes = [n for n in second["notes"] if n.startswith("cbr: retrieved")]
     assert notes and notes[0].startswith("cbr: retrieved 1 cases by softmax")  # training explores, k from the flag
+    shown = {row["key"]: (row["value"], row["source"]) for row in second["provenance"]["settings"]}
+    assert shown["cbr.prefilter"] == (3, "flag") and shown["cbr.k"] == (1, "flag")  # --cbr-prefilter reached [cbr]
     bank = CaseBank(memory / "cbr", StoredEmbedder.of(memory / "cbr"), frozen=True)
     assert bank.count() == 2 and bank.pairs_logged() == 1  # the second task credited the one case it read
+
+
+def test_cbr_prefilter_reaches_the_case_bank(tmp_path) -> None:
+    from memento.config import load_settings as _load
+    from memento.memory.embedder import HashingEmbedder
+    from memento.programs.registry import build_program
+
+    settings = _load(flags={"cbr": {"prefilter": 3}, "web": {"backend": "offline"}})
+    agent = build_program("cbr", task="qa", settings=settings, memory_dir=tmp_path, embedder=HashingEmbedder())
+    assert agent.bank.prefilter == 3
+
+
+def test_run_orderings_is_exported_from_memento_optimize() -> None:
+    import memento.optimize
+    from memento.optimize.jitmem_stream import run_orderings
+
+    assert memento.optimize.run_orderings is run_orderings and "run_orderings" in memento.optimize.__all__

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -147,6 +147,8 @@ def compare(
         right={3, 4, 5, 6, 7, 8, 9},
     )  # fmt: skip
     console.print(table)
+    for line in method_details(report):
+        console.print(line, markup=False, highlight=False, emoji=False)
     if tracking is not None:
         tracking.log_report(report, out)
     console.print(f"wrote {out / 'results.json'}, {out / 'results.md'} and plots")
@@ -160,6 +162,25 @@ def compare(
             highlight=False,
         )
         raise typer.Exit(1)
+
+
+def method_details(report: Any) -> list[str]:
+    """What the table cannot hold, one line each: JitMem's stream protocol (mean ± std over orderings, the score per
+    stream batch) and the score of every CBR training pass (Memento's iteration table)."""
+    from memento.optimize.jitmem_stream import describe_stream
+
+    lines: list[str] = []
+    for name, res in report.methods.items():
+        stream = (res.info or {}).get("stream")
+        if stream:
+            lines += [f"{name} stream: {line}" for line in describe_stream(stream)]
+        passes = (res.info or {}).get("passes") or []
+        if len(passes) > 1:
+            scores = ", ".join(
+                f"{p['pass']}: {'–' if p['score'] is None else format(p['score'], '.3f')}" for p in passes
+            )
+            lines.append(f"{name} training score per pass: {scores}")
+    return lines
 
 
 def register(app: typer.Typer) -> None:

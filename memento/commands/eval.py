@@ -109,7 +109,7 @@ def eval_(
     """
     import memento
     from memento.commands.run import resolve_task
-    from memento.metrics.evaluation import evaluate, write_results
+    from memento.metrics.evaluation import evaluate
     from memento.programs.registry import build_program
     from memento.progress import ScoreProgress
     from memento.provenance import file_sha256, provenance, run_key
@@ -156,8 +156,12 @@ def eval_(
         )
     score = task_spec.make_metric(metric, roles=roles)
     trainset = task_spec.load(train) if train is not None else None
+    data_files = {"data": data, "train": train, "program": program_file}
+    finish = _Finish(settings, data_files, started_at, out_dir=out_dir, fallback_dir=fallback_dir, seen=seen)
     if stream_protocol:  # JitMem's test protocol: the bank grows over the test stream, over seeded orderings
-        _eval_jitmem_stream(task_spec, examples, score, settings=settings, roles=roles, memory=memory, out_dir=out_dir)
+        streamed = _eval_jitmem_stream(task_spec, examples, score, settings=settings, roles=roles, memory=memory,
+                                       out_dir=out_dir, metric_name=f"{task_spec.name} {metric} metric")  # fmt: skip
+        finish(streamed.model_copy(update={"run_key": key}), method=method, as_json=as_json)
         return
     # evaluation is test time: memory-bearing methods read their memory and never write to it
     program = build_program(
@@ -175,7 +179,6 @@ def eval_(
             markup=False,
             highlight=False,
         )
-    data_files = {"data": data, "train": train, "program": program_file}
     labels = {"run_key": key, "provenance": provenance(settings, data_files=data_files, started_at=started_at)}
     try:
         with ScoreProgress(f"eval {method}", total=len(examples)) as bar:  # on stderr: elapsed, ETA, running mean
@@ -207,33 +210,73 @@ def eval_(
             f"memento: stopped after {partial.n} of {partial.total} examples; {where}", markup=False, highlight=False
         )
         raise
-    result.provenance = provenance(settings, data_files=data_files, started_at=started_at)
-    try:
-        path = write_results(result, out_dir)
-    except OSError as exc:
-        if out_dir == fallback_dir:
-            raise
-        err_console.print(
-            f"memento: cannot write results to {out_dir} ({type(exc).__name__}: {exc}); writing to {fallback_dir}",
-            markup=False,
-            highlight=False,
-        )
-        path = write_results(result, fallback_dir)
-    if seen.tracker is not None:
-        seen.tracker.log_eval(result, path.parent)
-    if as_json:
-        print_json(eval_payload(path))
-    else:
-        print_summary(result, path)
-        report_hint(path.parent)
-    if result.n and result.errors == result.n:
-        raise MementoError(f"every example of {method} failed ({result.n} of {result.n}); see {path}")
+    finish(result, method=method, as_json=as_json)
+
+
+class _Finish:
+    """The end of an evaluation: provenance, ``results.json`` (in ``run.output_dir`` when ``--out`` cannot be
+    written), MLflow, the summary (or ``--json``), and an error when every example failed."""
+
+    def __init__(
+        self,
+        settings: Any,
+        data_files: dict[str, Any],
+        started_at: str,
+        *,
+        out_dir: Path,
+        fallback_dir: Path,
+        seen: Any,
+    ) -> None:
+        self.settings, self.data_files, self.started_at = settings, data_files, started_at
+        self.out_dir, self.fallback_dir, self.seen = out_dir, fallback_dir, seen
+
+    def __call__(self, result: Any, *, method: str, as_json: bool) -> None:
+        from memento.metrics.evaluation import write_results
+        from memento.provenance import provenance
+
+        result.provenance = provenance(self.settings, data_files=self.data_files, started_at=self.started_at)
+        try:
+            path = write_results(result, self.out_dir)
+        except OSError as exc:
+            if self.out_dir == self.fallback_dir:
+                raise
+            err_console.print(
+                f"memento: cannot write results to {self.out_dir} ({type(exc).__name__}: {exc}); writing to "
+                f"{self.fallback_dir}",
+                markup=False,
+                highlight=False,
+            )
+            path = write_results(result, self.fallback_dir)
+        if self.seen.tracker is not None:
+            self.seen.tracker.log_eval(result, path.parent)
+        if as_json:
+            print_json(eval_payload(path))
+        else:
+            print_summary(result, path)
+            if result.stream is not None:
+                from memento.optimize.jitmem_stream import describe_stream
+
+                for line in describe_stream(result.stream):
+                    console.print(f"jitmem stream: {escape(line)}")
+                console.print(f"stream summary: {escape(str(path.parent / 'stream.json'))}")
+            report_hint(path.parent)
+        if result.n and result.errors == result.n:
+            raise MementoError(f"every example of {method} failed ({result.n} of {result.n}); see {path}")
 
 
 def _eval_jitmem_stream(
-    task_spec: Any, examples: list[Any], score: Any, *, settings: Any, roles: Any, memory: Path | None, out_dir: Path
-) -> None:
-    """Run the test set as JitMem streams over ``jitmem.orderings`` seeded orderings; writes OUT/stream.json."""
+    task_spec: Any,
+    examples: list[Any],
+    score: Any,
+    *,
+    settings: Any,
+    roles: Any,
+    memory: Path | None,
+    out_dir: Path,
+    metric_name: str,
+) -> Any:
+    """Run the test set as JitMem streams over ``jitmem.orderings`` seeded orderings (``OUT/stream.json``: mean ± std
+    over orderings, the cold-start curve); returns the evaluation result (``results.json`` like any method)."""
     from memento.optimize.jitmem_stream import run_orderings
     from memento.programs.registry import build_program
 
@@ -241,11 +284,12 @@ def _eval_jitmem_stream(
     warm_bank = memory / "jitmem" if jit.warm and memory is not None else None
     if warm_bank is not None and not (warm_bank / "trajectories.sqlite3").is_file():
         raise DataError(f"no JitMem bank at {warm_bank} to start the stream from")
+    tasks = [task_spec.preprocess(ex) for ex in examples]
     result = run_orderings(
         lambda memory_dir: build_program(
             "jitmem", task=task_spec, settings=settings, roles=roles, memory_dir=memory_dir
         ),
-        [task_spec.preprocess(ex) for ex in examples],
+        tasks,
         orderings=jit.orderings,
         batch_size=jit.stream_batch,
         seed=settings.run.seed,
@@ -254,16 +298,7 @@ def _eval_jitmem_stream(
         out_dir=out_dir,
         warm_bank=warm_bank,
     )
-    summary = result.summary
-    mean = "n/a" if summary["mean"] is None else f"{summary['mean']:.3f} ± {summary['std']:.3f}"
-    start = "the training bank" if warm_bank is not None else "an empty bank"
-    console.print(
-        f"[bold]jitmem stream: mean {mean}[/bold] over {jit.orderings} orderings of {len(examples)} examples from "
-        f"{start}, batches of {jit.stream_batch}; failed runs {result.failed}"
-    )
-    curve = ", ".join("–" if p["score"] is None else f"{p['score']:.2f}" for p in summary["curve"])
-    console.print(f"score per stream batch (mean over orderings): {curve}")
-    console.print(f"results: {escape(str(out_dir / 'stream.json'))}")
+    return result.eval_result(tasks, task=task_spec, metric_name=metric_name, seed=settings.run.seed)
 
 
 def previous_results(path: Path, key: dict[str, Any]) -> list[Any]:
