@@ -1,9 +1,16 @@
 """JitMem's trajectory bank: complete trajectories stored losslessly, retrieved by BM25 over task descriptions.
 
 Just-in-time memory keeps raw experience and decides what matters only at read time, when the task is known.
-:class:`TrajectoryBank` is therefore a plain store: nothing is summarised at write time. Each accepted
-:class:`memento.types.Trajectory` is kept whole as JSON in one SQLite file (WAL, one transaction per write), and a
-BM25 index over the *task descriptions only* (never the trajectory content) finds the ``k`` most similar past tasks.
+:class:`TrajectoryBank` is therefore a plain store: nothing is summarised or clipped at write time. Each accepted
+:class:`memento.types.Trajectory` is kept whole in one SQLite file (WAL, one transaction per write): its record as
+JSON (every tool call with every search hit, every agent step with its thought), and the full text of every page it
+read in a ``pages`` table keyed by the text's sha256, so a page read by many trajectories is stored once. The
+record carries each page's hash and length (:class:`memento.types.PageResult` excludes its text from JSON); pages
+are written in the same transaction as the trajectory that read them, and the bank puts their text back into the
+trajectories it returns, so the curator reads what the agent read. Banks written before pages were stored (tool
+results clipped to 300 characters in ``ToolCall.result``) open and read as before; a writable open adds the
+``pages`` table. A BM25 index over the *task descriptions only* (never the trajectory content) finds the ``k`` most
+similar past tasks.
 
 The index is a ``bm25s`` sparse index persisted next to the database with a watermark (the stored sequence numbers),
 so reopening a bank loads it in milliseconds instead of re-indexing; it is rebuilt only when the stored set changed,
@@ -44,7 +51,16 @@ from memento.errors import ConfigError, DataError, MemoryFrozenError
 from memento.memory.sqlite_connect import connect_sqlite
 from memento.types import Trajectory
 
-__all__ = ["TrajectoryBank", "BankPolicy", "BankStats", "RetrievedTrajectory", "StagedRow"]
+__all__ = [
+    "TrajectoryBank",
+    "BankPolicy",
+    "BankStats",
+    "BankDiskUsage",
+    "RetrievedTrajectory",
+    "StagedRow",
+    "disk_usage",
+    "SCHEMA_VERSION",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +85,14 @@ CREATE TABLE IF NOT EXISTS records (
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS applied_batches (key TEXT PRIMARY KEY, version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS pages (
+    sha256 TEXT PRIMARY KEY,
+    chars INTEGER NOT NULL,
+    text TEXT NOT NULL
+) WITHOUT ROWID;
 """
+#: the layout this code writes: 2 adds the ``pages`` table (content-addressed page texts)
+SCHEMA_VERSION = 2
 #: A buffered write: ``{"task_id", "task_text", "accepted", "record"}`` (``record``: the trajectory's JSON).
 StagedRow = dict[str, Any]
 
@@ -84,7 +107,8 @@ class TrajectoryBankFrozenError(MemoryFrozenError):
 
 @dataclass(frozen=True)
 class BankStats:
-    """Counts of a bank: stored records, rejected (dropped) trajectories, buffered writes, applied batches."""
+    """Counts of a bank: stored records, rejected (dropped) trajectories, buffered writes, applied batches, and the
+    page store (distinct pages and their characters)."""
 
     stored: int
     accepted: int
@@ -92,6 +116,71 @@ class BankStats:
     dropped: int
     pending: int
     version: int
+    pages: int = 0
+    page_chars: int = 0
+
+
+@dataclass(frozen=True)
+class BankDiskUsage:
+    """A bank's size on disk: the SQLite files (records and the page store, with WAL side files), the page texts
+    inside them, and the BM25 index directory; ``total_bytes`` is everything under the bank directory."""
+
+    directory: str
+    db_bytes: int
+    page_bytes: int
+    pages: int
+    index_bytes: int
+    total_bytes: int
+
+
+def _tree_bytes(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    if not path.is_dir():
+        return 0
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def disk_usage(directory: str | Path) -> BankDiskUsage | None:
+    """The size on disk of the trajectory bank in ``directory`` (``None`` when there is no bank there).
+
+    Reads the database read-only (nothing is created or changed); a bank from before the page store counts
+    no pages.
+
+    Example:
+        >>> disk_usage("/nonexistent") is None
+        True
+    """
+    directory = Path(directory)
+    db = directory / _DB_NAME
+    if not db.is_file():
+        return None
+    db_bytes = sum(_tree_bytes(directory / (_DB_NAME + suffix)) for suffix in ("", "-wal", "-shm"))
+    pages = page_bytes = 0
+    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        pages, page_bytes = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) FROM pages"
+        ).fetchone()
+    except sqlite3.OperationalError:  # a bank from before the page store
+        pass
+    except sqlite3.DatabaseError as exc:
+        raise TrajectoryBankError(f"{db} is not a trajectory bank: {exc}") from exc
+    finally:
+        conn.close()
+    return BankDiskUsage(
+        directory=str(directory),
+        db_bytes=int(db_bytes),
+        page_bytes=int(page_bytes),
+        pages=int(pages),
+        index_bytes=_tree_bytes(directory / _INDEX_DIR),
+        total_bytes=_tree_bytes(directory),
+    )
+
+
+def _pages_of(trajectory: Trajectory) -> dict[str, str]:
+    """The page texts a trajectory holds in memory, by hash (pages read back without their text are skipped)."""
+    return {page.sha256: page.text for page in trajectory.pages() if page.sha256 and page.text and page.text_loaded}
 
 
 def _staged(row: tuple[str, str, bool, str]) -> StagedRow:
@@ -225,6 +314,8 @@ class TrajectoryBank:
         self.policy: BankPolicy = policy
         self._lock = threading.RLock()
         self._pending: list[tuple[str, str, bool, str]] | None = None
+        self._pending_pages: dict[str, str] = {}
+        self._has_pages = True  # False for a read-only bank written before the page store
         self._dropped = 0
         self._index: _Index | None = None
         self._index_max_seq = 0
@@ -240,10 +331,16 @@ class TrajectoryBank:
             if self.read_only:
                 self._conn.execute("SELECT seq, task_id, task_text, label FROM trajectories LIMIT 1").fetchall()
                 self._conn.execute("SELECT key, value FROM meta LIMIT 1").fetchall()
+                try:
+                    self._conn.execute("SELECT sha256 FROM pages LIMIT 1").fetchall()
+                except sqlite3.OperationalError:  # written before the page store: its records carry no page hashes
+                    self._has_pages = False
             else:
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
-                self._conn.executescript(_SCHEMA)
+                self._conn.executescript(_SCHEMA)  # also the migration of an older bank: adds the pages table
+                if self._meta("schema") != str(SCHEMA_VERSION):
+                    self._set_meta("schema", str(SCHEMA_VERSION))
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise TrajectoryBankError(f"{db} is not a trajectory bank: {exc}") from exc
@@ -301,9 +398,13 @@ class TrajectoryBank:
             return int(stored), int(accepted)
 
     def stats(self) -> BankStats:
-        """Stored/accepted/rejected counts, trajectories dropped by ``success_only``, buffered writes, version."""
+        """Stored/accepted/rejected counts, trajectories dropped by ``success_only``, buffered writes, version, and
+        the page store's distinct pages and characters."""
         with self._lock:
             stored, accepted = self._counts()
+            pages, chars = 0, 0
+            if self._has_pages:
+                pages, chars = self._conn.execute("SELECT COUNT(*), COALESCE(SUM(chars), 0) FROM pages").fetchone()
             return BankStats(
                 stored=int(stored),
                 accepted=int(accepted),
@@ -311,7 +412,45 @@ class TrajectoryBank:
                 dropped=self._dropped,
                 pending=len(self._pending or []),
                 version=int(self._meta("version") or 0),
+                pages=int(pages),
+                page_chars=int(chars),
             )
+
+    def disk_usage(self) -> BankDiskUsage:
+        """The bank's size on disk (see :func:`disk_usage`)."""
+        usage = disk_usage(self.directory)
+        assert usage is not None  # the bank's database exists while it is open
+        return usage
+
+    # -- pages ---------------------------------------------------------------------------------------------------
+    def page_text(self, sha256: str) -> str | None:
+        """The stored text of a page by its content hash (``None`` when no such page is stored)."""
+        if not self._has_pages:
+            return None
+        with self._lock:
+            row = self._conn.execute("SELECT text FROM pages WHERE sha256 = ?", (sha256,)).fetchone()
+        return row[0] if row else None
+
+    def _store_pages(self, pages: dict[str, str]) -> None:
+        """Insert page texts not stored yet (inside the caller's transaction)."""
+        self._conn.executemany(
+            "INSERT OR IGNORE INTO pages(sha256, chars, text) VALUES (?, ?, ?)",
+            [(sha, len(text), text) for sha, text in pages.items()],
+        )
+
+    def _load(self, record: str) -> Trajectory:
+        """A stored record as a trajectory with its pages' full text put back (from the page store)."""
+        trajectory = Trajectory.model_validate_json(record)
+        pages = [page for page in trajectory.pages() if page.sha256 and not page.text_loaded]
+        if pages and self._has_pages:
+            wanted = sorted({page.sha256 for page in pages})
+            marks = ",".join("?" * len(wanted))
+            with self._lock:
+                texts = dict(self._conn.execute(f"SELECT sha256, text FROM pages WHERE sha256 IN ({marks})", wanted))
+            for page in pages:
+                if page.sha256 in texts:
+                    page.text = texts[page.sha256]
+        return trajectory
 
     # -- writing -------------------------------------------------------------------------------------------------
     def add(self, trajectory: Trajectory, accepted: bool) -> bool:
@@ -329,11 +468,13 @@ class TrajectoryBank:
                 self._dropped += 1
                 return False
             key = trajectory.retrieval_key or trajectory.task_text  # what BM25 matches (Task.retrieval_key)
-            row = (trajectory.task_id, key, accepted, trajectory.model_dump_json())
+            row = (trajectory.task_id, key, accepted, trajectory.model_dump_json())  # pages: hash + length only
+            pages = _pages_of(trajectory)
             if self._pending is not None:
                 self._pending.append(row)
+                self._pending_pages.update(pages)
             else:
-                self._apply([row])
+                self._apply([row], pages=pages)
             return True
 
     def add_many(self, items: list[tuple[Trajectory, bool]]) -> int:
@@ -363,7 +504,7 @@ class TrajectoryBank:
             if not outer and (key is not None or before_apply is not None):
                 raise ConfigError("a nested TrajectoryBank.batch cannot take a key or before_apply")
             if outer:
-                self._pending = []
+                self._pending, self._pending_pages = [], {}
         ok = False
         try:
             yield self
@@ -372,11 +513,22 @@ class TrajectoryBank:
             if outer:
                 with self._lock:
                     rows, self._pending = self._pending or [], None
+                    pages, self._pending_pages = self._pending_pages, {}
                     try:
+                        if ok and before_apply is not None and rows:
+                            # the staged rows (a checkpoint) carry page hashes only: their texts are stored first,
+                            # so rows re-applied from the checkpoint after a crash find them
+                            self._conn.execute("BEGIN IMMEDIATE")
+                            try:
+                                self._store_pages(pages)
+                                self._conn.execute("COMMIT")
+                            except BaseException:
+                                self._conn.execute("ROLLBACK")
+                                raise
                         if ok and before_apply is not None:
                             before_apply([_staged(row) for row in rows])
                         if ok and rows:
-                            self._apply(rows, key=key)
+                            self._apply(rows, key=key, pages=pages)
                     finally:
                         if rows and not ok:
                             logger.warning("batch aborted: %d buffered trajectories discarded (rerun it)", len(rows))
@@ -410,7 +562,9 @@ class TrajectoryBank:
         with self._lock:
             return len(self._pending or [])
 
-    def _apply(self, rows: list[tuple[str, str, bool, str]], *, key: str | None = None) -> bool:
+    def _apply(
+        self, rows: list[tuple[str, str, bool, str]], *, key: str | None = None, pages: dict[str, str] | None = None
+    ) -> bool:
         self._check_writable()
         with self._lock:
             stored, accepted = self._counts()
@@ -428,6 +582,8 @@ class TrajectoryBank:
                         "INSERT INTO trajectories(task_id, task_text, label) VALUES (?, ?, ?)", (tid, text, int(label))
                     )
                     self._conn.execute("INSERT INTO records(seq, record) VALUES (?, ?)", (cursor.lastrowid, record))
+                if pages:  # in the same transaction as the trajectories that read them; each text stored once
+                    self._store_pages(pages)
                 version = int(self._meta("version") or 0) + 1
                 self._set_meta("version", str(version))
                 if key is not None:
@@ -514,7 +670,7 @@ class TrajectoryBank:
         for i, seq in zip(top, seqs, strict=True):
             label, record = rows[seq]
             try:
-                trajectory = Trajectory.model_validate_json(record)
+                trajectory = self._load(record)
             except ValidationError as exc:
                 raise TrajectoryBankError(f"stored trajectory #{seq} is unreadable: {exc.errors()[0]['msg']}") from exc
             shown = bool(label) if self.policy == "all_with_labels" else None
@@ -529,7 +685,7 @@ class TrajectoryBank:
                 "WHERE t.task_id = ? ORDER BY t.seq",
                 (task_id,),
             ).fetchall()
-        return [Trajectory.model_validate_json(r[0]) for r in rows]
+        return [self._load(r[0]) for r in rows]
 
     def iter_all(self) -> Iterator[tuple[Trajectory, bool]]:
         """Every stored ``(trajectory, accepted)`` pair, in storage order."""
@@ -538,7 +694,7 @@ class TrajectoryBank:
                 "SELECT t.label, r.record FROM trajectories t JOIN records r ON r.seq = t.seq ORDER BY t.seq"
             ).fetchall()
         for label, record in rows:
-            yield Trajectory.model_validate_json(record), bool(label)
+            yield self._load(record), bool(label)
 
     def close(self) -> None:
         """Close the bank: pending batch writes are applied and the BM25 index is brought up to date on disk.
@@ -551,6 +707,7 @@ class TrajectoryBank:
                 return
             if self._pending:
                 rows, self._pending = self._pending, None
-                self._apply(rows)
+                pages, self._pending_pages = self._pending_pages, {}
+                self._apply(rows, pages=pages)
             self._ensure_index()
             self._conn.close()

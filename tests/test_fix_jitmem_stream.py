@@ -65,10 +65,10 @@ def test_crash_after_checkpoint_before_bank_apply_is_repaired_not_rerun(tmp_path
     agent = _agent(tmp_path)
     real_apply = TrajectoryBank._apply
 
-    def dies_on_second_batch(self, rows, *, key=None):
+    def dies_on_second_batch(self, rows, *, key=None, **kwargs):
         if key is not None and key.endswith(":1"):
             raise Crash("killed between the checkpoint line and the bank write")
-        return real_apply(self, rows, key=key)
+        return real_apply(self, rows, key=key, **kwargs)
 
     monkeypatch.setattr(TrajectoryBank, "_apply", dies_on_second_batch)
     with pytest.raises(Crash):

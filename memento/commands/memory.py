@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -96,11 +97,23 @@ def stats(
     as_json: JsonOpt = False,
     config: ConfigOpt = None,
 ) -> None:
-    """Counts per store and the version history."""
+    """Counts per store and the version history; the JitMem trajectory bank's size on disk when there is one."""
+    from memento.memory.sqlite_store import DB_NAME
+    from memento.memory.trajectory_bank import disk_usage
+
+    directory = Path(memory or settings_from_flags(config, None, None, None).memory.dir).expanduser()
+    bank = disk_usage(directory / "jitmem")  # where `run`/`eval --method jitmem` keep the bank (programs/jitmem_agent)
+    if bank is not None and not (directory / DB_NAME).exists():  # a JitMem memory directory: the bank alone
+        if as_json:
+            print_json({"directory": str(directory), "jitmem_bank": asdict(bank)})
+        else:
+            _print_bank(bank)
+        return
     with _open(memory, config) as mem:
         s = mem.stats()
         if as_json:
-            print_json({"directory": str(mem.directory), **s, "versions": mem.versions()})
+            extra = {"jitmem_bank": asdict(bank)} if bank is not None else {}
+            print_json({"directory": str(mem.directory), **s, "versions": mem.versions(), **extra})
             return
         table = Table(title=f"memory {escape(str(mem.directory))} · version {s['version']}")
         table.add_column("store", no_wrap=True)
@@ -134,6 +147,19 @@ def stats(
                 escape(one_line(v["note"], 60)),
             )
         console.print(versions)
+        if bank is not None:
+            _print_bank(bank)
+
+
+def _print_bank(bank: Any) -> None:
+    """One line: the JitMem trajectory bank's size on disk (database with its page store, index) and its pages."""
+    mib = 1024 * 1024
+    console.print(
+        f"jitmem trajectory bank {escape(bank.directory)}: {bank.total_bytes / mib:.2f} MiB on disk "
+        f"(database {bank.db_bytes / mib:.2f} MiB incl. {bank.pages} pages of {bank.page_bytes / mib:.2f} MiB, "
+        f"index {bank.index_bytes / mib:.2f} MiB)",
+        soft_wrap=True,
+    )
 
 
 @app.command("diff")
