@@ -101,7 +101,7 @@ def stats(
     from memento.memory.sqlite_store import DB_NAME
     from memento.memory.trajectory_bank import disk_usage
 
-    directory = Path(memory or settings_from_flags(config, None, None, None).memory.dir).expanduser()
+    directory = Path(memory or load_settings(config).memory.dir).expanduser()
     bank = disk_usage(directory / "jitmem")  # where `run`/`eval --method jitmem` keep the bank (programs/jitmem_agent)
     if bank is not None and not (directory / DB_NAME).exists():  # a JitMem memory directory: the bank alone
         if as_json:
