@@ -89,7 +89,7 @@ CREATE TABLE IF NOT EXISTS pages (
     sha256 TEXT PRIMARY KEY,
     chars INTEGER NOT NULL,
     text TEXT NOT NULL
-) WITHOUT ROWID;
+);
 """
 #: the layout this code writes: 2 adds the ``pages`` table (content-addressed page texts)
 SCHEMA_VERSION = 2
@@ -155,9 +155,8 @@ def disk_usage(directory: str | Path) -> BankDiskUsage | None:
     db = directory / _DB_NAME
     if not db.is_file():
         return None
-    db_bytes = sum(_tree_bytes(directory / (_DB_NAME + suffix)) for suffix in ("", "-wal", "-shm"))
     pages = page_bytes = 0
-    conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    conn = connect_sqlite(db, read_only=True)
     try:
         pages, page_bytes = conn.execute(
             "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) FROM pages"
@@ -168,6 +167,7 @@ def disk_usage(directory: str | Path) -> BankDiskUsage | None:
         raise TrajectoryBankError(f"{db} is not a trajectory bank: {exc}") from exc
     finally:
         conn.close()
+    db_bytes = sum(_tree_bytes(directory / (_DB_NAME + suffix)) for suffix in ("", "-wal", "-shm"))
     return BankDiskUsage(
         directory=str(directory),
         db_bytes=int(db_bytes),

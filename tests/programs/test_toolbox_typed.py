@@ -44,8 +44,12 @@ class Backend:
 
 
 def test_no_tool_text_parser_is_left():
+    from memento.optimize import run_digest
+    from memento.programs import react_agent
+
     for name in ("parse_results", "_parse_page", "_claim", "_claim_lock", "_same_result", "_RESULT_HEAD"):
         assert not hasattr(toolbox, name)
+    assert not hasattr(run_digest, "_TITLE") and not hasattr(react_agent, "_NUMBER")
 
 
 def test_evidence_comes_from_the_typed_results_not_the_rendered_text():
