@@ -475,7 +475,8 @@ class CaseBank:
         ids = [c.id if isinstance(c, Case) else str(c) for c in cases]
         if not ids:
             return None
-        rs = np.full(len(ids), float(rewards)) if np.isscalar(rewards) else np.asarray(rewards, dtype=np.float64)
+        scalar = np.isscalar(rewards)
+        rs = np.full(len(ids), rewards, dtype=np.float64) if scalar else np.asarray(rewards, dtype=np.float64)
         if len(rs) != len(ids) or np.any((rs < 0) | (rs > 1)) or np.any(np.isnan(rs)):
             raise CaseBankError("record needs one reward in [0, 1] per case (or a single reward for all)")
         qv = self.embedder.embed([query])[0]

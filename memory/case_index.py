@@ -122,7 +122,8 @@ class CaseIndex:
                     raise ValueError(f"unexpected index type {type(loaded).__name__}")
                 index.index = loaded  # keep this owning proxy: a downcast copy would not keep the index alive
                 if index.hnsw:
-                    faiss.downcast_index(index.index.index).hnsw.efSearch = self.ef_search
+                    # downcast_index returns the concrete IndexHNSWFlat (its stub says Index)
+                    faiss.downcast_index(index.index.index).hnsw.efSearch = self.ef_search  # type: ignore[attr-defined]
                 index.tombstones = {int(t) for t in info.get("tombstones", [])}
                 index.generation = int(info["generation"])
                 index.saved_generation = index.generation

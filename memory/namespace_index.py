@@ -46,10 +46,12 @@ class NamespaceIndex:
 
         self.dim = dim
         self.hnsw = hnsw
+        base: faiss.Index
         if hnsw:
-            base = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
-            base.hnsw.efSearch = ef_search
-            base.hnsw.efConstruction = ef_construction
+            graph = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            graph.hnsw.efSearch = ef_search
+            graph.hnsw.efConstruction = ef_construction
+            base = graph
         else:
             base = faiss.IndexFlatIP(dim)
         self.index = faiss.IndexIDMap2(base)
@@ -77,7 +79,8 @@ class NamespaceIndex:
         if self.hnsw:  # HNSW cannot delete: tombstone, rebuilt away by the bank when they pile up
             self.tombstones.update(rids)
         else:
-            self.index.remove_ids(np.asarray(rids, dtype=np.int64))
+            # faiss's Python wrapper takes an id array; its stub names only an IDSelector
+            self.index.remove_ids(np.asarray(rids, dtype=np.int64))  # type: ignore[arg-type]
 
     def search(self, vec: np.ndarray, k: int) -> list[tuple[int, float]]:
         if self.index.ntotal == 0 or k <= 0:
