@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import dspy
@@ -22,10 +23,11 @@ import dspy
 from memento.errors import handle_error
 from memento.memory.canonicalizer import is_no_data
 from memento.programs.bound_react import BoundReAct
-from memento.programs.toolbox import SCRAPE, SEARCH_WEB
+from memento.programs.toolbox import SCRAPE, SEARCH_WEB, Toolbox
 from memento.signatures.explore_research_craft import ExploreResearchCraft
 
 if TYPE_CHECKING:
+    from memento.types import AgentStep, ToolCall
     from memento.web.web_tools import WebTools
 
 __all__ = ["ExplorationAgent"]
@@ -53,14 +55,26 @@ class ExplorationAgent(dspy.Module):
         self.max_insights = max_insights
         self.agent = BoundReAct(ExploreResearchCraft, [SEARCH_WEB, SCRAPE], max_iters=self.max_steps)
 
-    def forward(self, *, task_kind: str, web: WebTools | None, max_steps: int | None = None) -> dspy.Prediction:
+    def forward(
+        self,
+        *,
+        task_kind: str,
+        web: WebTools | None,
+        max_steps: int | None = None,
+        node_id: str = "explore",
+        record: Callable[[ToolCall], None] | None = None,
+        record_step: Callable[[AgentStep], None] | None = None,
+    ) -> dspy.Prediction:
+        """Explore; ``record``/``record_step`` receive every tool call and agent step, tagged with ``node_id``."""
         if web is None or (max_steps is not None and max_steps <= 0):
             return dspy.Prediction(insights=[], steps=0)
         limit = self.max_steps if max_steps is None else min(max_steps, self.max_steps)
+        box = Toolbox(web, node_id=node_id, record=record, record_step=record_step)
         try:
             out = self.agent(
                 task_kind=task_kind,
-                tools={"search_web": web.search_web, "scrape": web.scrape},
+                tools=box.functions(with_memory=False),
+                on_step=box.step,
                 max_iters=limit,
             )
         except Exception as exc:  # noqa: BLE001 - exploration is an optional warm-up

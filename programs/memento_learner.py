@@ -147,10 +147,14 @@ class MementoLearner(dspy.Module):
             handle_error(exc, where="craft relevance check (prefilter order kept)", log=logger)
             return None
 
-    def explore(self, *, task_kind: str, web: Any, max_steps: int) -> dspy.Prediction:
-        """Exploration (agent ``lm``): ``Prediction(insights, steps)``; never raises except for a fatal LM error."""
+    def explore(self, *, task_kind: str, web: Any, max_steps: int, **recording: Any) -> dspy.Prediction:
+        """Exploration (agent ``lm``): ``Prediction(insights, steps)``; never raises except for a fatal LM error.
+
+        ``recording`` (``node_id``, ``record``, ``record_step``) routes its tool calls and steps into the run's
+        trajectory (see :meth:`memento.programs.exploration_agent.ExplorationAgent.forward`).
+        """
         with self.agent():
-            return self.explorer(task_kind=task_kind, web=web, max_steps=max_steps)
+            return self.explorer(task_kind=task_kind, web=web, max_steps=max_steps, **recording)
 
     def summarize(self, task: str, record: str, max_chars: int) -> str:
         """Shorten a run record to ``max_chars`` (reflection LM); raises on failure (the caller records it)."""

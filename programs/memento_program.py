@@ -57,7 +57,8 @@ logger = logging.getLogger(__name__)
 class LearningStages:
     """The learning module's stages the research program calls, as plain callables (not predictors of it).
 
-    ``relevance(task, entries) -> numbers | None`` and ``explore(task_kind=, web=, max_steps=) -> Prediction``.
+    ``relevance(task, entries) -> numbers | None`` and ``explore(task_kind=, web=, max_steps=, node_id=, record=,
+    record_step=) -> Prediction`` (the last three put its tool calls and steps into the run's trajectory).
     """
 
     relevance: Callable[[str, list[str]], list[int] | None] | None = None
@@ -122,7 +123,14 @@ class Memento(AdaptiveExplorationTree):
         if steps <= 0 or call.web is None or self.stages.explore is None:
             return None
         kind = ExplorationAgent.describe(self.task, [call.task_text])
-        out = self.stages.explore(task_kind=f"{kind}\n{extra}".strip(), web=call.web, max_steps=steps)
+        out = self.stages.explore(
+            task_kind=f"{kind}\n{extra}".strip(),
+            web=call.web,
+            max_steps=steps,
+            node_id=f"explore:{when}",  # its calls and steps join the trajectory (lossless), tagged as exploration
+            record=call.add_tool_call,
+            record_step=call.add_step,
+        )
         record = Exploration(when=when, steps=int(out.steps), insights=list(out.insights))
         call.trajectory.explorations.append(record)
         call.note(f"{when.replace('_', ' ')} exploration: {record.steps} steps, {len(record.insights)} insights")

@@ -150,6 +150,11 @@ def test_exploration_runs_when_nothing_relevant_and_joins_the_batch_plan(tmp_pat
     pred = program(question=trainset[0].question, task_id="q1")
     [cold] = pred.trajectory.explorations
     assert cold.when == "cold_start" and cold.steps == 2 and len(cold.insights) == 2
+    # the exploration's tool calls and steps are part of the trajectory (lossless), tagged as exploration
+    explore_calls = [c for c in pred.trajectory.tool_calls if c.node_id == "explore:cold_start"]
+    explore_steps = [s for s in pred.trajectory.steps if s.node_id == "explore:cold_start"]
+    assert explore_calls and {c.kind for c in explore_calls} <= {"search_web", "scrape"}
+    assert len(explore_steps) >= len(explore_calls) and all(s.thought for s in explore_steps)
     assert len(memory.craft) == 1  # nothing is written during the forward pass
     decompose = [c for c in engine.calls if "sub_questions" in c.output_fields][-1]
     assert "Open the encyclopedia page" in decompose.inputs["context"]  # the insights guide this call
