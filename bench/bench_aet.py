@@ -31,7 +31,7 @@ import dspy  # noqa: E402
 
 from memento.config import Budgets, load_settings  # noqa: E402
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree  # noqa: E402
-from memento.testing import ScriptedEngine, scripted_lm  # noqa: E402
+from memento.testing import ScriptedEngine, script_search_then_scrape, scripted_lm  # noqa: E402
 from memento.web.factory import web_tools_factory  # noqa: E402
 from memento.web.offline_corpus import OfflineCorpus  # noqa: E402
 
@@ -57,22 +57,9 @@ def build_corpus(root: Path) -> Path:
     return root / "index"
 
 
-def steps_done(call) -> int:
-    return sum(1 for key in call.inputs if key.startswith("observation_"))
-
-
 def make_engine(delay: float) -> ScriptedEngine:
     engine = ScriptedEngine(delay=delay)
-    engine.when(
-        predicate=lambda c: "next_tool_name" in c.output_fields and steps_done(c) == 0,
-        next_tool_name="search_web",
-        next_tool_args=lambda c: {"query": c.inputs["question"]},
-    )
-    engine.when(
-        predicate=lambda c: "next_tool_name" in c.output_fields and steps_done(c) == 1,
-        next_tool_name="scrape",
-        next_tool_args={"url": "https://ex.org/1"},
-    )
+    script_search_then_scrape(engine, "https://ex.org/1")
     engine.when("sub_questions", sub_questions=[f"What is {t}?" for t in TOPICS[:4]])
     engine.when(
         "new_questions",

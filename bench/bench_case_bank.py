@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from memento.testing import LookupEmbedder
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
@@ -50,18 +52,6 @@ def dir_mb(path: Path) -> float:
 
 def pct(values, q) -> float:
     return float(np.percentile(np.asarray(values) * 1e3, q))
-
-
-class LookupEmbedder:
-    """Maps synthetic texts to fixed vectors."""
-
-    def __init__(self, dim: int, name: str = "lookup") -> None:
-        self.dim = dim
-        self.name = f"{name}-{dim}"
-        self.table: dict[str, np.ndarray] = {}
-
-    def embed(self, texts):
-        return np.stack([self.table[t] for t in texts]).astype(np.float32)
 
 
 class HiddenWorld:

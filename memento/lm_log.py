@@ -29,10 +29,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from dspy.utils.callback import BaseCallback
-
 from memento.scrub import scrub_data
-from memento.usage import _modules, current_stage
+from memento.usage import ActivatedCallback, _modules, current_stage
 
 __all__ = ["LMCallLog", "install_retry_hook", "add_retry_listener"]
 
@@ -168,7 +166,7 @@ def _messages(inputs: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-class LMCallLog(BaseCallback):
+class LMCallLog(ActivatedCallback):
     """Append one scrubbed JSON line per LM call to ``path``; thread-safe.
 
     Args:
@@ -193,19 +191,10 @@ class LMCallLog(BaseCallback):
         self._lock = threading.Lock()
         self._open: dict[str, _Open] = {}
         self._local = threading.local()
-        self._ctx: contextlib.ExitStack | None = None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = self.path.open("a", encoding="utf-8")
 
     # -- DSPy callback hooks -------------------------------------------------------------------------------
-    def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
-        _modules.set((*_modules.get(), instance))
-
-    def on_module_end(self, call_id: str, outputs: Any | None, exception: Exception | None = None) -> None:
-        stack = _modules.get()
-        if stack:
-            _modules.set(stack[:-1])
-
     def _role(self, instance: Any) -> str:
         role = self.roles.role_of(instance) if self.roles is not None else None
         if role is None and self.roles is not None:  # a copy of a role's LM (optimisers copy programs): by model
@@ -318,13 +307,6 @@ class LMCallLog(BaseCallback):
             usage_tracker=getattr(self, "_previous_tracker", None) if tracker is self.sink else tracker,
         )
 
-    def __enter__(self) -> LMCallLog:
-        self._ctx = contextlib.ExitStack()
-        self._ctx.enter_context(self.activate())
-        return self
-
     def __exit__(self, *exc: object) -> None:
-        assert self._ctx is not None
-        self._ctx.close()
-        self._ctx = None
+        super().__exit__(*exc)
         self.close()

@@ -15,7 +15,6 @@ import threading
 import time
 from typing import Any
 
-from dspy.utils.callback import BaseCallback
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -28,7 +27,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from memento.usage import _modules, current_stage
+from memento.usage import ModuleStackCallback, current_stage
 
 __all__ = ["progress_console", "ScoreProgress", "LMCallCounter", "RunStatus", "CompareProgress"]
 
@@ -130,7 +129,7 @@ class ScoreProgress:
         self.progress.stop()
 
 
-class LMCallCounter(BaseCallback):
+class LMCallCounter(ModuleStackCallback):
     """A DSPy callback counting LM calls and remembering the stage of the latest one (for status lines)."""
 
     def __init__(self, *, on_call: Any = None) -> None:
@@ -138,14 +137,6 @@ class LMCallCounter(BaseCallback):
         self.stage = ""
         self.on_call = on_call  # called with the running count after each call and when the stage changes
         self._lock = threading.Lock()
-
-    def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
-        _modules.set((*_modules.get(), instance))
-
-    def on_module_end(self, call_id: str, outputs: Any | None, exception: Exception | None = None) -> None:
-        stack = _modules.get()
-        if stack:
-            _modules.set(stack[:-1])
 
     def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         stage = current_stage()

@@ -22,7 +22,16 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["MASK", "register_secret", "known_secrets", "scrub", "scrub_url", "scrub_data", "ScrubFilter"]
+__all__ = [
+    "MASK",
+    "register_secret",
+    "known_secrets",
+    "scrub",
+    "scrub_url",
+    "scrub_data",
+    "ScrubFilter",
+    "MessageFilter",
+]
 
 MASK = "****"
 _MIN_SECRET = 6  # shorter values are not treated as secrets (they would mask ordinary words)
@@ -102,15 +111,25 @@ def scrub_data(data: Any) -> Any:
     return data
 
 
-class ScrubFilter(logging.Filter):
-    """A logging filter that scrubs the formatted message of every record (install it on handlers)."""
+class MessageFilter(logging.Filter):
+    """A logging filter that rewrites the formatted message of every record with :meth:`clean` (never drops one)."""
+
+    def clean(self, message: str) -> str:
+        return message
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
             message = record.getMessage()
         except Exception:  # a malformed record is left to the handler
             return True
-        clean = scrub(message)
+        clean = self.clean(message)
         if clean != message:
             record.msg, record.args = clean, None
         return True
+
+
+class ScrubFilter(MessageFilter):
+    """A logging filter that scrubs the formatted message of every record (install it on handlers)."""
+
+    def clean(self, message: str) -> str:
+        return scrub(message)

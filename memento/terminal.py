@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 from rich.segment import Segment
 
-from memento.scrub import ScrubFilter, scrub
+from memento.scrub import MessageFilter, ScrubFilter, scrub
 
 __all__ = ["neutralize", "SafeConsole", "TerminalFilter", "install_log_filters"]
 
@@ -63,18 +63,11 @@ class SafeConsole(Console):
         return super()._render_buffer(safe)
 
 
-class TerminalFilter(logging.Filter):
+class TerminalFilter(MessageFilter):
     """A logging filter that neutralises the control characters of a record's message."""
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # a malformed record is left to the handler
-            return True
-        clean = neutralize(message)
-        if clean != message:
-            record.msg, record.args = clean, None
-        return True
+    def clean(self, message: str) -> str:
+        return neutralize(message)
 
 
 def install_log_filters(handlers: Iterable[Any] | None = None, *, level: int | None = None) -> None:

@@ -8,6 +8,11 @@ Every call is recorded.
 :class:`OpenAICompatServer` serves a ScriptedEngine over ``POST /v1/chat/completions`` on 127.0.0.1 (random
 port) and counts requests, so integration tests drive the real ``openai/<model>`` + ``api_base`` path.
 
+Fakes of the web for the same tests: :class:`LocalSite` (a web site on 127.0.0.1 whose routes a subclass writes),
+:class:`EchoSearchBackend` (a search backend answering every query with two results naming it) and
+:func:`build_corpus` (an offline corpus from a few documents). :func:`react_steps_done`, :func:`is_react_step` and
+:func:`script_search_then_scrape` script a ReAct agent's tool steps.
+
 Example:
     >>> import dspy
     >>> from memento.testing import ScriptedEngine
@@ -30,7 +35,22 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["ScriptedCall", "ScriptedEngine", "OpenAICompatServer", "scripted_lm", "seq", "FieldSpec"]
+__all__ = [
+    "EchoSearchBackend",
+    "FieldSpec",
+    "LocalSite",
+    "LookupEmbedder",
+    "OpenAICompatServer",
+    "ScriptedCall",
+    "ScriptedEngine",
+    "build_corpus",
+    "is_react_step",
+    "react_steps_done",
+    "script_search_then_scrape",
+    "scripted_lm",
+    "respond",
+    "seq",
+]
 
 _FIELD_LINE = re.compile(r"^\s*\d+\.\s+`(?P<name>\w+)`\s+\((?P<type>.*?)\):?(?P<desc>.*)$")
 _MARKER = re.compile(r"\[\[ ## (\w+) ## \]\]")
@@ -496,3 +516,158 @@ def _content_text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(part.get("text", "") for part in content if isinstance(part, dict))
     return "" if content is None else str(content)
+
+
+# -- ReAct steps -------------------------------------------------------------------------------------------------
+
+
+def react_steps_done(call: ScriptedCall) -> int:
+    """How many tool observations a ReAct call's trajectory holds (the adapter renders them as input fields)."""
+    return sum(1 for key in call.inputs if key.startswith("observation_"))
+
+
+def is_react_step(call: ScriptedCall, n: int | None = None) -> bool:
+    """A ReAct tool-step call (optionally: the ``n``-th step of its agent, counted from 0)."""
+    return "next_tool_name" in call.output_fields and (n is None or react_steps_done(call) == n)
+
+
+def script_search_then_scrape(engine: ScriptedEngine, url: str) -> None:
+    """Script every ReAct agent to search the web for its question, then scrape ``url`` (later steps: unscripted)."""
+    engine.when(
+        predicate=lambda c: is_react_step(c, 0),
+        next_tool_name="search_web",
+        next_tool_args=lambda c: {"query": c.inputs["question"]},
+    )
+    engine.when(predicate=lambda c: is_react_step(c, 1), next_tool_name="scrape", next_tool_args={"url": url})
+
+
+# -- the web -----------------------------------------------------------------------------------------------------
+
+
+def build_corpus(docs: list[dict[str, Any]], directory: Any) -> Any:
+    """An :class:`~memento.web.offline_corpus.OfflineCorpus` of ``docs`` (written to ``directory/docs.jsonl``,
+    indexed in ``directory/index``)."""
+    from pathlib import Path
+
+    from memento.web.offline_corpus import OfflineCorpus
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    src = directory / "docs.jsonl"
+    src.write_text("\n".join(json.dumps(d) for d in docs), encoding="utf-8")
+    return OfflineCorpus.build([src], directory / "index")
+
+
+class EchoSearchBackend:
+    """A search backend answering every query with two results naming it; records the queries (thread-safe).
+
+    Example:
+        >>> [r.url for r in EchoSearchBackend().search("dune author")]
+        ['https://ex.org/dune-author/a', 'https://ex.org/dune-author/b']
+    """
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+        self._lock = threading.Lock()
+
+    def search(self, query: str, k: int = 10, before: Any = None, undated: str = "keep") -> list[Any]:
+        from memento.web.search_result import SearchResult
+
+        with self._lock:
+            self.queries.append(query)
+        slug = "-".join(query.lower().split())[:40]
+        return [
+            SearchResult(url=f"https://ex.org/{slug}/a", title=f"A about {query}", snippet=f"fact about {query}"),
+            SearchResult(url=f"https://ex.org/{slug}/b", title=f"B about {query}", snippet="less relevant"),
+        ]
+
+
+def respond(
+    h: BaseHTTPRequestHandler, status: int, body: bytes = b"", ctype: str = "text/html; charset=utf-8", **headers: str
+) -> None:
+    """Answer a request with ``body`` (``Retry_After="7"`` sends the header ``Retry-After: 7``)."""
+    h.send_response(status)
+    h.send_header("Content-Type", ctype)
+    h.send_header("Content-Length", str(len(body)))
+    for key, value in headers.items():
+        h.send_header(key.replace("_", "-"), value)
+    h.end_headers()
+    h.wfile.write(body)
+
+
+class LocalSite:
+    """A web site on 127.0.0.1 (random port) for fetcher tests; subclasses answer GET requests in :meth:`route`.
+
+    Every request path is recorded in ``paths`` (under ``lock``). The base site answers 404 to everything.
+
+    Example:
+        >>> import urllib.request
+        >>> with LocalSite() as site:
+        ...     try:
+        ...         urllib.request.urlopen(site.base + "/x")
+        ...     except Exception as exc:
+        ...         print(exc.code, site.paths)
+        404 ['/x']
+    """
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self.lock = threading.Lock()
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                return None
+
+            def do_GET(self) -> None:  # noqa: N802
+                with site.lock:
+                    site.paths.append(self.path)
+                site.route(self)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def route(self, h: BaseHTTPRequestHandler) -> None:
+        """Answer one GET request (``h.path``); see :func:`respond`."""
+        respond(h, 404, b"nope", "text/plain")
+
+    def hits(self, prefix: str) -> int:
+        """Requests so far whose path starts with ``prefix``."""
+        with self.lock:
+            return sum(1 for p in self.paths if p.startswith(prefix))
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self) -> LocalSite:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LookupEmbedder:
+    """An embedder over a fixed table: each known text maps to its vector (synthetic worlds of tests and benchmarks).
+
+    Example:
+        >>> import numpy as np
+        >>> emb = LookupEmbedder(2)
+        >>> emb.table["a"] = np.array([1.0, 0.0])
+        >>> emb.embed(["a"]).tolist(), emb.name
+        ([[1.0, 0.0]], 'lookup-2')
+    """
+
+    def __init__(self, dim: int, name: str = "lookup") -> None:
+        self.dim = dim
+        self.name = f"{name}-{dim}"
+        self.table: dict[str, Any] = {}
+
+    def embed(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        return np.stack([self.table[t] for t in texts]).astype(np.float32)

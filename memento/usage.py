@@ -19,13 +19,13 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Self
 
 from dspy.utils.callback import BaseCallback
 
 from memento.types import StageUsage, Usage
 
-__all__ = ["UsageMeter", "current_stage", "JUDGE_ROLE"]
+__all__ = ["ActivatedCallback", "ModuleStackCallback", "UsageMeter", "current_stage", "JUDGE_ROLE"]
 
 JUDGE_ROLE = "judge_lm"
 
@@ -87,7 +87,45 @@ class _UsageSink:
         call.completion_tokens += int(usage_entry.get("completion_tokens") or usage_entry.get("output_tokens") or 0)
 
 
-class UsageMeter(BaseCallback):
+class ModuleStackCallback(BaseCallback):
+    """A DSPy callback that keeps the stack of running modules, which :func:`current_stage` reads.
+
+    Every memento callback that attributes LM calls to stages (:class:`UsageMeter`,
+    :class:`memento.lm_log.LMCallLog`, :class:`memento.progress.LMCallCounter`) derives from it.
+    """
+
+    def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        _modules.set((*_modules.get(), instance))
+
+    def on_module_end(self, call_id: str, outputs: Any | None, exception: Exception | None = None) -> None:
+        stack = _modules.get()
+        if stack:
+            _modules.set(stack[:-1])
+
+
+class ActivatedCallback(ModuleStackCallback):
+    """A callback used as a context manager: ``with cb:`` holds ``cb.activate()`` open until the block ends.
+
+    Subclasses define ``activate()``, a context manager that installs them (``dspy.context``).
+    """
+
+    _ctx: contextlib.ExitStack | None = None
+
+    def activate(self) -> contextlib.AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self._ctx = contextlib.ExitStack()
+        self._ctx.enter_context(self.activate())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        ctx, self._ctx = self._ctx, None
+        assert ctx is not None, f"{type(self).__name__} exited without being entered"
+        ctx.close()
+
+
+class UsageMeter(ActivatedCallback):
     """Counts LM calls and tokens per role and per stage; safe when the program runs in threads.
 
     Args:
@@ -106,18 +144,9 @@ class UsageMeter(BaseCallback):
         self._open: dict[str, _Call] = {}
         self._by_role: dict[str, StageUsage] = {}
         self._by_stage: dict[str, StageUsage] = {}
-        self._ctx: contextlib.ExitStack | None = None
         self._local = threading.local()  # this meter's open LM calls in the current thread
 
     # -- DSPy callback hooks -------------------------------------------------------------------------------
-    def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
-        _modules.set((*_modules.get(), instance))
-
-    def on_module_end(self, call_id: str, outputs: Any | None, exception: Exception | None = None) -> None:
-        stack = _modules.get()
-        if stack:
-            _modules.set(stack[:-1])
-
     def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         role = self.roles.role_of(instance) if self.roles is not None else None
         call = _Call(role if role is not None else getattr(instance, "model", "lm"), current_stage())
@@ -180,13 +209,3 @@ class UsageMeter(BaseCallback):
         self.sink.parent = previous if previous is not self.sink else None
         with dspy.context(callbacks=callbacks, usage_tracker=self.sink):
             yield self
-
-    def __enter__(self) -> UsageMeter:
-        self._ctx = contextlib.ExitStack()
-        self._ctx.enter_context(self.activate())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._ctx is not None
-        self._ctx.close()
-        self._ctx = None

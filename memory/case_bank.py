@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memento.errors import ConfigError, MemoryFrozenError
+from memento.errors import ConfigError, DataError, MemoryFrozenError
 from memento.extras import require
 from memento.memory.case_eviction import EvictionPolicy, usefulness
 from memento.memory.case_index import CaseIndex
@@ -65,6 +65,7 @@ if TYPE_CHECKING:  # torch stays unimported until a gate is needed
 __all__ = [
     "CaseBank",
     "CaseBankError",
+    "open_case_bank",
     "RetrievalPolicy",
     "StoredEmbedder",
     "sample_softmax",
@@ -108,9 +109,9 @@ class CaseBank:
             docs/benchmarks.md).
         hnsw_m / ef_search / ef_construction: HNSW graph degree and search / build breadth.
         eviction_slack: Fraction below ``capacity`` an eviction goes down to (amortises the Q-scoring of the bank).
-        frozen: Read-only: the existing ``cases.db`` is opened with SQLite ``mode=ro`` (a missing bank is a
-            :class:`CaseBankError`, never created); writes raise :class:`~memento.errors.MemoryFrozenError`
-            (retrieval still works).
+        frozen: Read-only: the existing ``cases.db`` is opened read-only
+            (:func:`~memento.memory.sqlite_connect.connect_sqlite`; a missing bank is a :class:`CaseBankError`,
+            never created); writes raise :class:`~memento.errors.MemoryFrozenError` (retrieval still works).
         seed: Seed for softmax sampling (when ``retrieve`` gets no ``rng``/``seed``) and the gate.
 
     Example:
@@ -554,3 +555,50 @@ class CaseBank:
             self._indexes.removed(self.namespace, rids, gen)
             logger.info("case bank %s/%s evicted %d cases", self.dir, self.namespace, len(victims))
             return victims
+
+
+def open_case_bank(
+    directory: str | os.PathLike,
+    settings: Any,
+    *,
+    frozen: bool,
+    embedder: Embedder | None = None,
+    missing: str,
+) -> CaseBank:
+    """The case bank at ``directory`` configured by the settings (``[cbr]`` prefilter, min_pairs and gate options;
+    ``[run]`` seed).
+
+    An existing bank opens with the embedder it was built with unless ``embedder`` is given; a new one gets the
+    default embedder. ``frozen`` opens read-only, and a missing bank is then a one-line DataError ending with the
+    hint ``missing`` (nothing is created).
+
+    Example:
+        >>> import tempfile
+        >>> from memento.config import load_settings
+        >>> from memento.memory.embedder import HashingEmbedder
+        >>> bank = open_case_bank(tempfile.mkdtemp(), load_settings(), frozen=False, embedder=HashingEmbedder(dim=8),
+        ...                       missing="")
+        >>> bank.min_pairs, len(bank)
+        (32, 0)
+    """
+    from memento.memory.embedder import embedder_for
+
+    directory = Path(directory)
+    exists = (directory / DB_NAME).is_file()
+    if frozen and not exists:
+        raise DataError(f"no case bank at {directory}: {missing}")
+    if embedder is None:
+        if exists:
+            stored = StoredEmbedder.of(directory)
+            embedder = embedder_for(stored.name, stored.dim)
+        else:
+            embedder = default_embedder()
+    return CaseBank(
+        directory,
+        embedder,
+        seed=settings.run.seed,
+        frozen=frozen,
+        prefilter=settings.cbr.prefilter,
+        min_pairs=settings.cbr.min_pairs,
+        gate_options={"lr": settings.cbr.qgate_lr, "hidden": settings.cbr.qgate_hidden},
+    )

@@ -128,14 +128,7 @@ class DomainStore:
         tx: Transaction | None = None,
     ) -> Fact:
         """Store a new fact."""
-        fact = Fact(
-            id=new_id("f-"),
-            entity=entity.strip(),
-            text=text.strip(),
-            sources=list(dict.fromkeys(sources or [])),
-            batch=batch,
-            provenance=sorted(set(provenance or [])),
-        )
+        fact = self.new_fact(entity, text, sources=sources, batch=batch, provenance=provenance)
         return self.put(fact, tx=tx)
 
     def merge_into(
@@ -151,9 +144,7 @@ class DomainStore:
     ) -> Fact:
         """Fold a duplicate into an existing fact: counts summed, sources and provenance united."""
         with self.db.write(tx, batch=batch) as t:
-            data = t.get(self.store, fact_id)
-            if data is None:
-                raise KeyError(fact_id)
+            data = t.existing(self.store, fact_id)
             fact = Fact.model_validate(data)
             fact = fact.model_copy(
                 update={
@@ -168,9 +159,7 @@ class DomainStore:
     def supersede(self, old_id: str, new: Fact, *, tx: Transaction | None = None) -> Fact:
         """Store ``new`` and mark ``old_id`` as superseded by it (the old fact is kept)."""
         with self.db.write(tx, batch=new.batch) as t:
-            data = t.get(self.store, old_id)
-            if data is None:
-                raise KeyError(old_id)
+            data = t.existing(self.store, old_id)
             self.put(new, tx=t)
             old = Fact.model_validate(data).model_copy(update={"superseded_by": new.id})
             self.put(old, tx=t)

@@ -182,9 +182,7 @@ class RuleBook:
     ) -> Rule:
         """Add support and/or contradiction to a rule (KeyError when unknown)."""
         with self.db.write(tx, batch=batch) as t:
-            data = t.get(self.store, rule_id)
-            if data is None:
-                raise KeyError(rule_id)
+            data = t.existing(self.store, rule_id)
             rule = Rule.model_validate(data)
             rule = rule.model_copy(
                 update={
@@ -199,9 +197,7 @@ class RuleBook:
     def retire(self, rule_id: str, *, batch: int = 0, reason: str = "", tx: Transaction | None = None) -> Rule:
         """Retire a rule: it stays in the book (and the change log) but is never injected again. Logged."""
         with self.db.write(tx, batch=batch) as t:
-            data = t.get(self.store, rule_id)
-            if data is None:
-                raise KeyError(rule_id)
+            data = t.existing(self.store, rule_id)
             rule = Rule.model_validate(data).model_copy(update={"status": "retired", "updated_batch": batch})
             logger.info(
                 "%s rule %s retired in batch %d (support %d, contradiction %d): %s",
@@ -217,8 +213,6 @@ class RuleBook:
     def update_text(self, rule_id: str, text: str, *, batch: int = 0, tx: Transaction | None = None) -> Rule:
         """Rewrite a rule's text (a canonical merge), keeping its counts."""
         with self.db.write(tx, batch=batch) as t:
-            data = t.get(self.store, rule_id)
-            if data is None:
-                raise KeyError(rule_id)
+            data = t.existing(self.store, rule_id)
             rule = Rule.model_validate(data).model_copy(update={"text": text.strip(), "updated_batch": batch})
             return self.put(rule, tx=t)

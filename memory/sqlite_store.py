@@ -223,6 +223,13 @@ class Transaction:
         row = self.conn.execute("SELECT data FROM items WHERE store=? AND id=?", (store, item_id)).fetchone()
         return None if row is None else json.loads(row[0])
 
+    def existing(self, store: str, item_id: str) -> dict[str, Any]:
+        """The stored record of an item that must exist (``KeyError(item_id)`` when it does not)."""
+        data = self.get(store, item_id)
+        if data is None:
+            raise KeyError(item_id)
+        return data
+
     def put(
         self,
         store: str,

@@ -104,45 +104,49 @@ def _float_metric(metric: Any) -> Any:
     return as_float(metric)
 
 
-def _compile_gepa(
-    student: dspy.Module,
-    *,
-    trainset: list[dspy.Example],
-    valset: list[dspy.Example],
-    metric: Any,
-    roles: Any,
-    budget: CompareBudget,
-    threads: int,
-    seed: int,
-    log_dir: Path | None,
-) -> OptimizeResult:
-    check_distinct_signatures(student)
-    reflection_lm = getattr(roles, "reflection_lm", None) if roles is not None else None
+@dataclass(frozen=True)
+class _CompileJob:
+    """What every optimiser is compiled with: the student, the split, the metric, the roles and the budget."""
+
+    student: dspy.Module
+    trainset: list[dspy.Example]
+    valset: list[dspy.Example]
+    metric: Any
+    roles: Any
+    budget: CompareBudget
+    threads: int
+    seed: int
+    log_dir: Path | None
+
+
+def _compile_gepa(job: _CompileJob) -> OptimizeResult:
+    check_distinct_signatures(job.student)
+    reflection_lm = getattr(job.roles, "reflection_lm", None) if job.roles is not None else None
     if reflection_lm is None:
         reflection_lm = dspy.settings.lm
     if reflection_lm is None:
         raise ConfigError("GEPA needs a reflection_lm (or an lm to fall back on); none is configured")
     applied = {
-        "max_metric_calls": budget.gepa_max_metric_calls,
-        "reflection_minibatch_size": min(budget.gepa_reflection_minibatch_size, len(trainset)),
-        "val_fraction": budget.val_fraction,
-        "train_size": len(trainset),
-        "val_size": len(valset),
+        "max_metric_calls": job.budget.gepa_max_metric_calls,
+        "reflection_minibatch_size": min(job.budget.gepa_reflection_minibatch_size, len(job.trainset)),
+        "val_fraction": job.budget.val_fraction,
+        "train_size": len(job.trainset),
+        "val_size": len(job.valset),
         "reflection_lm": str(getattr(reflection_lm, "model", "")),
     }
     from memento.metrics.predictor_feedback import PredictorFeedback
 
     gepa = dspy.GEPA(
-        metric=PredictorFeedback(metric, lm=reflection_lm),  # feedback written for the predictor being rewritten
-        max_metric_calls=budget.gepa_max_metric_calls,
+        metric=PredictorFeedback(job.metric, lm=reflection_lm),  # feedback written for the predictor being rewritten
+        max_metric_calls=job.budget.gepa_max_metric_calls,
         reflection_minibatch_size=applied["reflection_minibatch_size"],
         reflection_lm=reflection_lm,
-        num_threads=threads,
-        seed=seed,
+        num_threads=job.threads,
+        seed=job.seed,
         track_stats=True,
-        log_dir=str(log_dir) if log_dir is not None else None,
+        log_dir=str(job.log_dir) if job.log_dir is not None else None,
     )
-    compiled = gepa.compile(student, trainset=trainset, valset=valset)
+    compiled = gepa.compile(job.student, trainset=job.trainset, valset=job.valset)
     info: dict[str, Any] = {}
     details = getattr(compiled, "detailed_results", None)
     if details is not None:
@@ -157,55 +161,44 @@ def _compile_gepa(
     return OptimizeResult(compiled, applied, info)
 
 
-def _compile_miprov2(
-    student: dspy.Module,
-    *,
-    trainset: list[dspy.Example],
-    valset: list[dspy.Example],
-    metric: Any,
-    roles: Any,
-    budget: CompareBudget,
-    threads: int,
-    seed: int,
-    log_dir: Path | None,
-) -> OptimizeResult:
-    task_lm = getattr(roles, "lm", None) if roles is not None else None
-    prompt_lm = getattr(roles, "reflection_lm", None) if roles is not None else None
-    minibatch_size = min(budget.mipro_minibatch_size, len(valset))
-    minibatch = len(valset) > minibatch_size
+def _compile_miprov2(job: _CompileJob) -> OptimizeResult:
+    task_lm = getattr(job.roles, "lm", None) if job.roles is not None else None
+    prompt_lm = getattr(job.roles, "reflection_lm", None) if job.roles is not None else None
+    minibatch_size = min(job.budget.mipro_minibatch_size, len(job.valset))
+    minibatch = len(job.valset) > minibatch_size
     applied = {
-        "num_candidates": budget.mipro_num_candidates,
-        "num_trials": budget.mipro_num_trials,
+        "num_candidates": job.budget.mipro_num_candidates,
+        "num_trials": job.budget.mipro_num_trials,
         "minibatch_size": minibatch_size,
         "minibatch": minibatch,
-        "max_bootstrapped_demos": budget.mipro_max_bootstrapped_demos,
-        "max_labeled_demos": budget.mipro_max_labeled_demos,
-        "val_fraction": budget.val_fraction,
-        "train_size": len(trainset),
-        "val_size": len(valset),
+        "max_bootstrapped_demos": job.budget.mipro_max_bootstrapped_demos,
+        "max_labeled_demos": job.budget.mipro_max_labeled_demos,
+        "val_fraction": job.budget.val_fraction,
+        "train_size": len(job.trainset),
+        "val_size": len(job.valset),
         "prompt_lm": str(getattr(prompt_lm, "model", "")) if prompt_lm is not None else None,
     }
     mipro = dspy.MIPROv2(
-        metric=_float_metric(metric),
+        metric=_float_metric(job.metric),
         prompt_model=prompt_lm,
         task_model=task_lm,
         auto=None,
-        num_candidates=budget.mipro_num_candidates,
-        max_bootstrapped_demos=budget.mipro_max_bootstrapped_demos,
-        max_labeled_demos=budget.mipro_max_labeled_demos,
-        num_threads=threads,
-        seed=seed,
+        num_candidates=job.budget.mipro_num_candidates,
+        max_bootstrapped_demos=job.budget.mipro_max_bootstrapped_demos,
+        max_labeled_demos=job.budget.mipro_max_labeled_demos,
+        num_threads=job.threads,
+        seed=job.seed,
         verbose=False,
-        log_dir=str(log_dir) if log_dir is not None else None,
+        log_dir=str(job.log_dir) if job.log_dir is not None else None,
     )
     compiled = mipro.compile(
-        student,
-        trainset=trainset,
-        valset=valset,
-        num_trials=budget.mipro_num_trials,
+        job.student,
+        trainset=job.trainset,
+        valset=job.valset,
+        num_trials=job.budget.mipro_num_trials,
         minibatch=minibatch,
         minibatch_size=minibatch_size,
-        seed=seed,
+        seed=job.seed,
     )
     info: dict[str, Any] = {}
     score = getattr(compiled, "score", None)
@@ -221,31 +214,20 @@ def _compile_miprov2(
     return OptimizeResult(compiled, applied, info)
 
 
-def _compile_bootstrap(
-    student: dspy.Module,
-    *,
-    trainset: list[dspy.Example],
-    valset: list[dspy.Example],
-    metric: Any,
-    roles: Any,
-    budget: CompareBudget,
-    threads: int,
-    seed: int,
-    log_dir: Path | None,
-) -> OptimizeResult:
+def _compile_bootstrap(job: _CompileJob) -> OptimizeResult:
     applied = {
-        "max_bootstrapped_demos": budget.bootstrap_max_bootstrapped_demos,
-        "max_labeled_demos": budget.bootstrap_max_labeled_demos,
-        "max_rounds": budget.bootstrap_max_rounds,
-        "train_size": len(trainset),
+        "max_bootstrapped_demos": job.budget.bootstrap_max_bootstrapped_demos,
+        "max_labeled_demos": job.budget.bootstrap_max_labeled_demos,
+        "max_rounds": job.budget.bootstrap_max_rounds,
+        "train_size": len(job.trainset),
     }
     optimizer = dspy.BootstrapFewShot(
-        metric=_float_metric(metric),
-        max_bootstrapped_demos=budget.bootstrap_max_bootstrapped_demos,
-        max_labeled_demos=budget.bootstrap_max_labeled_demos,
-        max_rounds=budget.bootstrap_max_rounds,
+        metric=_float_metric(job.metric),
+        max_bootstrapped_demos=job.budget.bootstrap_max_bootstrapped_demos,
+        max_labeled_demos=job.budget.bootstrap_max_labeled_demos,
+        max_rounds=job.budget.bootstrap_max_rounds,
     )
-    compiled = optimizer.compile(student, trainset=trainset)
+    compiled = optimizer.compile(job.student, trainset=job.trainset)
     demos = sum(len(getattr(p, "demos", []) or []) for _, p in compiled.named_predictors())
     return OptimizeResult(compiled, applied, {"demos": demos})
 
@@ -302,14 +284,5 @@ def optimize_program(
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
     logger.info("compiling with %s: %d train / %d val examples", optimizer, len(train), len(val))
-    return _COMPILERS[optimizer](
-        student,
-        trainset=train,
-        valset=val,
-        metric=metric,
-        roles=roles,
-        budget=budget,
-        threads=threads,
-        seed=seed,
-        log_dir=log_dir,
-    )
+    job = _CompileJob(student, train, val, metric, roles, budget, threads, seed, log_dir)
+    return _COMPILERS[optimizer](job)

@@ -333,12 +333,7 @@ def score_vs_cost_figure(report: CompareReport) -> Any | None:
 def plot_score_vs_cost(report: CompareReport, path: Path) -> Path | None:
     """Test score (with its 95% CI) against training cost (tokens) per finished method; methods at the same cost
     and score are set side by side, each with its own colour and marker; the legend is outside the axes."""
-    fig = score_vs_cost_figure(report)
-    if fig is None:
-        return None
-    _save(fig, path)
-    _pyplot().close(fig)
-    return path
+    return _save(score_vs_cost_figure(report), path)
 
 
 def _series_figure(series: dict[str, list[tuple[float, float]]], *, xlabel: str, ylabel: str, title: str) -> Any:
@@ -380,12 +375,7 @@ def learning_curves_figure(report: CompareReport) -> Any | None:
 
 def plot_learning_curves(report: CompareReport, path: Path) -> Path | None:
     """Per-batch training score of each memory method (only methods that reported batches)."""
-    fig = learning_curves_figure(report)
-    if fig is None:
-        return None
-    _save(fig, path)
-    _pyplot().close(fig)
-    return path
+    return _save(learning_curves_figure(report), path)
 
 
 def memory_growth_figure(report: CompareReport) -> Any | None:
@@ -404,12 +394,7 @@ def memory_growth_figure(report: CompareReport) -> Any | None:
 
 def plot_memory_growth(report: CompareReport, path: Path) -> Path | None:
     """Memory size after each batch (entries of each memory method, in its own unit)."""
-    fig = memory_growth_figure(report)
-    if fig is None:
-        return None
-    _save(fig, path)
-    _pyplot().close(fig)
-    return path
+    return _save(memory_growth_figure(report), path)
 
 
 def _integer_x(ax: Any) -> None:
@@ -418,9 +403,16 @@ def _integer_x(ax: Any) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def _save(fig: Any, path: Path) -> None:
-    with atomic_path(path, suffix=".png") as tmp:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight")  # the legend outside the axes is kept
+def _save(fig: Any | None, path: Path) -> Path | None:
+    """Write ``fig`` to ``path`` as a PNG (atomically) and close it; ``None`` (nothing to plot) writes nothing."""
+    if fig is None:
+        return None
+    try:
+        with atomic_path(path, suffix=".png") as tmp:
+            fig.savefig(tmp, dpi=110, bbox_inches="tight")  # the legend outside the axes is kept
+    finally:
+        _pyplot().close(fig)
+    return path
 
 
 def write_report(report: CompareReport, out_dir: str | Path, *, plots: bool = True) -> dict[str, Path]:

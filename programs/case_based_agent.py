@@ -48,8 +48,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import dspy
 
-from memento.errors import ConfigError, DataError, MemoryFrozenError, handle_error
-from memento.memory.case_bank import DB_NAME, CaseBank, RetrievalPolicy
+from memento.errors import ConfigError, MemoryFrozenError, handle_error
+from memento.memory.case_bank import CaseBank, RetrievalPolicy, open_case_bank
 from memento.metrics.judge import as_data
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
 from memento.programs.registry import register_method
@@ -565,31 +565,16 @@ def build_cbr(
     ``frozen=True`` (test time, ``memento eval``) opens it read-only and retains no cases, and a missing bank is then
     a DataError (nothing is created). ``web`` replaces the settings' web-tools factory (e.g. a counting wrapper).
     """
-    from memento.memory.case_bank import StoredEmbedder
-    from memento.memory.embedder import default_embedder, embedder_for
     from memento.web.factory import web_tools_factory
 
     cbr = settings.cbr
     root = Path(memory_dir or settings.memory.dir)
-    directory = root / "cbr"
-    if frozen and not (directory / DB_NAME).is_file():
-        raise DataError(
-            f"no case bank at {directory}: fill one first (`memento run --method cbr --memory {root}` retains cases)"
-        )
-    if embedder is None:
-        if (directory / DB_NAME).exists():
-            stored = StoredEmbedder.of(directory)
-            embedder = embedder_for(stored.name, stored.dim)
-        else:
-            embedder = default_embedder()
-    bank = CaseBank(
-        directory,
-        embedder,
-        seed=settings.run.seed,
+    bank = open_case_bank(
+        root / "cbr",
+        settings,
         frozen=frozen,
-        prefilter=cbr.prefilter,
-        min_pairs=cbr.min_pairs,
-        gate_options={"lr": cbr.qgate_lr, "hidden": cbr.qgate_hidden},
+        embedder=embedder,
+        missing=f"fill one first (`memento run --method cbr --memory {root}` retains cases)",
     )
     return CaseBasedAgent(
         task,

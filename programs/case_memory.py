@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import dspy
 
-from memento.errors import ConfigError, DataError
-from memento.memory.case_bank import DB_NAME, CaseBank, RetrievalPolicy
+from memento.errors import ConfigError
+from memento.memory.case_bank import CaseBank, RetrievalPolicy, open_case_bank
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD
 from memento.programs.baselines import ClosedBook, FewShot, _join_context
 from memento.programs.case_based_agent import render_cases
@@ -154,32 +154,15 @@ def _build(
     few_shot: bool,
     embedder: Any = None,
 ) -> CaseMemoryBaseline:
-    from memento.memory.case_bank import StoredEmbedder
-    from memento.memory.embedder import default_embedder, embedder_for
-
-    root = Path(memory_dir or settings.memory.dir)
-    directory = root / "cbr"
-    if frozen and not (directory / DB_NAME).is_file():
-        raise DataError(
-            f"no case bank at {directory}: train one first (`memento compare` or `memento run --method cbr`)"
-        )
     if few_shot and not trainset:
         raise ConfigError("method few_shot_cases needs a training set for its demonstrations (`memento eval --train`)")
-    if embedder is None:
-        if (directory / DB_NAME).exists():
-            stored = StoredEmbedder.of(directory)
-            embedder = embedder_for(stored.name, stored.dim)
-        else:
-            embedder = default_embedder()
     cbr = settings.cbr
-    bank = CaseBank(
-        directory,
-        embedder,
-        seed=settings.run.seed,
+    bank = open_case_bank(
+        Path(memory_dir or settings.memory.dir) / "cbr",
+        settings,
         frozen=frozen,
-        prefilter=cbr.prefilter,
-        min_pairs=cbr.min_pairs,
-        gate_options={"lr": cbr.qgate_lr, "hidden": cbr.qgate_hidden},
+        embedder=embedder,
+        missing="train one first (`memento compare` or `memento run --method cbr`)",
     )
     return CaseMemoryBaseline(
         task,
@@ -208,16 +191,7 @@ def build_closed_book_cases(
     embedder: Any = None,
 ) -> CaseMemoryBaseline:
     """``closed_book_cases``: the closed-book LLM with ``cbr.k`` cases from ``<memory_dir>/cbr`` as context."""
-    return _build(
-        task=task,
-        settings=settings,
-        roles=roles,
-        trainset=trainset,
-        memory_dir=memory_dir,
-        frozen=frozen,
-        few_shot=False,
-        embedder=embedder,
-    )
+    return _build(few_shot=False, **locals())
 
 
 @register_method("few_shot_cases", extras=("cbr",), reads="cbr")
@@ -233,13 +207,4 @@ def build_few_shot_cases(
 ) -> CaseMemoryBaseline:
     """``few_shot_cases``: the few-shot LLM (``baselines.few_shot_demos`` demonstrations) with ``cbr.k`` cases
     from ``<memory_dir>/cbr``."""
-    return _build(
-        task=task,
-        settings=settings,
-        roles=roles,
-        trainset=trainset,
-        memory_dir=memory_dir,
-        frozen=frozen,
-        few_shot=True,
-        embedder=embedder,
-    )
+    return _build(few_shot=True, **locals())

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dspy
 
+from memento.signatures._fields import task_goal
+
 __all__ = ["CurateMemory"]
 
 
@@ -28,9 +30,7 @@ class CurateMemory(dspy.Signature):
     the trajectories wholesale. If nothing retrieved is relevant, say so in one line."""
 
     task: str = dspy.InputField(desc="The new task the agent is about to solve")
-    task_goal: str = dspy.InputField(
-        desc="What the task asks for: its instructions and every output the final answer must give"
-    )
+    task_goal: str = task_goal()
     past_trajectories: str = dspy.InputField(desc="Raw trajectories of similar past tasks, best match first")
     payload: str = dspy.OutputField(
         desc="Curated guidance: relevant past experiences, strategies that worked, specific guidance for this task"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dspy
 
+from memento.signatures._fields import caller_context, craft_knowledge, decomposition_rules, task_goal
+
 __all__ = ["Decompose"]
 
 
@@ -28,14 +30,10 @@ class Decompose(dspy.Signature):
     task matches the pattern. Return at most `max_questions` sub-questions, most fundamental first."""
 
     task: str = dspy.InputField(desc="the research task to decompose: every input of this task instance")
-    task_goal: str = dspy.InputField(
-        desc="what the task asks for: its instructions and every output the final answer must give"
-    )
-    context: str = dspy.InputField(desc="extra guidance for this task from the caller; may be empty")
-    craft_knowledge: str = dspy.InputField(desc="research-strategy insights learned on earlier tasks; may be empty")
-    decomposition_rules: str = dspy.InputField(
-        desc="learned rules 'When <pattern>, add a sub-question that covers <X>'; may be empty"
-    )
+    task_goal: str = task_goal()
+    context: str = caller_context()
+    craft_knowledge: str = craft_knowledge()
+    decomposition_rules: str = decomposition_rules()
     max_questions: int = dspy.InputField(desc="the largest number of sub-questions you may return")
     sub_questions: list[str] = dspy.OutputField(
         desc="self-contained sub-questions, one per item, entities named explicitly, most fundamental first"

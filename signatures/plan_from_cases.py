@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dspy
 
+from memento.signatures._fields import caller_context, task_goal
+
 __all__ = ["PlanFromCases"]
 
 
@@ -28,10 +30,8 @@ class PlanFromCases(dspy.Signature):
     needed (never repeat one that already succeeded) and set done to true if this round should be the last."""
 
     task: str = dspy.InputField(desc="The task to plan for: every input of this task instance")
-    task_goal: str = dspy.InputField(
-        desc="What the task asks for: its instructions and every output the final answer must give"
-    )
-    context: str = dspy.InputField(desc="Extra guidance for this task from the caller; may be empty")
+    task_goal: str = task_goal()
+    context: str = caller_context()
     past_cases: str = dspy.InputField(
         desc="Retrieved past cases: task, plan and reward, successes and failures labelled; may be empty"
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dspy
 from pydantic import BaseModel, Field
 
+from memento.signatures._fields import caller_context, craft_knowledge, decomposition_rules, task_goal
+
 __all__ = ["ProposedQuestion", "Reflect", "EXPLORE_UNTIL_BUDGET", "STOP_WHEN_ESTABLISHED"]
 
 
@@ -53,14 +55,10 @@ class Reflect(dspy.Signature):
     Use the research-strategy insights (craft knowledge) and decomposition rules when they apply."""
 
     task: str = dspy.InputField(desc="the research task: every input of this task instance")
-    task_goal: str = dspy.InputField(
-        desc="what the task asks for: its instructions and every output the final answer must give"
-    )
-    context: str = dspy.InputField(desc="extra guidance for this task from the caller; may be empty")
-    craft_knowledge: str = dspy.InputField(desc="research-strategy insights learned on earlier tasks; may be empty")
-    decomposition_rules: str = dspy.InputField(
-        desc="learned rules 'When <pattern>, add a sub-question that covers <X>'; may be empty"
-    )
+    task_goal: str = task_goal()
+    context: str = caller_context()
+    craft_knowledge: str = craft_knowledge()
+    decomposition_rules: str = decomposition_rules()
     research_tree: str = dspy.InputField(desc="the nodes so far: id, wave, status, question and answer")
     session_memory: str = dspy.InputField(desc="answers found in this session with their sources")
     previous_reflections: str = dspy.InputField(desc="your reflections after earlier waves; may be empty")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dspy
 
+from memento.signatures._fields import task_goal
+
 __all__ = ["SolveSubQuestion"]
 
 
@@ -28,9 +30,7 @@ class SolveSubQuestion(dspy.Signature):
     List the URLs of the pages or memory entries the answer rests on."""
 
     task: str = dspy.InputField(desc="the overall research task this sub-question serves (for orientation only)")
-    task_goal: str = dspy.InputField(
-        desc="what the task asks for: its instructions and every output the final answer must give"
-    )
+    task_goal: str = task_goal()
     question: str = dspy.InputField(desc="the sub-question to answer")
     web_action_rules: str = dspy.InputField(
         desc="learned rules for query formulation, URL selection and scraping; may be empty"

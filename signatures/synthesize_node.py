@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dspy
 
+from memento.signatures._fields import task_goal
+
 __all__ = ["SynthesizeNode"]
 
 
@@ -22,9 +24,7 @@ class SynthesizeNode(dspy.Signature):
     them, so that a reader who sees only your answer can trust and use it."""
 
     task: str = dspy.InputField(desc="the overall research task (for orientation)")
-    task_goal: str = dspy.InputField(
-        desc="what the task asks for: its instructions and every output the final answer must give"
-    )
+    task_goal: str = task_goal()
     question: str = dspy.InputField(desc="the question to answer from its sub-questions")
     findings: str = dspy.InputField(desc="the child sub-questions with status, answers and sources")
     answer: str = dspy.OutputField(desc="the synthesised answer to the question, with the linking facts")

@@ -4,7 +4,6 @@ retain (metric reward when training, judge reward when deployed), Q-gate pairs, 
 from __future__ import annotations
 
 import copy
-import threading
 
 import dspy
 import pytest
@@ -15,29 +14,8 @@ from memento.memory.case_bank import CaseBank
 from memento.memory.embedder import HashingEmbedder
 from memento.programs.case_based_agent import CaseBasedAgent, render_cases
 from memento.tasks import get_task
-from memento.web.search_result import SearchResult
+from memento.testing import EchoSearchBackend, react_steps_done
 from memento.web.web_tools import WebTools
-
-
-class Backend:
-    """Answers every query with two results naming it."""
-
-    def __init__(self) -> None:
-        self.queries: list[str] = []
-        self._lock = threading.Lock()
-
-    def search(self, query, k=10, before=None, undated="keep"):
-        with self._lock:
-            self.queries.append(query)
-        slug = "-".join(query.lower().split())[:40]
-        return [
-            SearchResult(url=f"https://ex.org/{slug}/a", title=f"A about {query}", snippet=f"fact about {query}"),
-            SearchResult(url=f"https://ex.org/{slug}/b", title=f"B about {query}", snippet="less relevant"),
-        ]
-
-
-def _steps_done(call) -> int:
-    return sum(1 for key in call.inputs if key.startswith("observation_"))
 
 
 def _is_planner(call) -> bool:
@@ -54,7 +32,7 @@ def script(engine, *, answer="Paris") -> None:
     )
     engine.when(predicate=_is_planner, sub_tasks=["Confirm the capital city with a second source"], done=True)
     engine.when(
-        predicate=lambda c: "next_tool_name" in c.output_fields and _steps_done(c) == 0,
+        predicate=lambda c: "next_tool_name" in c.output_fields and react_steps_done(c) == 0,
         next_tool_name="search_web",
         next_tool_args=lambda c: {"query": c.inputs["question"]},
     )
@@ -68,7 +46,7 @@ def script(engine, *, answer="Paris") -> None:
 
 
 def make_agent(tmp_path, *, backend=None, **kwargs) -> CaseBasedAgent:
-    backend = backend or Backend()
+    backend = backend or EchoSearchBackend()
     bank = kwargs.pop("bank", None) or CaseBank(tmp_path / "cbr", HashingEmbedder(dim=128))
     return CaseBasedAgent(
         get_task("multihop"),

@@ -8,6 +8,7 @@ import pytest
 from memento.memory.case_bank import CaseBank
 from memento.memory.q_gate import QGate, QGateLearner, roc_auc
 from memento.memory.replay_buffer import ReplayBuffer
+from memento.testing import LookupEmbedder
 
 
 def _hidden_feature_world(dim: int, seed: int):
@@ -26,18 +27,6 @@ def _hidden_feature_world(dim: int, seed: int):
         return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32), sign
 
     return rng, draw, u, v
-
-
-class LookupEmbedder:
-    """Maps known texts to fixed vectors (the synthetic world's embeddings)."""
-
-    def __init__(self, dim: int):
-        self.dim = dim
-        self.name = f"lookup-{dim}"
-        self.table: dict[str, np.ndarray] = {}
-
-    def embed(self, texts):
-        return np.stack([self.table[t] for t in texts]).astype(np.float32)
 
 
 def test_q_gate_learns_hidden_usefulness_through_the_bank(tmp_path):

@@ -10,16 +10,7 @@ from typer.testing import CliRunner
 from memento.cli import app
 from memento.memory.case_bank import CaseBank
 from memento.memory.q_gate import gate_report
-
-
-class LookupEmbedder:
-    def __init__(self, dim: int):
-        self.dim = dim
-        self.name = f"lookup-{dim}"
-        self.table: dict[str, np.ndarray] = {}
-
-    def embed(self, texts):
-        return np.stack([self.table[t] for t in texts]).astype(np.float32)
+from memento.testing import LookupEmbedder
 
 
 def _bank_with_pairs(path, *, tasks: int = 120, dim: int = 16) -> CaseBank:

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.web.offline_corpus import OfflineCorpus
+from memento.testing import build_corpus
 
 DOCS = [
     {"url": "https://ex.org/dune", "title": "Dune (novel)", "text": "Dune is a 1965 novel by Frank Herbert."},
@@ -102,9 +102,7 @@ def test_memory_is_ignored_by_a_memoryless_method_with_a_warning(engine, openai_
 
 @pytest.fixture
 def corpus_dir(tmp_path):
-    src = tmp_path / "docs.jsonl"
-    src.write_text("\n".join(json.dumps(d) for d in DOCS), encoding="utf-8")
-    OfflineCorpus.build([src], tmp_path / "index")
+    build_corpus(DOCS, tmp_path)
     return tmp_path / "index"
 
 

@@ -3,16 +3,14 @@ that raises: the run goes on, the page is read, the cited evidence is kept."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from memento.config import Budgets
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree
 from memento.programs.react_agent import ReActAgent
 from memento.programs.toolbox import Toolbox, clean_url
+from memento.testing import build_corpus
 from memento.types import ToolCall
-from memento.web.offline_corpus import OfflineCorpus
 from memento.web.web_tools import WebTools
 
 DOCS = [
@@ -23,9 +21,7 @@ DOCS = [
 
 @pytest.fixture
 def web(tmp_path):
-    src = tmp_path / "docs.jsonl"
-    src.write_text("\n".join(json.dumps(d) for d in DOCS), encoding="utf-8")
-    corpus = OfflineCorpus.build([src], tmp_path / "index")
+    corpus = build_corpus(DOCS, tmp_path)
     return lambda cutoff, undated: WebTools(corpus, cutoff=cutoff)
 
 

@@ -15,39 +15,9 @@ from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree, 
 from memento.programs.research_program import EmptyQuestionError
 from memento.programs.session_memory import SessionMemory
 from memento.programs.sub_question_agent import SubQuestionAgent
-from memento.testing import ScriptedEngine, scripted_lm
+from memento.testing import EchoSearchBackend, ScriptedEngine, is_react_step, react_steps_done, scripted_lm
 from memento.types import Evidence
-from memento.web.search_result import SearchResult
 from memento.web.web_tools import WebTools
-
-
-class Backend:
-    """A search backend answering every query with two results naming the query (thread-safe counter)."""
-
-    def __init__(self) -> None:
-        self.queries: list[str] = []
-        self._lock = threading.Lock()
-
-    def search(self, query, k=10, before=None, undated="keep"):
-        with self._lock:
-            self.queries.append(query)
-        slug = "-".join(query.lower().split())[:40]
-        return [
-            SearchResult(url=f"https://ex.org/{slug}/a", title=f"A about {query}", snippet=f"fact about {query}"),
-            SearchResult(url=f"https://ex.org/{slug}/b", title=f"B about {query}", snippet="less relevant"),
-        ]
-
-
-def steps_done(call) -> int:
-    """How many tool observations the call's ReAct trajectory holds (the adapter renders them as fields)."""
-    return sum(1 for key in call.inputs if key.startswith("observation_"))
-
-
-def is_step(call, n: int | None = None) -> bool:
-    """A ReAct step call (optionally: the n-th step of its agent, counted from 0)."""
-    if "next_tool_name" not in call.output_fields:
-        return False
-    return n is None or steps_done(call) == n
 
 
 def is_extract(call) -> bool:
@@ -56,9 +26,9 @@ def is_extract(call) -> bool:
 
 
 def make_aet(
-    budgets: Budgets, *, threads: int = 1, backend: Backend | None = None, **kwargs
+    budgets: Budgets, *, threads: int = 1, backend: EchoSearchBackend | None = None, **kwargs
 ) -> AdaptiveExplorationTree:
-    backend = backend or Backend()
+    backend = backend or EchoSearchBackend()
     return AdaptiveExplorationTree(
         "qa", web=lambda cutoff, undated: WebTools(backend, cutoff=cutoff), budgets=budgets, threads=threads, **kwargs
     )
@@ -67,12 +37,12 @@ def make_aet(
 def search_then_finish(engine: ScriptedEngine) -> None:
     """Every agent searches its own question once, then finishes, citing the first result."""
     engine.when(
-        predicate=lambda c: is_step(c, 0),
+        predicate=lambda c: is_react_step(c, 0),
         next_tool_name="search_web",
         next_tool_args=lambda c: {"query": c.inputs["question"]},
     )
     engine.when(
-        predicate=lambda c: is_extract(c) and steps_done(c) >= 1,
+        predicate=lambda c: is_extract(c) and react_steps_done(c) >= 1,
         answer=lambda c: f"answer to {c.inputs['question']}",
         sources=lambda c: ["https://ex.org/" + "-".join(c.inputs["question"].lower().split())[:40] + "/a"],
     )
@@ -122,7 +92,7 @@ def test_each_agent_stops_at_steps_per_question(engine, lm):
     engine.when("sub_questions", sub_questions=["Q one?", "Q two?"])
     engine.when("new_questions", new_questions=[])
     # the agent never finishes: it searches forever
-    engine.when(predicate=is_step, next_tool_name="search_web", next_tool_args={"query": "again"})
+    engine.when(predicate=is_react_step, next_tool_name="search_web", next_tool_args={"query": "again"})
     budgets = Budgets(initial_questions=2, total_questions=2, steps_per_question=3)
     pred = make_aet(budgets, threads=2)(question="Big question?")
     subs = [n for n in pred.trajectory.nodes if n.id != "root"]
@@ -130,7 +100,7 @@ def test_each_agent_stops_at_steps_per_question(engine, lm):
         assert node.steps == 3
         assert node.status == "failed" and "ran out of steps (3)" in node.error
         assert len([c for c in pred.trajectory.tool_calls if c.node_id == node.id]) == 3
-    steps = [c for c in engine.calls if is_step(c)]
+    steps = [c for c in engine.calls if is_react_step(c)]
     assert len(steps) == 2 * 3
     assert pred.answer  # the run went on to a final answer
 
@@ -168,18 +138,20 @@ def test_search_memory_answers_an_answered_question_without_the_web(engine, lm):
     # the wave-1 agent consults memory first and finishes from it, citing the memory entry's source
     paraphrase = "Which author wrote Dune?"
     engine.when(
-        predicate=lambda c: is_step(c, 0) and c.inputs.get("question") == paraphrase,
+        predicate=lambda c: is_react_step(c, 0) and c.inputs.get("question") == paraphrase,
         next_tool_name="search_memory",
         next_tool_args={"query": paraphrase},
     )
-    engine.when(predicate=lambda c: is_step(c, 1) and c.inputs.get("question") == paraphrase, next_tool_name="finish")
+    engine.when(
+        predicate=lambda c: is_react_step(c, 1) and c.inputs.get("question") == paraphrase, next_tool_name="finish"
+    )
     engine.when(
         predicate=lambda c: is_extract(c) and c.inputs.get("question") == paraphrase,
         answer=lambda c: "Frank Herbert" if "answer to Who wrote the novel Dune?" in c.prompt else "?",
         sources=["https://ex.org/who-wrote-the-novel-dune?/a"],
     )
     search_then_finish(engine)  # q1 (and anything else) searches the web, after the q2-specific rules above
-    backend = Backend()
+    backend = EchoSearchBackend()
     pred = make_aet(Budgets(initial_questions=1, total_questions=5, steps_per_question=4), backend=backend)(
         question="Tell me about Dune."
     )
@@ -223,7 +195,7 @@ def test_threads_share_one_module_without_mixing_tool_calls(engine, lm):
     engine.when("sub_questions", sub_questions=questions)
     engine.when("new_questions", new_questions=[])
     engine.delay = 0.01
-    backend = Backend()
+    backend = EchoSearchBackend()
     aet = make_aet(Budgets(initial_questions=6, total_questions=6, steps_per_question=3), threads=4, backend=backend)
     results = {}
 
@@ -266,14 +238,16 @@ def test_memory_inputs_reach_their_stages(engine, lm):
 
     engine.when("sub_questions", sub_questions=["When was Dune published?"])
     engine.when("new_questions", new_questions=[])
-    engine.when(predicate=lambda c: is_step(c, 0), next_tool_name="search_memory", next_tool_args={"query": "Dune"})
+    engine.when(
+        predicate=lambda c: is_react_step(c, 0), next_tool_name="search_memory", next_tool_args={"query": "Dune"}
+    )
     pred = make_aet(Budgets(initial_questions=1, total_questions=1, steps_per_question=3), memory=Memory())(
         question="Dune?", context="GUIDE: prefer encyclopedias"
     )
     decompose = engine.calls_matching("sub_questions")[0]
     assert decompose.inputs["craft_knowledge"] == "CRAFT: check primary sources"
     assert decompose.inputs["decomposition_rules"] == "RULE-D: add a question about dates"
-    step = next(c for c in engine.calls if is_step(c, 0))
+    step = next(c for c in engine.calls if is_react_step(c, 0))
     assert step.inputs["web_action_rules"] == "RULE-W: quote names in queries"
     assert step.inputs["known_facts"] == "FACT: Dune was published in 1965"
     assert step.inputs["context"] == "GUIDE: prefer encyclopedias"  # the caller's task-level guidance only
@@ -288,7 +262,7 @@ def test_without_memory_every_memory_input_is_empty(engine, lm):
     make_aet(Budgets(initial_questions=1, total_questions=1, steps_per_question=3))(question="Task?")
     decompose = engine.calls_matching("sub_questions")[0]
     assert decompose.inputs["craft_knowledge"] == "" and decompose.inputs["decomposition_rules"] == ""
-    step = next(c for c in engine.calls if is_step(c, 0))
+    step = next(c for c in engine.calls if is_react_step(c, 0))
     assert step.inputs["web_action_rules"] == "" and step.inputs["known_facts"] == "" and step.inputs["context"] == ""
 
 
@@ -331,7 +305,7 @@ def test_predictors_have_distinct_signatures_and_state_round_trips(tmp_path, lm)
 
 def test_sub_question_agent_standalone(engine, lm):
     search_then_finish(engine)
-    web = WebTools(Backend())
+    web = WebTools(EchoSearchBackend())
     session = SessionMemory()
     session.add("n0", "Unrelated?", "nothing", [Evidence(url="https://ex.org/x")])
     out = SubQuestionAgent(max_steps=3)(question="Who wrote Dune?", web=web, session=session, node_id="n1")
@@ -343,13 +317,13 @@ def test_sub_question_agent_standalone(engine, lm):
 
 
 def test_agent_drops_cited_urls_no_tool_returned(engine, lm):
-    engine.when(predicate=lambda c: is_step(c, 0), next_tool_name="search_web", next_tool_args={"query": "dune"})
+    engine.when(predicate=lambda c: is_react_step(c, 0), next_tool_name="search_web", next_tool_args={"query": "dune"})
     engine.when(
         predicate=is_extract,
         answer="Frank Herbert",
         sources=["https://invented.example/page", "https://ex.org/dune/a"],
     )
-    out = SubQuestionAgent(max_steps=3)(question="Who wrote Dune?", web=WebTools(Backend()))
+    out = SubQuestionAgent(max_steps=3)(question="Who wrote Dune?", web=WebTools(EchoSearchBackend()))
     assert [e.url for e in out.evidence] == ["https://ex.org/dune/a"]
     assert "invented.example" in out.warnings[0]
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from memento.config import Budgets, load_settings
@@ -11,8 +9,8 @@ from memento.errors import ConfigError
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree
 from memento.programs.baselines import ReActAgent
 from memento.programs.registry import build_program
+from memento.testing import build_corpus, is_react_step
 from memento.web.factory import web_tools_factory
-from memento.web.offline_corpus import OfflineCorpus
 from memento.web.search_result import SearchResult
 from memento.web.web_tools import WebTools
 
@@ -46,18 +44,8 @@ DOCS = [
 
 @pytest.fixture
 def corpus_dir(tmp_path):
-    src = tmp_path / "docs.jsonl"
-    src.write_text("\n".join(json.dumps(d) for d in DOCS), encoding="utf-8")
-    OfflineCorpus.build([src], tmp_path / "index")
+    build_corpus(DOCS, tmp_path)
     return tmp_path / "index"
-
-
-def steps_done(call) -> int:
-    return sum(1 for key in call.inputs if key.startswith("observation_"))
-
-
-def is_step(call, n: int | None = None) -> bool:
-    return "next_tool_name" in call.output_fields and (n is None or steps_done(call) == n)
 
 
 class Backend:
@@ -75,7 +63,7 @@ def factory(backend):
 
 
 def test_react_step_cap_and_trajectory(engine, lm):
-    engine.when(predicate=is_step, next_tool_name="search_web", next_tool_args={"query": "dune"})
+    engine.when(predicate=is_react_step, next_tool_name="search_web", next_tool_args={"query": "dune"})
     engine.when(
         predicate=lambda c: "answer" in c.output_fields and "next_thought" not in c.output_fields,
         answer="Frank Herbert",
@@ -95,7 +83,7 @@ def test_react_step_cap_and_trajectory(engine, lm):
 
 def test_query_rewriting_searches_the_rewritten_query(engine, lm):
     engine.when(
-        predicate=lambda c: is_step(c, 0), next_tool_name="search_web", next_tool_args={"query": "who wrote dune"}
+        predicate=lambda c: is_react_step(c, 0), next_tool_name="search_web", next_tool_args={"query": "who wrote dune"}
     )
     engine.when("rewritten_query", rewritten_query="Dune novel author")
     backend = Backend()
@@ -106,16 +94,16 @@ def test_query_rewriting_searches_the_rewritten_query(engine, lm):
     assert call.args == {"query": "Dune novel author", "original_query": "who wrote dune"}
     assert pred.trajectory.method == "react_rewrite"
     assert pred.trajectory.usage.by_stage["rewrite"].lm_calls == 1
-    step = next(c for c in engine.calls if is_step(c, 1))
+    step = next(c for c in engine.calls if is_react_step(c, 1))
     assert "(searched for: Dune novel author)" in step.prompt
 
 
 def test_rerank_reorders_and_drops_results(engine, lm):
-    engine.when(predicate=lambda c: is_step(c, 0), next_tool_name="search_web", next_tool_args={"query": "dune"})
+    engine.when(predicate=lambda c: is_react_step(c, 0), next_tool_name="search_web", next_tool_args={"query": "dune"})
     engine.when("ranking", ranking=[3, 1, 99, 3])
     agent = ReActAgent("qa", web=factory(Backend(n=3)), rerank=True)
     pred = agent(question="Who wrote Dune?")
-    step = next(c for c in engine.calls if is_step(c, 1))
+    step = next(c for c in engine.calls if is_react_step(c, 1))
     observation = step.inputs["observation_0"]
     assert observation.index("https://ex.org/r2") < observation.index("https://ex.org/r0")
     assert "https://ex.org/r1" not in observation and "1 less relevant results omitted" in observation
@@ -124,10 +112,10 @@ def test_rerank_reorders_and_drops_results(engine, lm):
 
 
 def test_empty_ranking_keeps_the_engine_order(engine, lm):
-    engine.when(predicate=lambda c: is_step(c, 0), next_tool_name="search_web", next_tool_args={"query": "dune"})
+    engine.when(predicate=lambda c: is_react_step(c, 0), next_tool_name="search_web", next_tool_args={"query": "dune"})
     engine.when("ranking", ranking=[])
     ReActAgent("qa", web=factory(Backend(n=2)), rerank=True)(question="Who wrote Dune?")
-    observation = next(c for c in engine.calls if is_step(c, 1)).inputs["observation_0"]
+    observation = next(c for c in engine.calls if is_react_step(c, 1)).inputs["observation_0"]
     assert observation.index("https://ex.org/r0") < observation.index("https://ex.org/r1")
 
 
@@ -150,7 +138,7 @@ def test_react_with_memory_gets_memory_text_as_context(engine, lm):
 
     agent = ReActAgent("qa", web=factory(Backend()), memory=Memory())
     pred = agent(question="Who wrote Dune?", context="caller note")
-    context = next(c for c in engine.calls if is_step(c, 0)).inputs["context"]
+    context = next(c for c in engine.calls if is_react_step(c, 0)).inputs["context"]
     for text in ("caller note", "insight one", "rule two", "fact three"):
         assert text in context
     assert pred.trajectory.method == "react_memory"
@@ -177,15 +165,15 @@ def test_aet_over_a_real_offline_corpus_with_cutoff(engine, lm, corpus_dir):
     engine.when("sub_questions", sub_questions=["Who wrote Dune?"])
     engine.when("new_questions", new_questions=[])
     engine.when(
-        predicate=lambda c: is_step(c, 0),
+        predicate=lambda c: is_react_step(c, 0),
         next_tool_name="search_web",
         next_tool_args={"query": "Dune novel Frank Herbert"},
     )
     engine.when(
-        predicate=lambda c: is_step(c, 1), next_tool_name="scrape", next_tool_args={"url": "https://ex.org/dune"}
+        predicate=lambda c: is_react_step(c, 1), next_tool_name="scrape", next_tool_args={"url": "https://ex.org/dune"}
     )
     engine.when(
-        predicate=lambda c: is_step(c, 2), next_tool_name="scrape", next_tool_args={"url": "https://ex.org/dune"}
+        predicate=lambda c: is_react_step(c, 2), next_tool_name="scrape", next_tool_args={"url": "https://ex.org/dune"}
     )
     engine.when(
         predicate=lambda c: (

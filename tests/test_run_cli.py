@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.web.offline_corpus import OfflineCorpus
+from memento.testing import build_corpus, script_search_then_scrape
 
 DOCS = [
     {"url": "https://ex.org/dune", "title": "Dune (novel)", "text": "Dune is a 1965 novel by Frank Herbert."},
@@ -19,27 +19,12 @@ DOCS = [
 
 @pytest.fixture
 def corpus_dir(tmp_path):
-    src = tmp_path / "docs.jsonl"
-    src.write_text("\n".join(json.dumps(d) for d in DOCS), encoding="utf-8")
-    OfflineCorpus.build([src], tmp_path / "index")
+    build_corpus(DOCS, tmp_path)
     return tmp_path / "index"
 
 
-def steps_done(call) -> int:
-    return sum(1 for key in call.inputs if key.startswith("observation_"))
-
-
 def script(engine) -> None:
-    engine.when(
-        predicate=lambda c: "next_tool_name" in c.output_fields and steps_done(c) == 0,
-        next_tool_name="search_web",
-        next_tool_args=lambda c: {"query": c.inputs["question"]},
-    )
-    engine.when(
-        predicate=lambda c: "next_tool_name" in c.output_fields and steps_done(c) == 1,
-        next_tool_name="scrape",
-        next_tool_args={"url": "https://ex.org/herbert"},
-    )
+    script_search_then_scrape(engine, "https://ex.org/herbert")
     engine.when("sub_questions", sub_questions=["Who wrote Dune?", "Where was Frank Herbert born?"])
     engine.when("new_questions", times=1, new_questions=[{"question": "What is Tacoma?", "parent_id": "q2"}])
     engine.when("new_questions", new_questions=[])

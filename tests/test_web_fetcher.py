@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
+from memento.testing import LocalSite, respond
 from memento.web.errors import (
     AfterCutoff,
     Blocked,
@@ -33,47 +35,19 @@ def _html(title: str, date: str | None = None) -> bytes:
     ).encode()
 
 
-class Site:
+class Site(LocalSite):
     """A local site; records every request path and the peak number of concurrent ``/work`` requests."""
 
     def __init__(self) -> None:
-        self.paths: list[str] = []
-        self.lock = threading.Lock()
         self.active = 0
         self.peak = 0
         self.flaky_left = 1
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:  # noqa: N802
-                with site.lock:
-                    site.paths.append(self.path)
-                site.route(self)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def hits(self, prefix: str) -> int:
-        with self.lock:
-            return sum(1 for p in self.paths if p.startswith(prefix))
+        super().__init__()
 
     def route(self, h: BaseHTTPRequestHandler) -> None:
         path = h.path.split("?")[0]
 
-        def send(status: int, body: bytes = b"", ctype: str = "text/html; charset=utf-8", **headers: str) -> None:
-            h.send_response(status)
-            h.send_header("Content-Type", ctype)
-            h.send_header("Content-Length", str(len(body)))
-            for k, v in headers.items():
-                h.send_header(k.replace("_", "-"), v)
-            h.end_headers()
-            h.wfile.write(body)
+        send = functools.partial(respond, h)
 
         if path == "/robots.txt":
             send(200, b"User-agent: *\nDisallow: /private/\n", "text/plain")
@@ -139,10 +113,6 @@ class Site:
             send(302, b"", Location="file:///etc/passwd")
         else:
             send(404, b"not found", "text/plain")
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+
+from memento.testing import LocalSite, respond
 
 PAGE = (
     "<html><head><title>Harbour history</title></head><body><article><p>"
@@ -17,7 +20,7 @@ PAGE = (
 ).encode()
 
 
-class HostileSite:
+class HostileSite(LocalSite):
     """A local site with a dripping page, redirects to URLs carrying credentials, and ordinary pages.
 
     Routes: ``/page`` (html), ``/drip`` (one byte every 0.25 s, Content-Length announced), ``/drip-open`` (the same
@@ -29,36 +32,13 @@ class HostileSite:
     password = "Hunter2-redirect-pw"
 
     def __init__(self) -> None:
-        self.paths: list[str] = []
         self.stop = threading.Event()
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:  # noqa: N802
-                site.paths.append(self.path)
-                site.route(self)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
+        super().__init__()
 
     def route(self, h: BaseHTTPRequestHandler) -> None:
         path = h.path.split("?")[0]
 
-        def send(status: int, body: bytes = b"", ctype: str = "text/html; charset=utf-8", **headers: str) -> None:
-            h.send_response(status)
-            h.send_header("Content-Type", ctype)
-            h.send_header("Content-Length", str(len(body)))
-            for k, v in headers.items():
-                h.send_header(k.replace("_", "-"), v)
-            h.end_headers()
-            h.wfile.write(body)
+        send = functools.partial(respond, h)
 
         redirects = {
             "/to-creds": f"http://user:{self.password}@127.0.0.1:{self.port}/page",
@@ -93,8 +73,7 @@ class HostileSite:
 
     def close(self) -> None:
         self.stop.set()
-        self.server.shutdown()
-        self.server.server_close()
+        super().close()
 
 
 @pytest.fixture
