@@ -18,7 +18,7 @@ Sections (each measured in this run, on this machine):
 Usage:
     python bench/bench_case_bank.py            # full run (100k cases; ~10 min on 2 cores)
     python bench/bench_case_bank.py --quick    # 10k cases, smaller synthetic sets
-    python bench/bench_case_bank.py --only online [--alpha 1.0 --min-pairs 32]
+    python bench/bench_case_bank.py --only online [--alpha 1.0 --min-pairs 32]   # default: the [cbr] settings
 """
 
 from __future__ import annotations
@@ -84,13 +84,13 @@ class HiddenWorld:
 
 
 # -- 1. Q-gate vs cosine ----------------------------------------------------------------------------------------
-def bench_gate(tmp: Path, *, dim: int, tasks: int, n_cases: int) -> list[str]:
+def bench_gate(tmp: Path, *, dim: int, tasks: int, n_cases: int, alpha: float, min_pairs: int) -> list[str]:
     from memento.memory.case_bank import CaseBank
     from memento.memory.q_gate import roc_auc
 
     world = HiddenWorld(dim, seed=0, amp=0.2)
     emb = LookupEmbedder(dim)
-    bank = CaseBank(tmp / "gate", emb, seed=0, gate_options={"lr": 2e-3})
+    bank = CaseBank(tmp / "gate", emb, seed=0, min_pairs=min_pairs, gate_options={"lr": 2e-3})
     noise = np.random.default_rng(5)
     vecs, signs, _ = world.cases(n_cases)
     for j, vec in enumerate(vecs):
@@ -103,7 +103,7 @@ def bench_gate(tmp: Path, *, dim: int, tasks: int, n_cases: int) -> list[str]:
     replayed = []
     for t in range(tasks):
         emb.table[f"q {t}"] = qv[t]
-        hits = bank.retrieve(f"q {t}", k=4, policy="softmax", alpha=0.2, prefilter=32, seed=t)
+        hits = bank.retrieve(f"q {t}", k=4, policy="softmax", alpha=alpha, prefilter=32, seed=t)
         rewards = [float((sign_of[c.id] == qs[t]) != (noise.random() < 0.1)) for c, _ in hits]  # 10% flipped
         started = time.perf_counter()
         # the product path: log the pairs (SQLite), update the gate online, write qgate.pt
@@ -140,7 +140,8 @@ def bench_gate(tmp: Path, *, dim: int, tasks: int, n_cases: int) -> list[str]:
     fit_rate = 5 * pairs / (time.perf_counter() - started)
     return [
         f"dim {dim}, {n_cases} cases, {tasks} online tasks x 4 retrieved cases = {pairs} training pairs "
-        f"(softmax exploration, alpha 0.2; 10% of training rewards flipped); held-out: 2,000 fresh (query, case) "
+        f"(softmax exploration over logit(Q), alpha {alpha}, min_pairs {min_pairs}; 10% of training rewards flipped); "
+        "held-out: 2,000 fresh (query, case) "
         f"pairs labelled with their true usefulness",
         "",
         "| measure | Q-gate | cosine |",
@@ -287,14 +288,22 @@ def bench_softmax(draws: int) -> list[str]:
 
 
 # -- 4. eviction ------------------------------------------------------------------------------------------------
-def bench_eviction(tmp: Path, *, dim: int, stream: int, capacity: int) -> list[str]:
+def bench_eviction(tmp: Path, *, dim: int, stream: int, capacity: int, alpha: float, min_pairs: int) -> list[str]:
     from memento.memory.case_bank import CaseBank
 
     results = {}
     for mode in ("q-eviction", "fifo-q", "fifo"):
         world = HiddenWorld(dim, seed=1)
         emb = LookupEmbedder(dim)
-        bank = CaseBank(tmp / f"evict-{mode}", emb, seed=0, capacity=capacity, eviction=True, gate_options={"lr": 2e-3})
+        bank = CaseBank(
+            tmp / f"evict-{mode}",
+            emb,
+            seed=0,
+            capacity=capacity,
+            eviction=True,
+            min_pairs=min_pairs,
+            gate_options={"lr": 2e-3},
+        )
         if mode.startswith("fifo"):  # baseline cap: evict the oldest cases, whatever the gate thinks of them
             bank.usefulness = lambda *a, _bank=bank, **k: {c.id: i for i, c in enumerate(_bank.cases())}
         vecs, signs, bad = world.cases(stream, bad_share=0.5)
@@ -306,7 +315,7 @@ def bench_eviction(tmp: Path, *, dim: int, stream: int, capacity: int) -> list[s
             case = bank.add(f"case {j}", f"plan {j}", reward=1.0)
             info[case.id] = (signs[j], bool(bad[j]))
             emb.table[f"q {j}"] = qv[j]
-            hits = bank.retrieve(f"q {j}", k=4, policy="softmax", alpha=0.2, prefilter=32, seed=j)
+            hits = bank.retrieve(f"q {j}", k=4, policy="softmax", alpha=alpha, prefilter=32, seed=j)
             rewards = [float(info[c.id][0] == qs[j] and not info[c.id][1]) for c, _ in hits]
             bank.record(f"q {j}", [c for c, _ in hits], rewards, learn=(mode != "fifo"))
         seconds = time.perf_counter() - started
@@ -322,7 +331,8 @@ def bench_eviction(tmp: Path, *, dim: int, stream: int, capacity: int) -> list[s
         results[mode] = (len(live), good_share, float(np.mean(got)), seconds / stream * 1e3)
     lines = [
         f"stream of {stream} cases (half never useful, marked only by a hidden feature) into a bank capped at "
-        f"{capacity}; each step adds a case and runs one task (retrieve 4, reward, record)",
+        f"{capacity}; each step adds a case and runs one task (retrieve 4 by softmax over logit(Q), alpha {alpha}, "
+        f"min_pairs {min_pairs}; reward; record)",
         "",
         "| cap policy | live cases | share of live cases that can be useful | useful share of top-4 "
         "(200 held-out queries) | ms/step |",
@@ -523,8 +533,15 @@ def main() -> None:
         choices=["gate", "scale", "softmax", "eviction", "executor", "minilm", "threads", "online"],
         default=None,
     )
-    parser.add_argument("--alpha", type=float, default=1.0, help="online section: softmax temperature over logit(Q)")
-    parser.add_argument("--min-pairs", type=int, default=32, help="online section: pairs before the gate ranks")
+    from memento.config import CBRSettings
+
+    cbr = CBRSettings()  # the [cbr] defaults
+    parser.add_argument(
+        "--alpha", type=float, default=cbr.alpha, help="training softmax temperature over logit(Q) ([cbr] alpha)"
+    )
+    parser.add_argument(
+        "--min-pairs", type=int, default=cbr.min_pairs, help="pairs before the gate ranks ([cbr] min_pairs)"
+    )
     args = parser.parse_args()
     n = args.cases or (10_000 if args.quick else 100_000)
     q = args.quick
@@ -538,14 +555,23 @@ def main() -> None:
             (
                 "gate",
                 "1. Q-gate learns what cosine cannot",
-                lambda: bench_gate(tmp, dim=384, tasks=300 if q else 800, n_cases=2000),
+                lambda: bench_gate(
+                    tmp, dim=384, tasks=300 if q else 800, n_cases=2000, alpha=args.alpha, min_pairs=args.min_pairs
+                ),
             ),
             ("scale", "2. Scale", lambda: bench_scale(tmp, n=n, dim=384, queries=300 if q else 1000)),
             ("softmax", "3. Softmax sampling vs softmax(Q/alpha)", lambda: bench_softmax(20_000 if q else 100_000)),
             (
                 "eviction",
                 "4. Eviction",
-                lambda: bench_eviction(tmp, dim=64, stream=600 if q else 1500, capacity=200 if q else 400),
+                lambda: bench_eviction(
+                    tmp,
+                    dim=64,
+                    stream=600 if q else 1500,
+                    capacity=200 if q else 400,
+                    alpha=args.alpha,
+                    min_pairs=args.min_pairs,
+                ),
             ),
             ("executor", "5. Executor-level case bank overhead", lambda: bench_executor_bank(tmp)),
             ("minilm", "6. Embedding cost (MiniLM)", lambda: bench_minilm(256)),
