@@ -4,7 +4,7 @@ reference implementation, BM25Okapi over token lists in pure Python: exact score
 Both score the same token lists with the same ``k1 = 1.5`` and ``b = 0.75``; they differ in the IDF variant
 (``bm25s`` defaults to Lucene's ``log(1 + (N - n + 0.5) / (n + 0.5))``, ``rank_bm25`` to Robertson's with a floor of
 a quarter of the mean IDF for very common terms), so scores differ and rankings mostly agree
-(``tests/test_bm25_engines.py`` compares them on the shipped corpus). ``rank_bm25`` scores every document for every
+(``tests/core/test_bm25.py`` compares them on the shipped corpus). ``rank_bm25`` scores every document for every
 query term in Python: use it up to a few tens of thousands of documents.
 
 Chosen by a setting: ``web.bm25`` (the offline corpus) and ``jitmem.bm25`` (JitMem's trajectory bank).

@@ -107,7 +107,7 @@ def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
     """Cohen's kappa of two raters' labels (1 = perfect agreement, 0 = chance level).
 
     Kept here (a dozen lines over a contingency table) rather than taken from scikit-learn, whose 60 MB would be
-    installed for this one function; ``tests/test_metrics_stats.py`` checks it equals
+    installed for this one function; ``tests/metrics/test_stats.py`` checks it equals
     ``sklearn.metrics.cohen_kappa_score`` (scikit-learn is in the ``dev`` extra).
     """
     if len(a) != len(b):

@@ -2,7 +2,7 @@
 
     python docs/screenshots/make_screenshots.py
 
-The pages are built from the same fixtures as tests/test_html_report.py (a trajectory, a two-version memory and a
+The pages are built from the same fixtures as tests/core/test_html_report.py (a trajectory, a two-version memory and a
 two-method comparison), written with `memento report`, and photographed at 1280 px wide.
 """
 

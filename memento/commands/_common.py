@@ -33,7 +33,7 @@ console = SafeConsole()  # secrets scrubbed, control characters neutralised
 err_console = SafeConsole(stderr=True, soft_wrap=True)  # an error stays one line at any terminal width
 logger = logging.getLogger(__name__)
 
-#: The built-in methods, for ``--method`` help (tests/test_cli_edges.py checks it lists every registered method).
+#: The built-in methods, for ``--method`` help (tests/core/test_cli.py checks it lists every registered method).
 METHODS_HELP = (
     "aet, react, react_rewrite, react_rerank, react_rewrite_rerank, closed_book, few_shot, memento, react_memory, "
     "cbr, jitmem, closed_book_cases, few_shot_cases"

@@ -46,7 +46,7 @@ from memento.web.errors import FetchFailed, SearchError, WebConfigError
 from memento.web.search_result import SearchResult
 from memento.web.web_tools import WebTools
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared fixture
 from memento_training_fixture import make_engine  # noqa: E402
 
 FAULTS = ("fetch", "parse", "lm_down")

@@ -11,7 +11,7 @@ import pytest
 import memento.text
 from memento.text import clip, error_line, one_line
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_doctests() -> None:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from memento.cli import app
 from memento.testing import OpenAICompatServer, ScriptedEngine
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 QUESTIONS = SHARED / "multihop" / "questions.jsonl"
 
 

@@ -11,9 +11,10 @@ from memento.memory.dir_lock import DirectoryLock
 from memento.memory.memento_memory import MementoMemory
 from memento.testing import OpenAICompatServer
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared fixture
 from memento_training_fixture import make_engine, write_data  # noqa: E402
-from test_trainer_resume import _command, _env, _summary  # noqa: E402
+
+from commands.test_train_resume import _command, _env, _summary  # noqa: E402
 
 
 def test_two_concurrent_trainers_apply_each_batch_once(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from memento.tasks.task import get_task
 from memento.testing import OpenAICompatServer, ScriptedEngine
 
 MARKER = "IMPROVED"
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multihop" / "questions.jsonl"
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "multihop" / "questions.jsonl"
 
 
 def _rows() -> list[dict]:

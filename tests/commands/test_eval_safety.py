@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from memento.cli import app
 from memento.testing import OpenAICompatServer
 
-CORPUS = Path(__file__).resolve().parents[1] / "examples" / "multihop" / "corpus.jsonl"
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "multihop" / "corpus.jsonl"
 ENV = {"MEMENTO_LM_CACHE": "false", "COLUMNS": "200"}
 
 

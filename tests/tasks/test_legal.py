@@ -15,7 +15,7 @@ from memento.tasks.legal import LegalTask, normalize_party, term_cutoff
 from memento.tasks.pii import PartyAnonymizer, court_spans, find_leaks, parse_party
 from memento.testing import ScriptedEngine, scripted_lm
 
-JUSTICE = Path(__file__).resolve().parents[2] / "shared" / "data" / "justice" / "justice.csv"
+JUSTICE = Path(__file__).resolve().parents[3] / "shared" / "data" / "justice" / "justice.csv"
 COLUMNS = (
     ",ID,name,href,docket,term,first_party,second_party,facts,facts_len,majority_vote,minority_vote,"
     "first_party_winner,decision_type,disposition,issue_area"

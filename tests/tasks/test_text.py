@@ -11,7 +11,7 @@ import pytest
 
 from memento.tasks._text import html_to_text
 
-JUSTICE = Path(__file__).resolve().parents[2] / "shared" / "data" / "justice" / "justice.csv"
+JUSTICE = Path(__file__).resolve().parents[3] / "shared" / "data" / "justice" / "justice.csv"
 
 
 class _FormerExtractor(HTMLParser):

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from memento.cli import app
 from memento.testing import OpenAICompatServer, ScriptedEngine
 
-CORPUS = Path(__file__).resolve().parents[1] / "examples" / "multihop" / "corpus.jsonl"
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "multihop" / "corpus.jsonl"
 
 
 def _env(tmp_path: Path) -> dict[str, str]:

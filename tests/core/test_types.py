@@ -16,8 +16,8 @@ from memento.programs.jitmem_agent import JitMemAgent
 from memento.programs.jitmem_curator import JitMemCurator
 from memento.types import CBRDetails, JitMemDetails, Plan, PlanStep, Trajectory
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_cbr_agent import make_agent, script  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared fixture
+from programs.test_case_based_agent import make_agent, script  # noqa: E402
 
 
 def _no_json_notes(trajectory: Trajectory) -> None:

@@ -10,9 +10,9 @@ import json
 import statistics
 from pathlib import Path
 
-from test_compare_harness import _ENV, multihop  # noqa: F401  (the fixture)
 from typer.testing import CliRunner
 
+from commands.test_compare import _ENV, multihop  # noqa: F401  (the fixture)
 from memento.cli import app
 from memento.optimize.report import CompareReport
 from memento.testing import OpenAICompatServer, ScriptedEngine

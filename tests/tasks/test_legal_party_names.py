@@ -12,7 +12,7 @@ import pytest
 import memento.tasks.pii as pii
 from memento.tasks.pii import PartyAnonymizer, find_leaks, leak_terms, parse_party
 
-JUSTICE = Path(__file__).resolve().parents[2] / "shared" / "data" / "justice" / "justice.csv"
+JUSTICE = Path(__file__).resolve().parents[3] / "shared" / "data" / "justice" / "justice.csv"
 
 #: rows of the real file the reviewer found leaking, and names that must be gone from their facts afterwards
 REVIEWED_ROWS = {

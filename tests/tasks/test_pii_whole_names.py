@@ -10,7 +10,7 @@ import pytest
 from memento.tasks.pii import PartyAnonymizer
 from memento.tasks.pii_check import find_fragments, find_garbles
 
-JUSTICE = Path(__file__).resolve().parents[2] / "shared" / "data" / "justice" / "justice.csv"
+JUSTICE = Path(__file__).resolve().parents[3] / "shared" / "data" / "justice" / "justice.csv"
 
 
 @pytest.mark.parametrize(

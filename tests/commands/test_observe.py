@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from memento.cli import app
 from memento.testing import OpenAICompatServer, ScriptedEngine
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 QUESTIONS = REPO / "examples" / "multihop" / "questions.jsonl"
 CORPUS = REPO / "examples" / "multihop" / "corpus.jsonl"
 

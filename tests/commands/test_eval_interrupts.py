@@ -17,7 +17,7 @@ import pytest
 
 from memento.testing import OpenAICompatServer
 
-CORPUS = Path(__file__).resolve().parents[1] / "examples" / "multihop" / "corpus.jsonl"
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "multihop" / "corpus.jsonl"
 
 
 def _data(tmp_path: Path, n: int = 20) -> Path:

@@ -16,8 +16,8 @@ from memento.optimize.compare import compare
 from memento.tasks.task import get_task
 from memento.testing import OpenAICompatServer
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_compare_harness import _engine, multihop  # noqa: E402,F401 - the fixture is used by name
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared fixture
+from commands.test_compare import _engine, multihop  # noqa: E402,F401 - the fixture is used by name
 
 
 class _Windows:

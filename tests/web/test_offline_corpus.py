@@ -151,7 +151,7 @@ def test_deepcopy_shares_the_corpus(tmp_path):
 def test_shipped_sample_is_consistent(tmp_path):
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1] / "examples" / "multihop"
+    root = Path(__file__).resolve().parents[2] / "examples" / "multihop"
     corpus = OfflineCorpus.build([root / "corpus.jsonl"], tmp_path / "idx", strict=True)
     questions = [json.loads(line) for line in (root / "questions.jsonl").read_text().splitlines() if line.strip()]
     assert len(questions) == 12 and 200 <= len(corpus) <= 400

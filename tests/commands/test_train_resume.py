@@ -17,7 +17,7 @@ from memento.cli import app
 from memento.memory.memento_memory import MementoMemory
 from memento.testing import OpenAICompatServer
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared fixture
 from memento_training_fixture import make_engine, write_data  # noqa: E402
 
 

@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 from memento.cli import app
 from memento.testing import OpenAICompatServer, ScriptedEngine
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared fixture
 from memento_training_fixture import make_engine, write_data  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 QUESTIONS = REPO / "examples" / "multihop" / "questions.jsonl"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from test_compare_harness import _ENV, multihop  # noqa: F401  (the fixture)
+from commands.test_compare import _ENV, multihop  # noqa: F401  (the fixture)
 from typer.testing import CliRunner
 
 from memento.cli import app

@@ -20,7 +20,7 @@ from memento.programs.memento_program import Memento
 from memento.tasks.task import get_task
 from memento.testing import OpenAICompatServer, scripted_lm
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared fixture
 from memento_training_fixture import make_engine, write_data  # noqa: E402
 
 
