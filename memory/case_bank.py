@@ -211,6 +211,23 @@ class CaseBank:
     def dim(self) -> int:
         return int(self.embedder.dim)
 
+    @property
+    def hnsw_threshold(self) -> int:
+        """Live-case count from which a namespace index switches from exact to HNSW."""
+        return self._indexes.hnsw_threshold
+
+    @property
+    def hnsw_m(self) -> int:
+        return self._indexes.hnsw_m
+
+    @property
+    def ef_search(self) -> int:
+        return self._indexes.ef_search
+
+    @property
+    def ef_construction(self) -> int:
+        return self._indexes.ef_construction
+
     def _check_writable(self) -> None:
         if self.frozen:
             raise MemoryFrozenError(f"case bank {self.dir} is frozen (read-only)")
