@@ -19,6 +19,11 @@ Methods: any registered program (``closed_book``, ``few_shot``, ``react``, ``aet
 ``closed_book_cases`` / ``few_shot_cases`` (reading the bank ``cbr`` trains). Register your own with
 :func:`register_runner`.
 
+The pieces: :mod:`~memento.optimize.method_spec` (which methods), :mod:`~memento.optimize.compare_data` (the
+split), :mod:`~memento.optimize.compare_context` (what runners share), :mod:`~memento.optimize.runners` (one
+runner per family) and :mod:`~memento.optimize.web_tally`; this module is the harness that runs them and writes
+the report. Every public name of those modules is importable from here.
+
 Resumable: a method whose ``DIR/<method>/done`` marker exists is not rerun; a method whose training finished
 (``train.json``) is only tested again; a crash in one method is recorded (status ``error``) and the others go on.
 
@@ -34,716 +39,70 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import hashlib
 import json
 import logging
-import random
-import threading
-import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import dspy
 
 from memento.config import Settings
 from memento.errors import Cancelled, ConfigError, LMUnavailableError, MementoError
-from memento.files import atomic_write_text, save_program
+from memento.files import atomic_write_text
 from memento.lm import raise_if_fatal
 from memento.optimize.budgets import CompareBudget, budget_from_settings, resolve_budget
-from memento.optimize.costs import PhaseCost, role_models
-from memento.optimize.optimizers import OPTIMIZERS, optimize_program, require_optimizer_extras
-from memento.optimize.report import (
-    BaselineDiff,
-    CompareReport,
-    MethodResult,
-    write_report,
+from memento.optimize.compare_context import (
+    CompareContext,
+    CompareObserver,
+    MethodRunner,
+    TrainOutcome,
+    metered,
 )
+from memento.optimize.compare_data import example_id, split_examples
+from memento.optimize.costs import PhaseCost, role_models
+from memento.optimize.method_spec import MethodSpec, parse_methods, reads_memory_of
+from memento.optimize.report import BaselineDiff, CompareReport, MethodResult, write_report
+from memento.optimize.runners import (
+    CaseBankRunner,
+    CaseMemoryRunner,
+    JitMemRunner,
+    MementoRunner,
+    OptimizerRunner,
+    ProgramRunner,
+    register_runner,
+    runner_for,
+)
+from memento.optimize.web_tally import CountingWeb, Tallied, WebTally
 from memento.tasks.task import Task, get_task
 from memento.text import error_line
-from memento.types import Usage, utcnow
-from memento.usage import UsageMeter
+from memento.types import utcnow
 
 __all__ = [
-    "MethodSpec",
+    "CaseBankRunner",
+    "CaseMemoryRunner",
+    "compare",
     "CompareContext",
     "CompareObserver",
-    "TrainOutcome",
-    "MethodRunner",
-    "ProgramRunner",
-    "OptimizerRunner",
-    "MementoRunner",
+    "CountingWeb",
+    "example_id",
     "JitMemRunner",
-    "CaseBankRunner",
-    "compare",
+    "MementoRunner",
+    "method_cache",
+    "MethodRunner",
+    "MethodSpec",
+    "OptimizerRunner",
     "parse_methods",
+    "ProgramRunner",
     "register_runner",
     "split_examples",
-    "example_id",
-    "WebTally",
     "Tallied",
-    "CountingWeb",
+    "TrainOutcome",
+    "WebTally",
 ]
 
 logger = logging.getLogger(__name__)
-
-PROGRAM_FILE = "program.json"
-MEMORY_DIR = "memory"
-
-
-# -- methods ------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class MethodSpec:
-    """A method to compare: its name, kind (``program``, ``optimizer``, ``memory``), base program and optimiser."""
-
-    name: str
-    kind: str
-    base: str
-    optimizer: str | None = None
-
-    @property
-    def slug(self) -> str:
-        """The method's directory name (``gepa:react`` -> ``gepa-react``)."""
-        return self.name.replace(":", "-")
-
-
-def _info(method: str) -> Any:
-    """The registry's :class:`~memento.programs.registry.MethodInfo` of ``method`` (``None``: unknown)."""
-    from memento.programs.registry import method_info
-
-    return method_info(method)
-
-
-def _is_memory(method: str) -> bool:
-    info = _info(method)
-    return bool(info is not None and info.memory)
-
-
-def _reads(method: str) -> str | None:
-    """The method whose trained memory ``method`` reads (run after it, reusing its artefact when it is done)."""
-    info = _info(method)
-    return info.reads if info is not None else None
-
-
-def parse_methods(methods: str | Sequence[str]) -> list[MethodSpec]:
-    """Parse ``"closed_book,aet,gepa:react"`` (or a list) into specs, in order, without duplicates.
-
-    A method's kind comes from the method registry (:func:`memento.programs.registry.method_info`): a method that
-    keeps memory is a ``memory`` method, any other registered one a ``program``.
-
-    Raises:
-        ConfigError: an empty list, an unknown optimiser, or an optimiser over a memory method.
-        MissingExtraError: a method (``cbr``) or optimiser (``miprov2``) needs an extra that is not installed.
-    """
-    from memento.programs.registry import require_method_extras
-
-    names = [m.strip() for m in (methods.split(",") if isinstance(methods, str) else methods)]
-    names = [m for m in names if m]
-    if not names:
-        raise ConfigError("no methods to compare")
-    specs: list[MethodSpec] = []
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            continue
-        seen.add(name)
-        if ":" in name:
-            optimizer, _, base = name.partition(":")
-            if optimizer not in OPTIMIZERS:
-                raise ConfigError(
-                    f"unknown optimiser {optimizer!r} in {name!r}; expected one of {', '.join(OPTIMIZERS)}"
-                )
-            if not base or ":" in base:
-                raise ConfigError(f"{name!r}: expected <optimiser>:<base method>, e.g. gepa:react")
-            if _is_memory(base):
-                raise ConfigError(
-                    f"{name!r}: optimising a memory method's prompts is not supported; use a base program"
-                )
-            require_optimizer_extras(optimizer)
-            require_method_extras(base)
-            specs.append(MethodSpec(name, "optimizer", base, optimizer))
-        elif _is_memory(name):
-            require_method_extras(name)
-            specs.append(MethodSpec(name, "memory", name))
-        else:
-            require_method_extras(name)
-            specs.append(MethodSpec(name, "program", name))
-    _check_known(specs)
-    return specs
-
-
-def _check_known(specs: list[MethodSpec]) -> None:
-    """Refuse unknown methods (and unknown bases of optimisers) before any method runs."""
-    from memento.programs.registry import method_names
-
-    known = set(method_names())
-    unknown = [s.name for s in specs if s.base not in known]
-    if unknown:
-        raise ConfigError(
-            f"unknown method{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
-            f"available: {', '.join(sorted(known))} (and <optimiser>:<method> with {', '.join(OPTIMIZERS)})"
-        )
-
-
-# -- data ---------------------------------------------------------------------------------------------------------
-def example_id(example: dspy.Example, task: Task) -> str:
-    """A stable id of an example: its ``id`` field, else a hash of its model-visible inputs."""
-    given = example.get("id") if hasattr(example, "get") else None
-    if given not in (None, ""):
-        return str(given)
-    payload = json.dumps(task.inputs(example), sort_keys=True, default=str)
-    return "h-" + hashlib.sha1(payload.encode()).hexdigest()[:12]
-
-
-def split_examples(
-    examples: Sequence[dspy.Example], *, n_train: int | None, n_test: int | None, seed: int
-) -> tuple[list[dspy.Example], list[dspy.Example]]:
-    """One seeded split: shuffle with ``seed``, the first ``n_test`` are the test set, the next ``n_train`` train.
-
-    ``None`` sizes take the rest (``n_test=None`` alone: a 70/30 train/test split).
-
-    Raises:
-        ConfigError: the sizes exceed the data or leave a side empty.
-    """
-    items = list(examples)
-    total = len(items)
-    if n_test is None and n_train is None:
-        n_test = max(1, round(total * 0.3))
-    if n_test is None:
-        n_test = total - (n_train or 0)
-    if n_train is None:
-        n_train = total - n_test
-    if n_train < 1 or n_test < 1:
-        raise ConfigError(f"a comparison needs at least one train and one test example (got {n_train}/{n_test})")
-    if n_train + n_test > total:
-        raise ConfigError(f"asked for {n_train} train + {n_test} test examples but the data has only {total}")
-    order = list(range(total))
-    random.Random(seed).shuffle(order)
-    test = [items[i] for i in order[:n_test]]
-    train = [items[i] for i in order[n_test : n_test + n_train]]
-    return train, test
-
-
-# -- web counts during training ------------------------------------------------------------------------------------
-class WebTally:
-    """Thread-safe totals of the web use found in the trajectories of programs run during a training phase.
-
-    Shared by reference when copied (optimisers deep-copy programs dozens of times; the tally must not fork).
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.runs = 0
-        self.searches = 0
-        self.fetches = 0
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> WebTally:
-        return self
-
-    def add(self, usage: Usage | None) -> None:
-        with self._lock:
-            self.runs += 1
-            if usage is not None:
-                self.searches += usage.searches
-                self.fetches += usage.fetches
-
-
-class Tallied(dspy.Module):
-    """Wraps a program so every run's searches and fetches (from its trajectory) reach a :class:`WebTally`.
-
-    The wrapped program is ``self.program``; save that (not the wrapper) so the state loads into the bare program.
-    """
-
-    def __init__(self, program: dspy.Module, tally: WebTally) -> None:
-        super().__init__()
-        self.program = program
-        self.tally = tally
-
-    def forward(self, **kwargs: Any) -> dspy.Prediction:
-        pred = self.program(**kwargs)
-        trajectory = pred.get("trajectory") if hasattr(pred, "get") else None
-        self.tally.add(getattr(trajectory, "usage", None))
-        return pred
-
-
-class CountingWeb:
-    """Wraps a web-tools factory ``f(cutoff, undated) -> WebTools`` and totals the searches and fetches of every
-    :class:`memento.web.web_tools.WebTools` it made (for programs a runner builds itself)."""
-
-    def __init__(self, factory: Callable[..., Any]) -> None:
-        self.factory = factory
-        self._lock = threading.Lock()
-        self._tools: list[Any] = []
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> CountingWeb:
-        return self
-
-    def __call__(self, cutoff: Any = None, undated: Any = None) -> Any:
-        tools = self.factory(cutoff, undated)
-        with self._lock:
-            self._tools.append(tools)
-        return tools
-
-    def totals(self) -> tuple[int, int]:
-        """``(searches, fetches)`` so far."""
-        with self._lock:
-            counts = [tools.counts() for tools in self._tools]
-        return sum(int(c.get("searches", 0)) for c in counts), sum(int(c.get("fetches", 0)) for c in counts)
-
-
-# -- runners ------------------------------------------------------------------------------------------------------
-class CompareObserver(Protocol):
-    """Follows a comparison as it runs (the CLI's progress bars, MLflow tracking). Called from worker threads."""
-
-    def phase(self, method: str, phase: str, total: int | None) -> None:
-        """A method's ``train`` or ``test`` phase starts (``total``: its examples, ``None`` when unknown)."""
-
-    def example(self, method: str, phase: str, score: float, error: bool) -> None:
-        """One example of a phase finished."""
-
-    def method_done(self, result: MethodResult, method_dir: Path) -> None:
-        """A method finished (``result.status`` says how); its files are in ``method_dir``."""
-
-
-@dataclass
-class CompareContext:
-    """What every runner shares: the task, its metric, the split, the settings and LM roles, the budget."""
-
-    task: Task
-    settings: Settings
-    roles: Any
-    metric: Callable[..., Any]
-    trainset: list[dspy.Example]
-    testset: list[dspy.Example]
-    budget: CompareBudget
-    threads: int
-    seed: int
-    out_dir: Path
-    embedder: Any = None
-    observer: CompareObserver | None = None
-
-    def memory_trainset(self) -> list[dspy.Example]:
-        """The training examples a memory method learns from (at most ``budget.memory_train_limit``)."""
-        limit = self.budget.memory_train_limit
-        return list(self.trainset[:limit] if limit is not None else self.trainset)
-
-    def memory_outcome(self, trainset: list[dspy.Example], info: dict[str, Any], **fields: Any) -> TrainOutcome:
-        """A memory method's :class:`TrainOutcome`: the memory budget, ``trainset``'s size, ``info`` and ``fields``
-        (``curve``, ``growth``, ``searches``, ``fetches``; ``k`` joins the budget), the artefact in ``memory/``."""
-        budget = self.budget.for_method("memory") | {"train_examples": len(trainset)}
-        if "k" in fields:
-            budget["k"] = fields.pop("k")
-        return TrainOutcome(budget=budget, info=info, artefacts={"memory": MEMORY_DIR}, **fields)
-
-    def fresh_bank(self, method_dir: Path) -> None:
-        """Remove a case bank a crashed training left in ``method_dir`` (cases are not batch-versioned: training
-        starts over)."""
-        import shutil
-
-        bank_dir = method_dir / MEMORY_DIR / "cbr"
-        if bank_dir.exists():
-            shutil.rmtree(bank_dir)
-
-    def compile(self, optimizer: str, program: dspy.Module, log_dir: Path) -> Any:
-        """Compile ``program`` with ``optimizer`` on this comparison's training set, metric, roles, budget, threads
-        and seed (:func:`memento.optimize.optimizers.optimize_program`)."""
-        shared = {"trainset": self.trainset, "metric": self.metric, "roles": self.roles, "budget": self.budget}
-        return optimize_program(optimizer, program, threads=self.threads, seed=self.seed, log_dir=log_dir, **shared)
-
-    def build(
-        self, method: str, *, memory_dir: Path | None = None, frozen: bool | None = None, **injected: Any
-    ) -> dspy.Module:
-        """Build a method with its registered builder (:func:`memento.programs.registry.build_program`) for this
-        comparison's task, settings, roles, training set and embedder (``frozen``: test time; ``False``: the
-        training form; ``injected``: ``web``, ``reward_fn``). Every runner builds its programs here."""
-        from memento.programs.registry import build_program
-
-        return build_program(
-            method,
-            task=self.task,
-            settings=self.settings,
-            roles=self.roles,
-            trainset=self.trainset,
-            memory_dir=memory_dir,
-            frozen=frozen,
-            embedder=self.embedder,
-            **injected,
-        )
-
-
-@dataclass
-class TrainOutcome:
-    """What a training phase produced besides its artefacts.
-
-    Attributes:
-        budget: the budget as applied (after clamping), reported per method.
-        info: anything worth reporting (optimiser scores, candidates, memory version).
-        curve: per-batch learning curve, ``[{"batch": 1, "score": 0.4, ...}, ...]`` (memory methods).
-        growth: per-batch memory size, ``[{"batch": 1, "size": 12, "unit": "rules+facts"}, ...]``.
-        searches: web searches made while training.
-        fetches: page fetches made while training.
-        artefacts: artefact paths relative to the method directory (``{"program": "program.json"}``).
-    """
-
-    budget: dict[str, Any] = field(default_factory=dict)
-    info: dict[str, Any] = field(default_factory=dict)
-    curve: list[dict[str, Any]] = field(default_factory=list)
-    growth: list[dict[str, Any]] = field(default_factory=list)
-    searches: int = 0
-    fetches: int = 0
-    artefacts: dict[str, str] = field(default_factory=dict)
-
-
-class MethodRunner(Protocol):
-    """A compared method: ``train`` leaves a frozen artefact in ``method_dir``; ``load`` rebuilds the test program.
-
-    A runner with its own test protocol may also define ``test(ctx, spec, method_dir, models)`` returning
-    ``(scores, failed, measures, PhaseCost, info)`` (or ``None`` to be evaluated the usual way); JitMem's test stream
-    does.
-    """
-
-    def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome: ...
-
-    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module: ...
-
-
-def _reused(source: str) -> TrainOutcome:
-    """The training outcome of a method that reads the memory ``source`` trained in the same comparison."""
-    return TrainOutcome(
-        info={"memory_from": source, "note": f"reads the memory trained by `{source}` (its cost)"},
-        artefacts={"memory": f"../{source}/{MEMORY_DIR}"},
-    )
-
-
-def _save_program(program: dspy.Module, path: Path) -> None:
-    """``program.save`` (JSON state) atomically and scrubbed (:func:`memento.files.save_program`)."""
-    save_program(program, path)
-
-
-class ProgramRunner:
-    """A registered program as is (``closed_book``, ``few_shot``, ``react``, ``aet`` ...): nothing to learn beyond
-    what its builder takes from the training set (FewShot's demos); its state is saved and reloaded."""
-
-    def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
-        program = ctx.build(spec.base)
-        _save_program(program, method_dir / PROGRAM_FILE)
-        return TrainOutcome(artefacts={"program": PROGRAM_FILE})
-
-    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
-        program = ctx.build(spec.base)
-        program.load(str(method_dir / PROGRAM_FILE))
-        return program
-
-
-class OptimizerRunner:
-    """``<optimiser>:<base>``: compile the base program with GEPA, MIPROv2 or BootstrapFewShot under the budget."""
-
-    def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
-        assert spec.optimizer is not None
-        tally = WebTally()
-        student = Tallied(ctx.build(spec.base), tally)
-        result = ctx.compile(spec.optimizer, student, method_dir / "optimizer")
-        compiled = result.program.program if isinstance(result.program, Tallied) else result.program
-        _save_program(compiled, method_dir / PROGRAM_FILE)
-        info = dict(result.info)
-        info["program_runs"] = tally.runs
-        return TrainOutcome(
-            budget=result.budget,
-            info=info,
-            searches=tally.searches,
-            fetches=tally.fetches,
-            artefacts={"program": PROGRAM_FILE},
-        )
-
-    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
-        program = ctx.build(spec.base)
-        program.load(str(method_dir / PROGRAM_FILE))
-        return program
-
-
-class MementoRunner:
-    """MEMENTO: train M1-M4 with :class:`memento.optimize.memento_trainer.MementoTrainer` in batches, then test
-    with the memory frozen. ``react_memory`` tests a ReAct agent reading the memory ``memento`` trained in the same
-    comparison (or trains its own when ``memento`` is not compared)."""
-
-    def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
-        source = _reads(spec.name)
-        if source is not None:
-            shared = ctx.out_dir / source
-            if (shared / "done").exists() and (shared / MEMORY_DIR).is_dir():
-                return _reused(source)
-        from memento.optimize.memento_trainer import MementoTrainer
-        from memento.web.factory import web_tools_factory
-
-        web = CountingWeb(web_tools_factory(ctx.settings))
-        # the memento builder's training form: writable memory, the learner, [trainer] exploration per sample
-        program = ctx.build("memento", memory_dir=method_dir / MEMORY_DIR, frozen=False, web=web)
-        store = program.memory
-        trainset = ctx.memory_trainset()
-        trainer = MementoTrainer.for_program(
-            program, ctx.metric, ctx.settings, batch_size=ctx.budget.memory_batch_size, threads=ctx.threads
-        )
-        reports = trainer.fit(trainset)  # resumes a half-finished batch after a crash; never applies one twice
-        searches, fetches = web.totals()
-        curve, growth = [], []
-        for rep in reports:
-            curve.append({"batch": rep.batch, "score": rep.mean_score, "n": rep.examples, "valid": rep.valid_runs})
-            rules = sum(counts.rules for counts in rep.rules.values())
-            growth.append(
-                {
-                    "batch": rep.batch,
-                    "size": rules + rep.facts + rep.craft_entries,
-                    "unit": "rules + facts + craft entries",
-                    "rules": rules,
-                    "facts": rep.facts,
-                    "craft_entries": rep.craft_entries,
-                    "chars": sum(c.after for c in rep.chars.values()),
-                }
-            )
-        return ctx.memory_outcome(
-            trainset,
-            info={"batches": len(reports), "memory_version": store.version},
-            curve=curve,
-            growth=growth,
-            searches=searches,
-            fetches=fetches,
-        )
-
-    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
-        memory_dir = method_dir / MEMORY_DIR
-        source = _reads(spec.name)
-        if source is not None and not memory_dir.is_dir():
-            memory_dir = ctx.out_dir / source / MEMORY_DIR
-        return ctx.build(spec.name, memory_dir=memory_dir, frozen=True)
-
-
-class JitMemRunner:
-    """JitMem under one of the paper's protocols (``[jitmem] protocol``, ``--jitmem-protocol``).
-
-    * ``frozen``: the training set runs as a seeded stream of batches
-      (:func:`memento.optimize.jitmem_stream.stream`) and the judge gates which trajectories enter the bank after each
-      batch (``train_gate = "ground_truth"``: the metric gates instead, :func:`build_training_bank`); at test time
-      the bank is read-only.
-    * ``stream`` (the paper's test protocol): the test set itself is the stream. Each of ``orderings`` seeded
-      orderings starts from an empty bank (``warm``: a copy of the training bank built as above), runs the test tasks
-      in batches of ``stream_batch`` that share one bank state, and lets the judge-accepted trajectories of a batch
-      in only when it ends. An example's score is its mean over the orderings; ``info["stream"]`` holds each
-      ordering's mean, their mean and standard deviation, and the cold-start curve (score per stream batch, mean and
-      std over orderings, with the bank size each batch saw).
-    """
-
-    @staticmethod
-    def _protocol(ctx: CompareContext) -> str:
-        return ctx.settings.jitmem.protocol
-
-    def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
-        jit = ctx.settings.jitmem
-        if jit.protocol == "stream" and not jit.warm:
-            return TrainOutcome(
-                info={"protocol": "stream", "warm": False, "note": "cold start: the test stream starts empty"},
-                budget={"stream_batch": jit.stream_batch, "orderings": jit.orderings},
-            )
-        from memento.optimize.jitmem_stream import _web_counts, build_training_bank, stream
-
-        agent = ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR, frozen=False)
-        trainset = ctx.memory_trainset()
-        if jit.train_gate == "ground_truth":
-            threshold = ctx.settings.trainer.success_threshold
-            result = build_training_bank(agent, trainset, ctx.metric, threshold=threshold, threads=ctx.threads)
-        else:
-            result = stream(
-                agent,
-                trainset,
-                batch_size=ctx.budget.memory_batch_size,
-                seed=ctx.seed,
-                metric=ctx.metric,
-                threads=ctx.threads,
-                checkpoint=method_dir / "stream.jsonl",  # a crashed stream resumes after its last applied batch
-            )
-        # bank size after each batch: what the next batch saw, and the final size after the last one
-        before = {item.batch: item.bank_size for item in result.items}
-        batches = sorted(before)
-        growth = [{"batch": b + 1, "size": before.get(b + 1, len(agent.bank)), "unit": "trajectories"} for b in batches]
-        curve = [{"batch": i + 1, "score": s} for i, s in enumerate(result.curve())]
-        searches, fetches = _web_counts(result.items)
-        stored = sum(1 for item in result.items if item.stored)
-        info = {
-            "stored": stored,
-            "bank_size": len(agent.bank),
-            "train_mean": result.mean(),
-            "protocol": jit.protocol,
-            "train_gate": jit.train_gate,
-        }
-        if jit.protocol == "stream":
-            info["warm"] = True
-        return ctx.memory_outcome(trainset, info, curve=curve, growth=growth, searches=searches, fetches=fetches)
-
-    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
-        # frozen: the bank is opened read-only; test runs read it and never judge or write
-        return ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR, frozen=True)
-
-    def test(
-        self, ctx: CompareContext, spec: MethodSpec, method_dir: Path, models: dict[str, str]
-    ) -> tuple[list[float], int, dict[str, float], PhaseCost, dict[str, Any]] | None:
-        """The stream protocol's test phase (``None`` under ``frozen``: the harness evaluates the loaded program)."""
-        if self._protocol(ctx) != "stream":
-            return None
-        from memento.optimize.jitmem_stream import run_orderings
-
-        jit = ctx.settings.jitmem
-        with _metered(ctx.roles) as (meter, clock):
-            result = run_orderings(
-                lambda memory_dir: ctx.build(spec.name, memory_dir=memory_dir),
-                ctx.testset,
-                orderings=jit.orderings,
-                batch_size=jit.stream_batch,
-                seed=ctx.seed,
-                metric=ctx.metric,
-                threads=ctx.threads,
-                out_dir=method_dir / "test",
-                warm_bank=method_dir / MEMORY_DIR / "jitmem" if jit.warm else None,
-            )
-        cost = PhaseCost.from_usage(
-            meter.usage(), wall_seconds=clock[1], searches=result.searches, fetches=result.fetches, models=models
-        )
-        return result.scores, result.failed, {}, cost, result.summary
-
-
-class CaseBankRunner:
-    """Memento CBR: the agent built by the ``cbr`` method's builder (the ``[cbr]`` settings) trains with
-    :func:`memento.programs.case_based_agent.fit_cases` (the one CBR training loop) over the training set in batches,
-    retaining (task, plan, reward) with the metric's score as reward and updating its Q-gate online. Training
-    retrieval follows ``cbr.train_policy`` (softmax over the gate's logits: exploration), testing ``cbr.policy``
-    (greedy Q); the gate ranks after ``cbr.min_pairs`` logged pairs. ``cbr.passes > 1`` runs the training set again
-    with the bank growing (Memento's iteration table; ``cbr.own_cases`` lets a task read its own earlier case), the
-    score of every pass in ``info["passes"]``. At test time the bank is frozen and nothing is retained. A crashed
-    training phase starts over from an empty bank (cases are not batch-versioned)."""
-
-    def _agent(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path, *, train: bool) -> tuple[Any, Any]:
-        from memento.web.factory import web_tools_factory
-
-        web = CountingWeb(web_tools_factory(ctx.settings))
-        reward = ctx.metric if train else None
-        agent = ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR, frozen=not train, reward_fn=reward, web=web)
-        return agent, web
-
-    def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
-        from memento.programs.case_based_agent import fit_cases
-
-        ctx.fresh_bank(method_dir)
-        agent, web = self._agent(ctx, spec, method_dir, train=True)
-        trainset = ctx.memory_trainset()
-        cbr = ctx.settings.cbr
-        passes = fit_cases(
-            agent,
-            list(trainset),
-            batch_size=ctx.budget.memory_batch_size,
-            threads=ctx.threads,
-            passes=cbr.passes,
-            own_cases=cbr.own_cases,
-            task_id=lambda ex: example_id(ex, ctx.task),
-        )
-        curve: list[dict[str, Any]] = []
-        growth: list[dict[str, Any]] = []
-        for result in passes:
-            for row in result.batches:
-                batch = len(curve) + 1
-                curve.append({"batch": batch, "score": row["score"], "n": row["n"], "pass": result.index})
-                growth.append({"batch": batch, "size": row["cases"], "unit": "cases"})
-        info = {
-            "cases": agent.bank.count(),
-            "gate_trained": bool(agent.bank.gate_trained),
-            "gate_ready": bool(agent.bank.gate_ready),
-            "pairs_logged": agent.bank.pairs_logged(),
-            "policy": agent.policy,
-            "test_policy": cbr.policy,
-            "alpha": agent.alpha,
-            "passes": [{"pass": r.index, "score": r.score, "n": len(r.rewards)} for r in passes],
-            "train_retrievals": {
-                p: sum(r.policies.get(p, 0) for r in passes) for p in {p for r in passes for p in r.policies}
-            },
-            "own_cases": cbr.own_cases,
-        }
-        agent.bank.close()
-        searches, fetches = web.totals()
-        return ctx.memory_outcome(
-            trainset, info, curve=curve, growth=growth, searches=searches, fetches=fetches, k=agent.k
-        )
-
-    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
-        agent, _ = self._agent(ctx, spec, method_dir, train=False)
-        return agent
-
-
-class CaseMemoryRunner:
-    """The case-memory baselines (``closed_book_cases``, ``few_shot_cases``): the plain LLM reading the case bank's
-    top-K cases. They read the bank ``cbr`` trained in the same comparison when it is done (no training of their
-    own); otherwise they fill their own bank by answering the training set in batches, each answer stored as a case
-    with the metric's score as reward. At test time the bank is frozen."""
-
-    def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
-        source = _reads(spec.name) or "cbr"
-        shared = ctx.out_dir / source
-        if (shared / "done").exists() and (shared / MEMORY_DIR / "cbr").is_dir():
-            return _reused(source)
-        from memento.threads import run_parallel
-
-        ctx.fresh_bank(method_dir)
-        program = ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR, frozen=False)
-        trainset = ctx.memory_trainset()
-        size = ctx.budget.memory_batch_size
-        curve: list[dict[str, Any]] = []
-        growth: list[dict[str, Any]] = []
-
-        def run_one(example: dspy.Example) -> float:
-            from memento.metrics.as_float import score_of
-
-            inputs = {**ctx.task.inputs(example), "task_id": example_id(example, ctx.task)}
-            pred = program(**inputs)
-            reward = min(1.0, max(0.0, float(score_of(ctx.metric(example, pred)))))
-            program.retain(pred, reward)
-            return reward
-
-        for batch, start in enumerate(range(0, len(trainset), size), 1):
-            rewards = run_parallel(run_one, trainset[start : start + size], threads=ctx.threads)
-            curve.append({"batch": batch, "score": sum(rewards) / len(rewards), "n": len(rewards)})
-            growth.append({"batch": batch, "size": program.bank.count(), "unit": "cases"})
-        info = {"cases": program.bank.count(), "policy": program.policy}
-        program.bank.close()
-        return ctx.memory_outcome(trainset, info, curve=curve, growth=growth, k=program.k)
-
-    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
-        memory_dir = method_dir / MEMORY_DIR
-        if not (memory_dir / "cbr").is_dir():
-            memory_dir = ctx.out_dir / (_reads(spec.name) or "cbr") / MEMORY_DIR
-        return ctx.build(spec.name, memory_dir=memory_dir, frozen=True)
-
-
-_RUNNERS: dict[str, MethodRunner] = {}
-_KIND_RUNNERS: dict[str, MethodRunner] = {"program": ProgramRunner(), "optimizer": OptimizerRunner()}
-
-
-def register_runner(method: str, runner: MethodRunner) -> None:
-    """Use ``runner`` for the method named ``method`` (overrides the default runner of its kind)."""
-    _RUNNERS[method] = runner
-
-
-register_runner("memento", MementoRunner())
-register_runner("react_memory", MementoRunner())
-register_runner("jitmem", JitMemRunner())
-register_runner("cbr", CaseBankRunner())
-register_runner("closed_book_cases", CaseMemoryRunner())
-register_runner("few_shot_cases", CaseMemoryRunner())
-
-
-def _runner_for(spec: MethodSpec) -> MethodRunner:
-    if spec.name in _RUNNERS:
-        return _RUNNERS[spec.name]
-    if spec.kind in _KIND_RUNNERS:
-        return _KIND_RUNNERS[spec.kind]
-    raise ConfigError(f"no runner for method {spec.name!r} yet; register one with register_runner()")
 
 
 # -- phases -------------------------------------------------------------------------------------------------------
@@ -766,17 +125,6 @@ def method_cache(directory: Path) -> Iterator[None]:
     finally:
         with dspy._cache_lock:
             dspy.cache = previous
-
-
-@contextlib.contextmanager
-def _metered(roles: Any) -> Iterator[tuple[UsageMeter, list[float]]]:
-    meter = UsageMeter(roles)
-    clock = [time.perf_counter(), 0.0]
-    with meter:
-        try:
-            yield meter, clock
-        finally:
-            clock[1] = time.perf_counter() - clock[0]
 
 
 def _eval_command(ctx: CompareContext, spec: MethodSpec, method_dir: Path, artefacts: dict[str, str]) -> str:
@@ -803,7 +151,7 @@ def _test_phase(
     from memento.metrics.evaluation import evaluate, write_results
 
     observer = ctx.observer
-    with _metered(ctx.roles) as (meter, clock):
+    with metered(ctx.roles) as (meter, clock):
         result = evaluate(
             program,
             ctx.testset,
@@ -837,7 +185,7 @@ def _run_method(
             ctx.observer.method_done(finished, method_dir)
         return finished
     method_dir.mkdir(parents=True, exist_ok=True)
-    runner = _runner_for(spec)
+    runner = runner_for(spec)
     record = MethodResult(method=spec.name, kind=spec.kind, base=spec.base, started_at=utcnow())
     record.budgets = ctx.budget.for_method(spec.optimizer or ("memory" if spec.kind == "memory" else ""))
     record.example_ids = [example_id(ex, ctx.task) for ex in ctx.testset]
@@ -853,7 +201,7 @@ def _run_method(
             if ctx.observer is not None:
                 ctx.observer.phase(spec.name, "train", None)
             try:
-                with _metered(ctx.roles) as (meter, clock):
+                with metered(ctx.roles) as (meter, clock):
                     outcome = runner.train(ctx, spec, method_dir)
             finally:  # a crashed training phase still reports what it spent
                 record.costs.train = PhaseCost.from_usage(meter.usage(), wall_seconds=clock[1], models=models)
@@ -1048,7 +396,7 @@ def compare(
     if baseline not in {s.name for s in specs}:
         specs = [*parse_methods([baseline]), *specs]
     # memento before react_memory, cbr before the case-memory baselines: they read the memory those train
-    specs.sort(key=lambda s: 1 if _reads(s.name) else 0)
+    specs.sort(key=lambda s: 1 if reads_memory_of(s.name) else 0)
 
     if trainset is None or testset is None:
         if data is None:
@@ -1062,7 +410,7 @@ def compare(
     _check_overlap(trainset, testset, task_obj, log)
     models = role_models(roles)
     # preprocessing (e.g. an LLM PII scrub) happens once, before any method sees an example; its cost is reported
-    with dspy.context(lm=getattr(roles, "lm", None) or dspy.settings.lm), _metered(roles) as (meter, clock):
+    with dspy.context(lm=getattr(roles, "lm", None) or dspy.settings.lm), metered(roles) as (meter, clock):
         train = [task_obj.preprocess(ex) for ex in trainset]
         test = [task_obj.preprocess(ex) for ex in testset]
     preprocess_cost = PhaseCost.from_usage(meter.usage(), wall_seconds=clock[1], models=models)

@@ -34,10 +34,10 @@ PROGRAM_FILE = "program.json"
 @with_flags("lm", "corpus", "threads", "payload_tokens", "curator_optimizer", "curator_budget")
 def optimize_curator_command(
     task: TaskOpt,
-    train: Annotated[Path, typer.Option("--train", help="Labelled examples the curator is tuned on.")],
     memory: Annotated[
         Path, typer.Option("--memory", help="Memory directory holding the JitMem bank (jitmem/); read only.")
     ],
+    train: Annotated[Path, typer.Option("--train", help="Labelled examples the curator is tuned on.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory: program.json and curator.json.")],
     limit: LimitOpt = None,
     metric: MetricOpt = "default",

@@ -84,7 +84,7 @@ def test_config_show_lists_every_knob_the_methods_read(monkeypatch) -> None:
     methods = {"split_sizes", "for_method", "model_dump", "model_copy", "preset", "get", "items"}
     reads: set[tuple[str, str]] = set()
     for folder in KNOB_READERS:
-        for path in sorted((ROOT / folder).glob("*.py")):
+        for path in sorted((ROOT / folder).rglob("*.py")):
             reads |= {r for r in _knob_reads(ast.parse(path.read_text())) if r[1] not in methods}
     settings = Settings()
     expected = {("cbr", "k"), ("cbr", "min_pairs"), ("cbr", "passes"), ("jitmem", "payload_tokens"),
@@ -265,7 +265,8 @@ def test_task_options_go_to_the_constructor() -> None:
 
 def test_commands_set_no_task_attributes() -> None:
     """No command assigns options to a task object after building it (they go to the constructor)."""
-    for path in [*(ROOT / "memento" / "commands").glob("*.py"), *(ROOT / "optimize").glob("compare*.py")]:
+    compare = [*(ROOT / "optimize").glob("compare*.py"), *(ROOT / "optimize" / "runners").glob("*.py")]
+    for path in [*(ROOT / "memento" / "commands").glob("*.py"), *compare]:
         text = path.read_text()
         for attr in ("llm_scrub", "threads"):
             assert f"task_spec.{attr} =" not in text and f"task_obj.{attr} =" not in text, (path, attr)

@@ -1,0 +1,79 @@
+"""MEMENTO in a comparison: the ``memento`` builder's training form learns M1-M4 in batches with the trainer, the
+test phase reads the memory frozen; ``react_memory`` reads the memory ``memento`` trained.
+
+Example:
+    >>> outcome = MementoRunner().train(ctx, parse_methods("memento")[0], out / "memento")  # doctest: +SKIP
+    >>> [point["batch"] for point in outcome.curve], outcome.info["memory_version"]  # doctest: +SKIP
+    ([1, 2, 3], 3)
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import dspy
+
+from memento.optimize.compare_context import MEMORY_DIR, CompareContext, TrainOutcome, reused_memory
+from memento.optimize.method_spec import MethodSpec, reads_memory_of
+from memento.optimize.web_tally import CountingWeb
+
+__all__ = ["MementoRunner"]
+
+logger = logging.getLogger(__name__)
+
+
+class MementoRunner:
+    """MEMENTO: train M1-M4 with :class:`memento.optimize.memento_trainer.MementoTrainer` in batches, then test
+    with the memory frozen. ``react_memory`` tests a ReAct agent reading the memory ``memento`` trained in the same
+    comparison (or trains its own when ``memento`` is not compared)."""
+
+    def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
+        source = reads_memory_of(spec.name)
+        if source is not None:
+            shared = ctx.out_dir / source
+            if (shared / "done").exists() and (shared / MEMORY_DIR).is_dir():
+                return reused_memory(source)
+        from memento.optimize.memento_trainer import MementoTrainer
+        from memento.web.factory import web_tools_factory
+
+        web = CountingWeb(web_tools_factory(ctx.settings))
+        # the memento builder's training form: writable memory, the learner, [trainer] exploration per sample
+        program = ctx.build("memento", memory_dir=method_dir / MEMORY_DIR, frozen=False, web=web)
+        store = program.memory
+        trainset = ctx.memory_trainset()
+        trainer = MementoTrainer.for_program(
+            program, ctx.metric, ctx.settings, batch_size=ctx.budget.memory_batch_size, threads=ctx.threads
+        )
+        reports = trainer.fit(trainset)  # resumes a half-finished batch after a crash; never applies one twice
+        searches, fetches = web.totals()
+        curve, growth = [], []
+        for rep in reports:
+            curve.append({"batch": rep.batch, "score": rep.mean_score, "n": rep.examples, "valid": rep.valid_runs})
+            rules = sum(counts.rules for counts in rep.rules.values())
+            growth.append(
+                {
+                    "batch": rep.batch,
+                    "size": rules + rep.facts + rep.craft_entries,
+                    "unit": "rules + facts + craft entries",
+                    "rules": rules,
+                    "facts": rep.facts,
+                    "craft_entries": rep.craft_entries,
+                    "chars": sum(c.after for c in rep.chars.values()),
+                }
+            )
+        return ctx.memory_outcome(
+            trainset,
+            info={"batches": len(reports), "memory_version": store.version},
+            curve=curve,
+            growth=growth,
+            searches=searches,
+            fetches=fetches,
+        )
+
+    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
+        memory_dir = method_dir / MEMORY_DIR
+        source = reads_memory_of(spec.name)
+        if source is not None and not memory_dir.is_dir():
+            memory_dir = ctx.out_dir / source / MEMORY_DIR
+        return ctx.build(spec.name, memory_dir=memory_dir, frozen=True)
