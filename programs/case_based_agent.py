@@ -116,6 +116,25 @@ def _plan(nodes: list[Node]) -> Plan:
     )
 
 
+def _retrieve_not_own(bank: CaseBank, query: str, k: int, *, ref: str) -> list[tuple[Case, float]]:
+    """``bank.retrieve`` without the cases the run ``ref`` wrote: a task never reads its own tool cases.
+
+    Sub-tasks of one run execute in parallel and each stores its tool case when it ends, so a case of this run can
+    appear between listing the run's cases and retrieving: the run's cases are listed again after retrieving, and
+    the retrieval is repeated (then filtered) when one slipped in.
+    """
+    own: set[str] = set()
+    hits: list[tuple[Case, float]] = []
+    for _ in range(3):
+        own |= set(bank.case_ids_for_ref(ref))
+        hits = bank.retrieve(query, k, exclude_ids=own)
+        fresh = set(bank.case_ids_for_ref(ref))
+        if not any(case.id in fresh for case, _ in hits):
+            return hits
+        own |= fresh
+    return [(case, score) for case, score in hits if case.id not in own]
+
+
 def _findings(nodes: list[Node]) -> str:
     blocks = []
     for i, node in enumerate(nodes, 1):
@@ -321,8 +340,7 @@ class CaseBasedAgent(ResearchProgram):
     def _execute(self, call: ResearchCall, node: Node) -> None:
         context = call.context.strip()
         if self.executor_bank is not None and self.executor_k > 0 and len(self.executor_bank):
-            own = self.executor_bank.case_ids_for_ref(call.task_id)  # a task never reads its own tool cases
-            tool_cases = self.executor_bank.retrieve(node.question, self.executor_k, exclude_ids=own)
+            tool_cases = _retrieve_not_own(self.executor_bank, node.question, self.executor_k, ref=call.task_id)
             if tool_cases:
                 lines = [
                     f"Sub-task: {c.task_text}\nOutcome: {'answered' if succeeded(c.reward) else 'failed'}\n"
