@@ -80,26 +80,26 @@ from memento.text import error_line
 from memento.types import utcnow
 
 __all__ = [
-    "CaseBankRunner",
-    "CaseMemoryRunner",
     "compare",
+    "method_cache",
+    "MethodSpec",
+    "parse_methods",
+    "split_examples",
+    "example_id",
     "CompareContext",
     "CompareObserver",
-    "CountingWeb",
-    "example_id",
+    "TrainOutcome",
+    "MethodRunner",
+    "register_runner",
+    "CaseBankRunner",
+    "CaseMemoryRunner",
     "JitMemRunner",
     "MementoRunner",
-    "method_cache",
-    "MethodRunner",
-    "MethodSpec",
     "OptimizerRunner",
-    "parse_methods",
     "ProgramRunner",
-    "register_runner",
-    "split_examples",
-    "Tallied",
-    "TrainOutcome",
     "WebTally",
+    "Tallied",
+    "CountingWeb",
 ]
 
 logger = logging.getLogger(__name__)
@@ -434,20 +434,8 @@ def compare(
         "method_settings": {"cbr": settings.cbr.model_dump(), "jitmem": settings.jitmem.model_dump()},
     }
     _check_split(out, split)
-    ctx = CompareContext(
-        task=task_obj,
-        settings=settings,
-        roles=roles,
-        metric=metric_fn,
-        trainset=train,
-        testset=test,
-        budget=budget,
-        threads=threads,
-        seed=seed,
-        out_dir=out,
-        embedder=embedder,
-        observer=observer,
-    )
+    ctx = CompareContext(task_obj, settings, roles, metric_fn, train, budget, threads, seed, test, out)
+    ctx.embedder, ctx.observer = embedder, observer
     report = CompareReport(
         task=task_obj.name,
         metric=metric_name,

@@ -68,10 +68,10 @@ class CompareContext:
     roles: Any
     metric: Callable[..., Any]
     trainset: list[dspy.Example]
-    testset: list[dspy.Example]
     budget: CompareBudget
     threads: int
     seed: int
+    testset: list[dspy.Example]
     out_dir: Path
     embedder: Any = None
     observer: CompareObserver | None = None
