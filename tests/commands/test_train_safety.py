@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from memento.memory.dir_lock import DirectoryLock
+from memento.memory.dir_lock import DirectoryLock, lock_holder
 from memento.memory.memento_memory import MementoMemory
 from memento.testing import OpenAICompatServer
 
@@ -20,17 +20,25 @@ from commands.test_train_resume import _command, _env, _summary  # noqa: E402
 def test_two_concurrent_trainers_apply_each_batch_once(tmp_path: Path) -> None:
     corpus, data = write_data(tmp_path / "data")
     env = _env(tmp_path)
-    with OpenAICompatServer(make_engine(delay=0.02)) as server:
+    engine = make_engine(delay=0.02)
+    with OpenAICompatServer(engine) as server:
         ref = subprocess.run(
             _command(data, corpus, tmp_path / "ref", server), env=env, capture_output=True, text=True, timeout=300
         )
         assert ref.returncode == 0, ref.stderr[-2000:]
+        calls = server.chat_requests
+        # the first trainer holds the lock for ~calls x 0.25 s: far longer than the second takes to start and reach it
+        engine.delay = 0.25
         cmd = _command(data, corpus, tmp_path / "shared", server)
         first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.0)
+        deadline = time.monotonic() + 120  # the second starts once the first holds the lock (not after a guess)
+        while not (lock_holder(tmp_path / "shared") or "").startswith(f"pid {first.pid} "):
+            assert first.poll() is None and time.monotonic() < deadline, "the first trainer never took the lock"
+            time.sleep(0.05)
         second = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         out1, err1 = first.communicate(timeout=300)
         out2, err2 = second.communicate(timeout=300)
+    assert calls > 20  # (the reference run's LM calls: what the first trainer spends at 0.25 s each)
     assert first.returncode == 0 and second.returncode == 0, (err1[-2000:], err2[-2000:])
     assert "Traceback" not in err1 + err2
     assert "in use by pid" in err1 + err2  # the later writer said it waits, in one line
