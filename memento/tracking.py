@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
+from memento.config import _flatten  # the dotted flattening the settings already use
 from memento.errors import ConfigError
 
 __all__ = ["MLflowTracker", "CompareTracking"]
@@ -191,7 +192,9 @@ class MLflowTracker:
         """A :class:`memento.optimize.memento_trainer.MementoTrainer`'s batch reports (one step per batch)."""
         for report in reports:
             data = report.model_dump(mode="json") if hasattr(report, "model_dump") else dict(vars(report))
-            numbers = {k: v for k, v in _flat(data).items() if isinstance(v, int | float) and not isinstance(v, bool)}
+            numbers = {
+                k: v for k, v in _flatten(data).items() if isinstance(v, int | float) and not isinstance(v, bool)
+            }
             self.log_metrics(numbers, step=int(data.get("batch", 0) or 0))
         self.log_artifacts([_html(memory_dir)])
 
@@ -303,14 +306,3 @@ def _html(path: Path) -> Path:
     except Exception as exc:
         logger.warning("no HTML report for %s: %s", path, exc)
         return path / "report.html"
-
-
-def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(_flat(value, name + "."))
-        else:
-            out[name] = value
-    return out
