@@ -8,14 +8,19 @@ Every outcome of :meth:`Fetcher.fetch` is a :class:`Page` or a typed :class:`~me
 * An **honest User-Agent** (from settings).
 * **Concurrency**: at most ``max_concurrent`` requests in flight across all threads and all Fetchers of the
   process (a process-wide semaphore), and requests to one host spaced by ``host_interval`` seconds.
-* **Timeouts** (connect, read, and a total deadline while streaming), a **size cap** checked on
+* **Timeouts** (connect, read, and one total deadline of ``2 × timeout`` from sending the request to the body's
+  last byte: a server that drips its headers or its body a byte at a time is cut off), a **size cap** checked on
   Content-Length and while streaming, a **content-type allowlist** (html, xhtml, plain text).
 * **Redirects** are followed by hand, repeating the cache, SSRF and robots checks at every hop.
 * **SSRF guard**: non-http(s) schemes and hosts resolving to private, loopback, link-local, reserved or
-  multicast addresses are refused before any connection, including IPv6 forms that embed such an IPv4 address
-  (``::a.b.c.d``, ``::ffff:a.b.c.d``, NAT64, 6to4, Teredo, ISATAP). ``allowed_private_hosts`` admits the listed
-  hosts or addresses (and no other); ``allow_private=True`` without a list admits all private space except
-  link-local (cloud metadata). A cached page fetched from a private host is served only while the policy admits it.
+  multicast addresses are refused before any connection: every range of IANA's IPv4 and IPv6 special-purpose
+  registries that is not globally reachable (whatever this Python's :mod:`ipaddress` knows), the deprecated
+  site-local ``fec0::/10`` and 6to4-relay ``192.88.99.0/24``, and IPv6 forms that embed such an IPv4 address
+  (``::a.b.c.d``, ``::ffff:a.b.c.d``, the IPv4-translated ``::ffff:0:a.b.c.d``, NAT64, 6to4, Teredo, ISATAP).
+  ``allowed_private_hosts`` admits the listed hosts or addresses, each in its own forms only (``127.0.0.1``
+  admits ``127.0.0.1`` and a name resolving to it, never ``::127.0.0.1`` or ``::ffff:127.0.0.1``);
+  ``allow_private=True`` without a list admits all private space except link-local (cloud metadata). A cached
+  page fetched from a private host is served only while the policy admits it.
 * **Retries** with exponential backoff (tenacity) only on 429, 5xx and connection errors, honouring
   ``Retry-After`` (capped by ``max_retry_wait``).
 * **Extraction** with trafilatura: main text, title, publication date. A page dated on or after the cutoff is
@@ -111,18 +116,22 @@ class _Raw:
         self.body = body
 
 
-class _Watchdog:
-    """Shut a response's socket down when ``seconds`` have passed (unblocks a read that a dripping server keeps
-    alive); ``expired`` tells the reader why its read ended."""
+class _Deadline:
+    """Shut a request's socket down when ``seconds`` have passed since it was sent, whether the server is still
+    dripping its headers or its body (a socket's read timeout restarts with every byte); ``expired`` tells the
+    reader why its read ended. The socket is the one the guarded adapter reports
+    (:func:`memento.web.guarded_adapter.watch_sockets`), else the response's."""
 
-    def __init__(self, resp: Any, seconds: float) -> None:
-        self._resp = resp
-        self._seconds = seconds
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
         self._timer: threading.Timer | None = None
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._resp: Any = None
         self.expired = False
 
-    def __enter__(self) -> _Watchdog:
-        self._timer = threading.Timer(self._seconds, self._fire)
+    def __enter__(self) -> _Deadline:
+        self._timer = threading.Timer(self.seconds, self._fire)
         self._timer.daemon = True
         self._timer.start()
         return self
@@ -131,14 +140,34 @@ class _Watchdog:
         if self._timer is not None:
             self._timer.cancel()
 
+    def watch(self, sock: Any) -> None:
+        """The socket the request reads from (shut at once when the deadline has already passed)."""
+        with self._lock:
+            self._sock = sock if isinstance(sock, socket.socket) else None
+            late = self.expired
+        if late:
+            self._shut()
+
+    def watch_response(self, resp: Any) -> None:
+        """The response whose socket is shut when no socket was reported."""
+        with self._lock:
+            self._resp = resp
+
     def _fire(self) -> None:
-        self.expired = True
-        sock = _socket_of(self._resp)
+        with self._lock:
+            self.expired = True
+        self._shut()
+
+    def _shut(self) -> None:
+        with self._lock:
+            sock, resp = self._sock, self._resp
+        if sock is None and resp is not None:
+            sock = _socket_of(resp)
         try:
             if sock is not None:
                 sock.shutdown(socket.SHUT_RDWR)
-            else:
-                self._resp.close()
+            elif resp is not None:
+                resp.close()
         except OSError:
             pass
 
@@ -160,7 +189,8 @@ class Fetcher:
     Args:
         cache_dir: the URL cache directory (``None``: no cache: every fetch hits the network).
         user_agent: the User-Agent sent and matched against robots.txt.
-        timeout: read timeout in seconds; a body download must also finish within ``2 × timeout`` in total.
+        timeout: read timeout in seconds; the whole response (status line, headers and body) must also arrive within
+            ``2 × timeout`` of sending the request.
         connect_timeout: connect timeout (default ``min(timeout, 10)``).
         max_bytes: size cap of a body.
         max_concurrent: requests in flight across the whole process (shared by every Fetcher with this limit).
@@ -218,7 +248,7 @@ class Fetcher:
         self.max_concurrent = max_concurrent
         self.host_interval = host_interval
         self.allow_private = allow_private
-        self.allowed_private_hosts = frozenset(h.lower() for h in allowed_private_hosts or ()) or None
+        self.allowed_private_hosts = frozenset(_host_form(h) for h in allowed_private_hosts or ()) or None
         self.undated: UndatedPolicy = undated
         self.offline = offline
         self.retries = retries
@@ -381,8 +411,8 @@ class Fetcher:
 
     def _admits_private(self, host: str, ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None = None) -> bool:
         """Whether the current policy lets ``host`` (resolving to the non-public ``ip``) be fetched."""
-        if self.allowed_private_hosts is not None:
-            names = {host} | ({str(ip)} | {str(v4) for v4 in _embedded_ipv4(ip)} if ip is not None else set())
+        if self.allowed_private_hosts is not None:  # the host's own forms: its name, or the address it names
+            names = {_host_form(host)} | ({str(ip)} if ip is not None else set())  # never an embedded IPv4
             return bool(names & self.allowed_private_hosts)
         if not self.allow_private:
             return False
@@ -485,7 +515,8 @@ class Fetcher:
         return min(self.backoff * (2 ** (retry_state.attempt_number - 1)), self.max_retry_wait)
 
     def _attempt(self, url: str, *, original: str, limit: int, check_type: bool) -> _Raw:
-        import requests
+        """One request within one deadline of ``2 × timeout`` from sending it to the body's last byte."""
+        from memento.web.guarded_adapter import watch_sockets
 
         host = urlsplit(url).netloc.lower()
         # wait for this host's turn before taking a slot: a sleeping request must not hold up other hosts
@@ -493,75 +524,67 @@ class Fetcher:
         with self._semaphore:
             with self._lock:
                 self.requests_sent += 1
-            try:
-                resp = self._session.get(
-                    url,
-                    headers={"User-Agent": self.user_agent, "Accept": "text/html,application/xhtml+xml,text/plain"},
-                    stream=True,
-                    allow_redirects=False,
-                    timeout=(self.connect_timeout, self.timeout),
-                )
-            except requests.exceptions.ConnectionError as exc:
+            deadline = _Deadline(max(self.timeout, 0.5) * 2)
+            with deadline, watch_sockets(deadline.watch):
+                resp = self._send(url, original=original, deadline=deadline)
+                deadline.watch_response(resp)
+                try:
+                    headers = {k.lower(): v for k, v in resp.headers.items()}
+                    status = resp.status_code
+                    if status == 429 or status >= 500:
+                        raise _Retryable(
+                            f"HTTP {status}", status=status, retry_after=_retry_after(headers.get("retry-after"))
+                        )
+                    if status in _REDIRECTS or not 200 <= status < 300:
+                        return _Raw(url, status, headers, b"")
+                    if check_type:
+                        _check_content_type(url, original, headers.get("content-type"))
+                    body = self._read_body(resp, url=url, original=original, headers=headers, limit=limit)
+                    if deadline.expired:  # the shut-down socket looked like the end of a body without Content-Length
+                        raise _too_slow(url, original, deadline)
+                    return _Raw(url, status, headers, body)
+                except _requests_error() as exc:
+                    if deadline.expired:
+                        raise _too_slow(url, original, deadline) from None
+                    raise _read_failure(exc, url, original) from None
+                finally:
+                    resp.close()
+
+    def _send(self, url: str, *, original: str, deadline: _Deadline) -> Any:
+        """Send the request and read its status line and headers (the deadline cuts off a dripping server)."""
+        import requests
+
+        try:
+            return self._session.get(
+                url,
+                headers={"User-Agent": self.user_agent, "Accept": "text/html,application/xhtml+xml,text/plain"},
+                stream=True,
+                allow_redirects=False,
+                timeout=(self.connect_timeout, self.timeout),
+            )
+        except requests.exceptions.RequestException as exc:
+            if deadline.expired:
+                raise _too_slow(url, original, deadline) from None
+            if isinstance(exc, requests.exceptions.ConnectionError):
                 raise _Retryable(f"connection error: {error_line(exc, with_type=False, limit=200)}") from None
-            except requests.exceptions.Timeout as exc:
+            if isinstance(exc, requests.exceptions.Timeout):
                 raise FetchFailed(
                     f"{url}: timed out ({error_line(exc, with_type=False, limit=200)})", url=original
                 ) from None
-            except requests.exceptions.RequestException as exc:
-                raise FetchFailed(f"{url}: {error_line(exc, with_type=False, limit=200)}", url=original) from None
-            try:
-                headers = {k.lower(): v for k, v in resp.headers.items()}
-                status = resp.status_code
-                if status == 429 or status >= 500:
-                    raise _Retryable(
-                        f"HTTP {status}", status=status, retry_after=_retry_after(headers.get("retry-after"))
-                    )
-                if status in _REDIRECTS or not 200 <= status < 300:
-                    return _Raw(url, status, headers, b"")
-                if check_type:
-                    _check_content_type(url, original, headers.get("content-type"))
-                body = self._read_body(resp, url=url, original=original, headers=headers, limit=limit)
-                return _Raw(url, status, headers, body)
-            finally:
-                resp.close()
+            raise FetchFailed(f"{url}: {error_line(exc, with_type=False, limit=200)}", url=original) from None
 
     def _read_body(self, resp: Any, *, url: str, original: str, headers: dict[str, str], limit: int) -> bytes:
-        """The body, within the size cap and a total deadline of ``2 × timeout`` for the whole download.
-
-        The read timeout alone restarts with every byte a server sends (a page dripping one byte a second would
-        hold a slot forever), so a watchdog shuts the connection down when the deadline passes.
-        """
-        import requests
-
+        """The body, within the size cap (the request's deadline, :class:`_Deadline`, bounds its time)."""
         length = headers.get("content-length")
         if length and length.isdigit() and int(length) > limit:
             raise TooLarge(f"{url}: Content-Length {length} exceeds the {limit}-byte cap", url=original)
-        budget = max(self.timeout, 0.5) * 2
-        watchdog = _Watchdog(resp, budget)
         chunks: list[bytes] = []
         size = 0
-        too_slow = FetchFailed(f"{url}: the download took longer than {budget:g}s", url=original)
-        try:
-            with watchdog:
-                for chunk in resp.iter_content(chunk_size=16_384):
-                    if watchdog.expired:
-                        raise too_slow
-                    size += len(chunk)
-                    if size > limit:
-                        raise TooLarge(f"{url}: body exceeds the {limit}-byte cap", url=original)
-                    chunks.append(chunk)
-        except requests.exceptions.ConnectionError as exc:
-            if watchdog.expired:
-                raise too_slow from None
-            if "Read timed out" in str(exc):
-                raise FetchFailed(f"{url}: timed out while reading", url=original) from None
-            raise _Retryable(f"connection error while reading: {error_line(exc, with_type=False, limit=200)}") from None
-        except requests.exceptions.RequestException as exc:
-            if watchdog.expired:
-                raise too_slow from None
-            raise FetchFailed(f"{url}: {error_line(exc, with_type=False, limit=200)}", url=original) from None
-        if watchdog.expired:  # the shut-down socket looked like the end of a body without Content-Length
-            raise too_slow
+        for chunk in resp.iter_content(chunk_size=16_384):
+            size += len(chunk)
+            if size > limit:
+                raise TooLarge(f"{url}: body exceeds the {limit}-byte cap", url=original)
+            chunks.append(chunk)
         return b"".join(chunks)
 
     # ------------------------------------------------------------------------------------------ extraction
@@ -605,13 +628,54 @@ class Fetcher:
 # -------------------------------------------------------------------------------------------------- helpers
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215 local-use translation: never public
+_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # RFC 2765 IPv4-translated (SIIT): ::ffff:0:a.b.c.d
 _ISATAP_IDS = (0x00005EFE, 0x02005EFE)
+
+#: Ranges that are not globally reachable but that some Python versions' ``ipaddress`` reports as global: IANA's
+#: special-purpose registries (entries "Globally Reachable: False", and deprecated ones), checked whatever the
+#: interpreter's own table holds (3.11 before 3.11.10 still took most of 192.0.0.0/24 for global).
+_NOT_GLOBAL = tuple(
+    ipaddress.ip_network(net)
+    for net in (
+        "0.0.0.0/8",  # "this network"
+        "100.64.0.0/10",  # shared address space (carrier-grade NAT)
+        "192.0.0.0/29",  # IETF protocol assignments (192.0.0.0/24 but the anycast .9 and .10): IPv4 service
+        "192.0.0.8/32",  # continuity, dummy address (RFC 7600)
+        "192.0.0.11/32",
+        "192.0.0.12/30",
+        "192.0.0.16/28",
+        "192.0.0.32/27",
+        "192.0.0.64/26",
+        "192.0.0.128/25",
+        "192.0.2.0/24",  # TEST-NET-1
+        "192.88.99.0/24",  # deprecated 6to4 relay anycast (RFC 7526)
+        "198.18.0.0/15",  # benchmarking
+        "198.51.100.0/24",  # TEST-NET-2
+        "203.0.113.0/24",  # TEST-NET-3
+        "240.0.0.0/4",  # reserved, and the limited broadcast 255.255.255.255
+        "::/128",  # unspecified
+        "::1/128",  # loopback
+        "::ffff:0:0/96",  # IPv4-mapped
+        "::ffff:0:0:0/96",  # IPv4-translated (RFC 2765)
+        "64:ff9b:1::/48",  # local-use IPv4/IPv6 translation (RFC 8215)
+        "100::/64",  # discard-only (RFC 6666)
+        "100:0:0:1::/64",  # dummy IPv6 prefix (RFC 9780)
+        "2001::/23",  # IETF protocol assignments (Teredo's embedded client is checked too)
+        "2001:db8::/32",  # documentation
+        "3fff::/20",  # documentation (RFC 9637)
+        "5f00::/16",  # segment routing SIDs (RFC 9602)
+        "fc00::/7",  # unique local
+        "fe80::/10",  # link-local
+        "fec0::/10",  # site-local (deprecated by RFC 3879, still routed inside some sites)
+    )
+)
 
 
 def _embedded_ipv4(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
     """The IPv4 addresses an IPv6 address carries: IPv4-mapped (``::ffff:a.b.c.d``), IPv4-compatible
-    (``::a.b.c.d``), NAT64 (``64:ff9b::/96`` and the local-use ``64:ff9b:1::/48``), 6to4 (``2002::/16``),
-    Teredo (``2001::/32``, server and client) and ISATAP interface identifiers."""
+    (``::a.b.c.d``), IPv4-translated (``::ffff:0:a.b.c.d``), NAT64 (``64:ff9b::/96`` and the local-use
+    ``64:ff9b:1::/48``), 6to4 (``2002::/16``), Teredo (``2001::/32``, server and client) and ISATAP interface
+    identifiers."""
     if not isinstance(ip, ipaddress.IPv6Address):
         return []
     value = int(ip)
@@ -621,7 +685,7 @@ def _embedded_ipv4(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[ip
         found.append(ip.ipv4_mapped)
     if value >> 32 == 0 and value > 1:  # ::a.b.c.d (deprecated IPv4-compatible form)
         found.append(low)
-    if ip in _NAT64 or ip in _NAT64_LOCAL:
+    if ip in _NAT64 or ip in _NAT64_LOCAL or ip in _TRANSLATED:
         found.append(low)
     if ip.sixtofour is not None:
         found.append(ip.sixtofour)
@@ -632,13 +696,50 @@ def _embedded_ipv4(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[ip
     return found
 
 
-def _is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """A global unicast address whose embedded IPv4 addresses (if any) are global unicast too."""
+def _is_global(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Globally reachable unicast: ``ipaddress`` says global, and no special-purpose range says otherwise."""
     if not ip.is_global or ip.is_multicast:
         return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip in _NAT64_LOCAL:
-        return False
-    return all(v4.is_global and not v4.is_multicast for v4 in _embedded_ipv4(ip))
+    plain = ip if isinstance(ip, ipaddress.IPv4Address) else ipaddress.IPv6Address(int(ip))  # without a scope id
+    return not any(plain.version == net.version and plain in net for net in _NOT_GLOBAL)
+
+
+def _is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """A global unicast address whose embedded IPv4 addresses (if any) are global unicast too."""
+    return _is_global(ip) and all(_is_global(v4) for v4 in _embedded_ipv4(ip))
+
+
+def _host_form(host: str) -> str:
+    """How a host is compared with ``allowed_private_hosts``: a name lower-cased without brackets or a final dot,
+    an address in its canonical text (``0:0::1`` and ``[::1]`` are ``::1``; ``::127.0.0.1`` stays ``::7f00:1``,
+    which is not ``127.0.0.1``)."""
+    text = str(host).strip().lower().strip("[]").rstrip(".")
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return text
+
+
+def _requests_error() -> type[Exception]:
+    """The base class of the errors ``requests`` raises while a body streams."""
+    import requests
+
+    return requests.exceptions.RequestException
+
+
+def _too_slow(url: str, original: str, deadline: _Deadline) -> FetchFailed:
+    return FetchFailed(f"{url}: the download took longer than {deadline.seconds:g}s", url=original)
+
+
+def _read_failure(exc: Exception, url: str, original: str) -> Exception:
+    """A body read that failed before the deadline: a read timeout, else a retryable connection error."""
+    import requests
+
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        if "Read timed out" in str(exc):
+            return FetchFailed(f"{url}: timed out while reading", url=original)
+        return _Retryable(f"connection error while reading: {error_line(exc, with_type=False, limit=200)}")
+    return FetchFailed(f"{url}: {error_line(exc, with_type=False, limit=200)}", url=original)
 
 
 def _permanent(exc: FetchError) -> bool:

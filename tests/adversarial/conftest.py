@@ -24,7 +24,8 @@ class HostileSite(LocalSite):
     """A local site with a dripping page, redirects to URLs carrying credentials, and ordinary pages.
 
     Routes: ``/page`` (html), ``/drip`` (one byte every 0.25 s, Content-Length announced), ``/drip-open`` (the same
-    without Content-Length), ``/to-creds`` (redirects to ``/page`` with ``user:<password>@`` in the URL),
+    without Content-Length), ``/drip-headers`` (the status line and headers one byte every 0.25 s), ``/to-creds``
+    (redirects to ``/page`` with ``user:<password>@`` in the URL),
     ``/to-private`` (redirects to 10.0.0.1), ``/to-metadata`` (to 169.254.169.254), ``/to-v6loop`` (to ``[::1]``),
     ``/missing`` (404).
     """
@@ -61,6 +62,18 @@ class HostileSite(LocalSite):
                     if self.stop.is_set():
                         break
                     h.wfile.write(b"<")
+                    h.wfile.flush()
+                    time.sleep(0.25)
+            except OSError:
+                pass
+            h.close_connection = True
+        elif path == "/drip-headers":
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n" + b"X-Padding: " + b"p" * 400 + b"\r\n\r\n"
+            try:
+                for byte in head + PAGE:  # 100 s of drip at most
+                    if self.stop.is_set():
+                        break
+                    h.wfile.write(bytes([byte]))
                     h.wfile.flush()
                     time.sleep(0.25)
             except OSError:

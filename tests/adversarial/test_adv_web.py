@@ -25,7 +25,7 @@ def _fetcher(tmp_path, **kw) -> Fetcher:
     return Fetcher(**opts)
 
 
-@pytest.mark.parametrize("path", ["/drip", "/drip-open"])
+@pytest.mark.parametrize("path", ["/drip", "/drip-open", "/drip-headers"])
 def test_a_dripping_page_fails_within_three_times_the_timeout(hostile_site, tmp_path, path):
     fetcher = _fetcher(tmp_path, timeout=1.0)
     start = time.monotonic()
@@ -83,6 +83,56 @@ def test_embedded_private_ipv4_in_ipv6_is_blocked_before_connecting(tmp_path, mo
     with pytest.raises(Blocked):
         fetcher.fetch(f"http://[{form}]:8080/x")
     assert fetcher.requests_sent == 0
+
+
+SPECIAL_FORMS = [
+    "fec0::1",  # site-local (deprecated, still routed inside sites)
+    "::ffff:0:7f00:1",  # IPv4-translated 127.0.0.1 (::ffff:0:0:0/96)
+    "::ffff:0:a9fe:a9fe",  # IPv4-translated 169.254.169.254
+    "::ffff:0:808:808",  # IPv4-translated 8.8.8.8: the translated range is not routed on the internet either
+    "100:0:0:1::1",  # dummy IPv6 prefix (RFC 9780)
+    "3fff::1",  # documentation (RFC 9637)
+    "5f00::1",  # segment-routing SIDs (RFC 9602)
+    "2001:2::1",  # benchmarking
+    "192.0.0.8",  # IPv4 dummy address (RFC 7600): global to Python 3.11.7's ipaddress
+    "192.0.0.200",
+    "192.88.99.1",  # deprecated 6to4 relay anycast
+    "100.64.0.1",  # shared address space
+]
+
+
+@pytest.mark.parametrize("form", SPECIAL_FORMS)
+def test_special_purpose_ranges_are_private_and_never_connected(tmp_path, monkeypatch, form):
+    import socket
+
+    def no_connect(self, address):
+        raise AssertionError(f"connection attempted to {address!r}")
+
+    monkeypatch.setattr(socket.socket, "connect", no_connect)
+    fetcher = Fetcher(cache_dir=tmp_path / "web", retries=0)
+    host = f"[{form}]" if ":" in form else form
+    with pytest.raises(Blocked, match="non-public address"):
+        fetcher.fetch(f"http://{host}:8080/x")
+    assert fetcher.requests_sent == 0
+
+
+@pytest.mark.parametrize("form", ["::127.0.0.1", "::ffff:127.0.0.1", "::ffff:0:7f00:1", "64:ff9b::7f00:1"])
+def test_an_allowlisted_address_admits_only_its_own_forms(tmp_path, monkeypatch, form):
+    """``allowed_private_hosts = ["127.0.0.1"]`` admits 127.0.0.1, not an IPv6 address that embeds it."""
+    import socket
+
+    def no_connect(self, address):
+        raise AssertionError(f"connection attempted to {address!r}")
+
+    monkeypatch.setattr(socket.socket, "connect", no_connect)
+    fetcher = _fetcher(tmp_path)
+    with pytest.raises(Blocked, match="non-public address"):
+        fetcher.fetch(f"http://[{form}]:8080/x")
+    assert fetcher.requests_sent == 0
+    v6 = Fetcher(cache_dir=None, allowed_private_hosts={"[::1]"}, retries=0)  # an address in any spelling of its own
+    assert v6._check_target("http://[0:0:0:0:0:0:0:1]:8080/x", original="x") is True
+    with pytest.raises(Blocked):
+        v6._check_target("http://127.0.0.1:8080/x", original="x")
 
 
 def test_a_public_embedded_ipv4_is_not_refused_by_the_embedded_check():
