@@ -92,6 +92,10 @@ class _StaleBatch(Exception):
     """The batch's checkpoint changed under this run (another writer): its write is abandoned."""
 
 
+class _CorruptCheckpoint(Exception):
+    """A batch's checkpoint row cannot be read back (truncated JSON, a record of the wrong shape)."""
+
+
 def example_id(example: Any, index: int) -> str:
     """A stable id for a training example: its ``id`` field, else a hash of its inputs (index as tiebreak)."""
     value = example.get("id") if hasattr(example, "get") else None
@@ -353,7 +357,7 @@ class MementoTrainer:
         try:
             return self._run_batch(batch, examples, ids)
         except _StaleBatch:
-            saved = self.memory.db.checkpoint(_KEY.format(batch)) or {}
+            saved = self._saved_checkpoint(_KEY.format(batch)) or {}
             if saved.get("phase") == "done" and saved.get("report"):
                 self._emit(batch, "done", "already applied by another writer; skipped")
                 return BatchReport.model_validate(saved["report"])
@@ -382,10 +386,49 @@ class MementoTrainer:
                 "this batch: fix the LM and rerun to retry it"
             )
 
+    def _saved_checkpoint(self, key: str) -> dict[str, Any] | None:
+        """The stored checkpoint, validated; a truncated or corrupt row raises :class:`_CorruptCheckpoint`."""
+        try:
+            saved = self.memory.db.checkpoint(key)
+            if saved is not None:
+                BatchCheckpoint.model_validate(saved)
+        except ValueError as exc:  # json.JSONDecodeError and pydantic's ValidationError are ValueErrors
+            raise _CorruptCheckpoint(one_line(f"{type(exc).__name__}: {exc}", 160)) from None
+        return saved
+
+    def _recover_checkpoint(self, batch: int, key: str, fingerprint: str, reason: str) -> BatchReport | None:
+        """After a corrupt checkpoint, one warning line, then: a batch committed as a version is not run again (a
+        second run would count its evidence twice): its checkpoint is rewritten as done, with a report that has
+        only the batch and version (the figures were in the lost row); any other batch returns ``None`` once its
+        uncommitted changes are undone and its checkpoint dropped, so it starts afresh."""
+        committed = [v for v in self.memory.db.versions() if v["batch"] == batch and v["status"] == "committed"]
+        where = f"batch {batch}: the checkpoint in {self.memory.directory} is unreadable ({reason})"
+        if committed:
+            info = committed[-1]
+            version = int(info["version"])
+            logger.warning("%s; the batch was committed as version %d, so it is not run again", where, version)
+            report = BatchReport(batch=batch, version=version)
+            state = BatchCheckpoint(
+                fingerprint=fingerprint, phase="done", base_version=int(info["parent"] or 0), runs=[], report=report
+            )
+            with self.memory.transaction(batch=batch) as tx:
+                tx.set_checkpoint(key, state.model_dump(mode="json"), version=version)
+            self._emit(batch, "done", f"committed as version {version}; its figures were lost with the checkpoint")
+            return report
+        undone = self.memory.rollback(self.memory.version)  # also drops every uncommitted checkpoint
+        logger.warning("%s; starting the batch afresh (%d uncommitted changes undone)", where, undone)
+        return None
+
     def _run_batch(self, batch: int, examples: list[Any], ids: list[str]) -> BatchReport:
         key = _KEY.format(batch)
         fp = self.fingerprint(ids)
-        saved = self.memory.db.checkpoint(key)
+        try:
+            saved = self._saved_checkpoint(key)
+        except _CorruptCheckpoint as exc:
+            recovered = self._recover_checkpoint(batch, key, fp, str(exc))
+            if recovered is not None:
+                return recovered
+            saved = None
         if saved and saved.get("fingerprint") != fp:
             raise DataError(
                 f"batch {batch} in {self.memory.directory} was started on different examples; "

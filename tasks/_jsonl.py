@@ -15,14 +15,19 @@ __all__ = ["jsonl_rows", "answer_list"]
 def jsonl_rows(path: str | Path, *, kind: str, required: Sequence[str] = ()) -> Iterator[tuple[str, dict[str, Any]]]:
     """Yield ``(where, row)`` for every non-blank line of a JSONL file (``where`` is ``"file:line"``).
 
+    A required key must hold a value: ``null`` or a blank string is refused (a model would be sent ``"None"`` or
+    nothing). Two rows with the same ``id`` are refused too: results, resumes and splits are keyed by it.
+
     Raises:
-        DataError: the file is missing, or a line is not a JSON object with the ``required`` keys (the message
-            names the file and line and says it is not a ``kind`` row).
+        DataError: the file is missing, a line is not a JSON object with the ``required`` keys (the message
+            names the file and line and says it is not a ``kind`` row), a required key is null or blank, or an
+            ``id`` repeats an earlier row's.
     """
     from memento.paths import read_text
 
     text = read_text(path, what="data file")  # missing, directory, binary, not UTF-8: one line naming the file
     article = "an" if kind[:1].lower() in "aeiou" else "a"
+    ids: dict[str, int] = {}  # id -> the line that first gave it
     for lineno, line in enumerate(text.split("\n"), 1):  # not splitlines(): U+2028 may sit inside a JSON string
         if not line.strip():
             continue
@@ -36,6 +41,15 @@ def jsonl_rows(path: str | Path, *, kind: str, required: Sequence[str] = ()) -> 
         missing = [key for key in required if key not in row]
         if missing:
             raise DataError(f"{where}: not {article} {kind} row (KeyError: missing {', '.join(missing)})")
+        empty = [key for key in required if row[key] is None or (isinstance(row[key], str) and not row[key].strip())]
+        if empty:
+            what = " and ".join(f"{key!r} is {'null' if row[key] is None else 'blank'}" for key in empty)
+            raise DataError(f"{where}: not {article} {kind} row ({what}: a required field needs a value)")
+        given = "" if row.get("id") is None else str(row["id"])
+        if given:
+            first = ids.setdefault(given, lineno)
+            if first != lineno:
+                raise DataError(f"{where}: duplicate id {given!r} (also on line {first}): give every row its own id")
         yield where, row
 
 

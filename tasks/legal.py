@@ -165,7 +165,8 @@ class LegalTask(Task):
         """Read the JUSTICE CSV into anonymised examples (inputs ``facts`` and the control argument ``cutoff``).
 
         Raises:
-            DataError: the file lacks a required column.
+            DataError: the file lacks a required column, or two loaded rows have the same id (``ID``, else
+                ``docket``, else the line).
         """
         from memento.tasks._text import html_to_text
         from memento.tasks.pii import PartyAnonymizer, find_leaks
@@ -173,6 +174,7 @@ class LegalTask(Task):
         csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
         report = LegalLoadReport(path=str(path))
         pending: list[tuple[dict[str, Any], str, str]] = []
+        ids: dict[str, int] = {}  # id of a loaded row -> its line
         from memento.paths import read_text
 
         text = read_text(path, what="JUSTICE file")  # missing, directory, binary, not UTF-8: one line
@@ -200,6 +202,11 @@ class LegalTask(Task):
                 if cutoff is None:
                     report.skipped.append(SkippedRow(line, row_id, "no usable term (no search cutoff)"))
                     continue
+                first_line = ids.setdefault(row_id, line)
+                if first_line != line:
+                    raise DataError(
+                        f"{path}:{line}: duplicate id {row_id!r} (also on line {first_line}): give every row its own ID"
+                    )
                 first, second = row.get("first_party") or "", row.get("second_party") or ""
                 data: dict[str, Any] = {
                     "facts": PartyAnonymizer(first, second).anonymize(facts),

@@ -116,16 +116,31 @@ def _writable_dir(path: Path, flag: str) -> None:
     writable_dir(path, what=flag)
 
 
-def _check_out(out: Path | None, output_dir: Path) -> tuple[Path, str | None]:
+def _names_a_directory(out: str) -> bool:
+    """Whether ``--out`` as typed ends with a path separator (``runs/``, ``runs/.``): a directory, created if new."""
+    import os
+
+    seps = tuple(sep for sep in (os.sep, os.altsep) if sep)
+    return out.endswith(seps) or out.endswith(tuple(sep + "." for sep in seps)) or out in (".", "..")
+
+
+def _check_out(out: str | Path | None, output_dir: Path) -> tuple[Path, str | None]:
     """Where the trajectory goes: ``(directory, file name)``, checked before any LM call.
 
     The name is ``None`` when the file is named after the run (``run-<stamp>-<task id>.json``): without ``--out``
-    (in ``run.output_dir``) and when ``--out`` is an existing directory (inside it).
+    (in ``run.output_dir``), and when ``--out`` is an existing directory or ends with a separator (``runs/``: a
+    directory, created when the trajectory is written; ``Path`` would drop the slash and write a file ``runs``).
     """
     if out is None:
         _writable_dir(output_dir, "run.output_dir")
         return output_dir, None
-    out = out.expanduser()
+    if not str(out).strip():
+        raise ConfigError("--out is empty: give a file or a directory (ending in '/')")
+    as_dir = _names_a_directory(str(out))
+    out = Path(out).expanduser()
+    if as_dir and not out.is_dir():
+        _writable_dir(out, "--out")  # at or under a file: one line; nothing is created until the write
+        return out, None
     if out.is_dir():
         err_console.print(
             f"memento: --out {out} is a directory: the trajectory will be written inside it as "
@@ -203,7 +218,7 @@ def _task_inputs(task_spec: Task, question: str | None, inputs: list[str], examp
                 f"task {task_spec.name!r} takes inputs {fields}: pass them with --input name=value or --example FILE"
             )
         values["question" if "question" in fields else fields[0]] = question
-    missing = [f for f in fields if f not in values or (isinstance(values[f], str) and not values[f].strip())]
+    missing = [f for f in fields if values.get(f) is None or (isinstance(values[f], str) and not values[f].strip())]
     if missing:
         how = "--question TEXT" if fields == ["question"] else "--input name=value or --example FILE.json"
         raise ConfigError(f"task {task_spec.name!r} needs {', '.join(missing)}: pass {how}")
@@ -227,9 +242,12 @@ def run(
     task: TaskOpt = "multihop",
     method: Annotated[str, typer.Option("--method", "-m", help=f"One of: {METHODS_HELP}.")] = "aet",
     out: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
-            "--out", "-o", help="Trajectory JSON file, or a directory to write it in (default: run.output_dir)."
+            "--out",
+            "-o",
+            help="Trajectory JSON file, or a directory to write it in: an existing one, or a path ending in '/' "
+            "(default: run.output_dir).",
         ),
     ] = None,
     trace: Annotated[bool, typer.Option("--trace", help="Print each wave as it happens.")] = False,
