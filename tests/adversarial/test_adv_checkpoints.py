@@ -112,33 +112,19 @@ def test_a_truncated_checkpoint_restarts_its_batch_and_counts_nothing_twice(tmp_
 
 
 def test_train_over_a_truncated_checkpoint_is_one_line_not_a_traceback(tmp_path):
-    import os
     import subprocess
 
+    from commands.test_train_resume import _command, _env
+
     corpus, data = write_data(tmp_path / "data")
-    data.write_text("".join(data.read_text().splitlines(keepends=True)[:3]))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMENTO_")}
-    env.update(
-        MEMENTO_LM_API_KEY="test-key",
-        MEMENTO_LM_CACHE="false",
-        MEMENTO_WEB_CACHE_DIR=str(tmp_path / "webcache"),
-        MEMENTO_BUDGETS_INITIAL_QUESTIONS="2",
-        MEMENTO_BUDGETS_TOTAL_QUESTIONS="3",
-        MEMENTO_BUDGETS_STEPS_PER_QUESTION="3",
-        DSPY_CACHEDIR=str(tmp_path / "dspy"),
-        COLUMNS="200",
-    )
+    data.write_text("".join(data.read_text().splitlines(keepends=True)[:3]))  # one batch
     with OpenAICompatServer(make_engine()) as server:
-        args = [
-            sys.executable, "-m", "memento.cli", "train", "--task", "multihop", "--data", str(data),
-            "--memory", str(tmp_path / "mem"), "--batch-size", "3", "--corpus", str(corpus), "--threads", "1",
-            "--embedder", "hashing", "--lm", "openai/scripted", "--api-base", server.api_base,
-        ]  # fmt: skip
-        first = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+        args = _command(data, corpus, tmp_path / "mem", server)
+        first = subprocess.run(args, env=_env(tmp_path), capture_output=True, text=True, timeout=300)
         assert first.returncode == 0, first.stderr[-2000:]
         _truncate(tmp_path / "mem" / "memory.db", 1)
         sent = server.chat_requests
-        again = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+        again = subprocess.run(args, env=_env(tmp_path), capture_output=True, text=True, timeout=300)
         assert server.chat_requests == sent  # the committed batch is not run again
     assert again.returncode == 0, again.stderr[-2000:]
     assert "Traceback" not in again.stderr + again.stdout
