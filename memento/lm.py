@@ -90,7 +90,6 @@ def build_lm(role: LMRole, *, name: str = "lm") -> dspy.LM:
     """
     if not role.model:
         raise LMNotConfiguredError(name)
-    _check_provider(role.model, name)
     kwargs: dict[str, object] = {}
     if role.api_base:
         kwargs["api_base"] = role.api_base
@@ -110,14 +109,30 @@ def build_lm(role: LMRole, *, name: str = "lm") -> dspy.LM:
         kwargs["max_tokens"] = role.max_tokens
     kwargs["num_retries"] = role.num_retries if role.num_retries is not None else 3
     kwargs["cache"] = role.cache if role.cache is not None else True
-    set_role_limits(name, max_concurrency=role.max_concurrency, requests_per_minute=role.requests_per_minute)
     lm = MementoLM(role.model, **kwargs)
+    _check_provider(lm, name)
+    set_role_limits(name, max_concurrency=role.max_concurrency, requests_per_minute=role.requests_per_minute)
     lm.memento_role = name
     return lm
 
 
-def _check_provider(model: str, role: str) -> None:
-    """Refuse, before any call, a model string whose provider no client knows (``--lm foo/bar``), in one line."""
+def _check_provider(lm: dspy.LM, role: str) -> None:
+    """Refuse, before any call, a model string whose provider no client knows (``--lm foo/bar``), in one line.
+
+    A model that DSPy's native engine routes (``openai/...``, ``anthropic/...``, ``ollama_chat/...``,
+    ``hosted_vllm/...`` and most others) is known without importing litellm, which takes seconds to import; only a
+    model that only the litellm engine can serve is checked against litellm's provider list.
+    """
+    if not isinstance(lm.engine, str):
+        return  # a custom engine (a local model, a replay) serves the model itself
+    from dspy.clients.backend_selection import select_backend
+
+    try:
+        if select_backend(lm).native:
+            return
+    except Exception:  # noqa: BLE001 - a refusal of the native route: litellm's check below decides
+        pass
+    model = lm.model
     import litellm
 
     flag = "--lm" if role == "lm" else f"--{role.replace('_', '-')}"

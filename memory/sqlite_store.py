@@ -128,16 +128,32 @@ _STOP = frozenset(
 @functools.lru_cache(maxsize=16_384)
 def estimate_tokens(text: str) -> int:
     """Tokens of ``text`` as litellm counts them for a model without its own tokenizer (tiktoken's
-    ``cl100k_base``, shipped with litellm, so offline), cached per text: memory budgets re-count the same rules and
-    facts on every selection (``bench/bench_tokens.py`` measures the cost).
+    ``cl100k_base``), cached per text: memory budgets re-count the same rules and facts on every selection
+    (``bench/bench_tokens.py`` measures the cost).
 
     Example:
         >>> estimate_tokens("When a river is named, ask for its length.")
         11
     """
-    import litellm
+    return len(_cl100k().encode(text, disallowed_special=())) if text else 0
 
-    return len(litellm.encode(model="", text=text)) if text else 0
+
+@functools.cache
+def _cl100k() -> Any:
+    """tiktoken's ``cl100k_base``, read offline from the copy litellm ships, without importing litellm (8 s of a
+    cold start; issue 21): litellm itself points ``TIKTOKEN_CACHE_DIR`` at that folder when it is imported."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.find_spec("litellm")
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        bundled = Path(folder) / "litellm_core_utils" / "tokenizers"
+        if bundled.is_dir():
+            os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(bundled))
+            break
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base")
 
 
 def fts_query(text: str, *, max_terms: int = 32) -> str:

@@ -1,15 +1,49 @@
 """memento.metrics: DSPy metrics returning ``dspy.Prediction(score, feedback)``, LLM judges, statistics and
-evaluation."""
+evaluation.
 
-from memento.metrics.answer_match import AnswerMatch, exact_match, token_f1
-from memento.metrics.as_float import as_float
-from memento.metrics.coverage_judge import CoverageJudge
-from memento.metrics.distribution import DistributionMetric, kl_divergence, repair_distribution, total_variation
-from memento.metrics.evaluation import EvalResult, evaluate, write_results
-from memento.metrics.judge import JudgeError, LLMJudge, as_data
-from memento.metrics.stats import bootstrap_ci, judge_agreement, paired_bootstrap
-from memento.metrics.success import succeeded
-from memento.metrics.verdict_judge import VerdictJudge
+Its public names are imported on first use (:mod:`memento.lazy_exports`): importing one module of the package does
+not import the others.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memento.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from memento.metrics.answer_match import AnswerMatch, exact_match, token_f1
+    from memento.metrics.as_float import as_float
+    from memento.metrics.coverage_judge import CoverageJudge
+    from memento.metrics.distribution import DistributionMetric, kl_divergence, repair_distribution, total_variation
+    from memento.metrics.evaluation import EvalResult, evaluate, write_results
+    from memento.metrics.judge import JudgeError, LLMJudge, as_data
+    from memento.metrics.stats import bootstrap_ci, judge_agreement, paired_bootstrap
+    from memento.metrics.success import succeeded
+    from memento.metrics.verdict_judge import VerdictJudge
+
+_HOMES: dict[str, str] = {
+    "AnswerMatch": "answer_match",
+    "exact_match": "answer_match",
+    "token_f1": "answer_match",
+    "as_float": "as_float",
+    "CoverageJudge": "coverage_judge",
+    "DistributionMetric": "distribution",
+    "kl_divergence": "distribution",
+    "repair_distribution": "distribution",
+    "total_variation": "distribution",
+    "EvalResult": "evaluation",
+    "evaluate": "evaluation",
+    "write_results": "evaluation",
+    "JudgeError": "judge",
+    "LLMJudge": "judge",
+    "as_data": "judge",
+    "bootstrap_ci": "stats",
+    "judge_agreement": "stats",
+    "paired_bootstrap": "stats",
+    "succeeded": "success",
+    "VerdictJudge": "verdict_judge",
+}
 
 __all__ = [
     "AnswerMatch",
@@ -33,3 +67,5 @@ __all__ = [
     "total_variation",
     "write_results",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

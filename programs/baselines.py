@@ -34,6 +34,7 @@ from memento.signatures.final_answer import answer_signature
 if TYPE_CHECKING:
     from memento.config import Settings
     from memento.lm import Roles
+    from memento.programs.react_agent import ReActAgent
     from memento.tasks.task import Task
 
 __all__ = ["ClosedBook", "FewShot", "ReActAgent"]
@@ -171,4 +172,11 @@ def _build_few_shot(
     )
 
 
-from memento.programs.react_agent import ReActAgent  # noqa: E402  (re-exported; the ReAct family has its own module)
+def __getattr__(name: str) -> Any:
+    """``ReActAgent`` stays importable from here; the ReAct family has its own module, imported on first use so that
+    a closed-book run does not load the web tools."""
+    if name == "ReActAgent":
+        from memento.programs.react_agent import ReActAgent
+
+        return ReActAgent
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

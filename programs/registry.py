@@ -46,6 +46,7 @@ __all__ = [
     "method_info",
     "require_method_extras",
     "METHOD_MODULES",
+    "METHOD_HOMES",
     "INJECTED",
 ]
 
@@ -56,12 +57,32 @@ Builder = Callable[..., "dspy.Module"]
 #: Modules whose import registers methods; a module that does not exist (yet) is skipped.
 METHOD_MODULES: tuple[str, ...] = (
     "memento.programs.baselines",
+    "memento.programs.react_agent",
     "memento.programs.adaptive_exploration_tree",
     "memento.programs.memento_program",
     "memento.programs.case_based_agent",
     "memento.programs.case_memory",
     "memento.programs.jitmem_agent",
 )
+
+#: The module that registers each built-in method: building one imports that module alone (a closed-book run never
+#: loads the web layer, the case bank or numpy). A method not listed here (one a user registers) is looked up by
+#: importing every module of :data:`METHOD_MODULES`. ``tests/programs/test_registry.py`` keeps the table true.
+METHOD_HOMES: dict[str, str] = {
+    "closed_book": "memento.programs.baselines",
+    "few_shot": "memento.programs.baselines",
+    "react": "memento.programs.react_agent",
+    "react_rewrite": "memento.programs.react_agent",
+    "react_rerank": "memento.programs.react_agent",
+    "react_rewrite_rerank": "memento.programs.react_agent",
+    "react_memory": "memento.programs.react_agent",
+    "aet": "memento.programs.adaptive_exploration_tree",
+    "memento": "memento.programs.memento_program",
+    "cbr": "memento.programs.case_based_agent",
+    "closed_book_cases": "memento.programs.case_memory",
+    "few_shot_cases": "memento.programs.case_memory",
+    "jitmem": "memento.programs.jitmem_agent",
+}
 
 #: Objects a caller may hand to a builder (not knobs: a shared embedder, a counting web factory, a reward metric);
 #: each reaches only the builders that take it.
@@ -123,24 +144,35 @@ def register_method(
     return decorate
 
 
-def _load_methods() -> None:
+def _import_module(module: str) -> None:
+    """Import a module that registers methods; a broken one is remembered (and named later), never raised."""
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name == module:  # not written (yet): its methods are simply absent
+            logger.debug("method module %s not available", module)
+            return
+        _IMPORT_ERRORS[module] = f"{type(exc).__name__}: {exc}"
+        logger.warning("method module %s failed to import: %s", module, exc)
+    except ImportError as exc:
+        # A broken method module must not take the others down; it is named when its method is asked for.
+        _IMPORT_ERRORS[module] = f"{type(exc).__name__}: {exc}"
+        logger.warning("method module %s failed to import: %s", module, exc)
+
+
+def _load_methods(method: str | None = None) -> None:
+    """Make ``method`` known (its home module alone when :data:`METHOD_HOMES` names it), or every method."""
     global _loaded
     with _load_lock:
-        if _loaded:
+        if _loaded or (method is not None and method in _BUILDERS):
             return
+        home = METHOD_HOMES.get(method) if method is not None else None
+        if home is not None:
+            _import_module(home)
+            if method in _BUILDERS:
+                return
         for module in METHOD_MODULES:
-            try:
-                importlib.import_module(module)
-            except ModuleNotFoundError as exc:
-                if exc.name == module:  # not written (yet): its methods are simply absent
-                    logger.debug("method module %s not available", module)
-                    continue
-                _IMPORT_ERRORS[module] = f"{type(exc).__name__}: {exc}"
-                logger.warning("method module %s failed to import: %s", module, exc)
-            except ImportError as exc:
-                # A broken method module must not take the others down; it is named when its method is asked for.
-                _IMPORT_ERRORS[module] = f"{type(exc).__name__}: {exc}"
-                logger.warning("method module %s failed to import: %s", module, exc)
+            _import_module(module)
         _loaded = True
 
 
@@ -152,7 +184,7 @@ def method_names() -> list[str]:
 
 def method_info(method: str) -> MethodInfo | None:
     """What the registered ``method`` is (``None`` for an unknown one)."""
-    _load_methods()
+    _load_methods(method)
     return _INFO.get(method)
 
 
@@ -161,7 +193,7 @@ def require_method_extras(method: str) -> None:
     (nothing for an unknown method: :func:`build_program` reports that)."""
     from memento.extras import require
 
-    _load_methods()
+    _load_methods(method)
     info = _INFO.get(method)
     for extra in info.extras if info is not None else ():
         require(extra, f"method {method!r}")
@@ -191,7 +223,7 @@ def build_program(
         ConfigError: the method is unknown (the message lists the known ones) or its builder refuses the inputs.
         MissingExtraError: the method needs an optional extra that is not installed (the message names it).
     """
-    _load_methods()
+    _load_methods(method)
     try:
         builder = _BUILDERS[method]
     except KeyError:

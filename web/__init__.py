@@ -1,24 +1,60 @@
-"""memento.web: search backends (offline corpus, ddgs, SearXNG), the polite cached fetcher, and the agent tools."""
+"""memento.web: search backends (offline corpus, ddgs, SearXNG), the polite cached fetcher, and the agent tools.
 
-from memento.web.ddgs_backend import DDGSBackend
-from memento.web.errors import (
-    AfterCutoff,
-    Blocked,
-    FetchError,
-    FetchFailed,
-    NotCached,
-    RobotsDisallowed,
-    TooLarge,
-    UnsupportedContent,
-    WebError,
-)
-from memento.web.factory import make_backend, make_fetcher, make_web_tools, web_tools_factory
-from memento.web.fetcher import Fetcher, Page
-from memento.web.offline_corpus import OfflineCorpus
-from memento.web.search_result import SearchBackend, SearchResult
-from memento.web.searxng_backend import SearXNGBackend
-from memento.web.url_cache import URLCache
-from memento.web.web_tools import WebTools
+Its public names are imported on first use (:mod:`memento.lazy_exports`): importing one module of the package does
+not import the others.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from memento.lazy_exports import lazy_exports
+
+if TYPE_CHECKING:
+    from memento.web.ddgs_backend import DDGSBackend
+    from memento.web.errors import (
+        AfterCutoff,
+        Blocked,
+        FetchError,
+        FetchFailed,
+        NotCached,
+        RobotsDisallowed,
+        TooLarge,
+        UnsupportedContent,
+        WebError,
+    )
+    from memento.web.factory import make_backend, make_fetcher, make_web_tools, web_tools_factory
+    from memento.web.fetcher import Fetcher, Page
+    from memento.web.offline_corpus import OfflineCorpus
+    from memento.web.search_result import SearchBackend, SearchResult
+    from memento.web.searxng_backend import SearXNGBackend
+    from memento.web.url_cache import URLCache
+    from memento.web.web_tools import WebTools
+
+_HOMES: dict[str, str] = {
+    "DDGSBackend": "ddgs_backend",
+    "AfterCutoff": "errors",
+    "Blocked": "errors",
+    "FetchError": "errors",
+    "FetchFailed": "errors",
+    "NotCached": "errors",
+    "RobotsDisallowed": "errors",
+    "TooLarge": "errors",
+    "UnsupportedContent": "errors",
+    "WebError": "errors",
+    "make_backend": "factory",
+    "make_fetcher": "factory",
+    "make_web_tools": "factory",
+    "web_tools_factory": "factory",
+    "Fetcher": "fetcher",
+    "Page": "fetcher",
+    "OfflineCorpus": "offline_corpus",
+    "SearchBackend": "search_result",
+    "SearchResult": "search_result",
+    "SearXNGBackend": "searxng_backend",
+    "URLCache": "url_cache",
+    "WebTools": "web_tools",
+}
 
 __all__ = [
     "AfterCutoff",
@@ -44,3 +80,5 @@ __all__ = [
     "make_web_tools",
     "web_tools_factory",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

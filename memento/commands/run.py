@@ -12,6 +12,7 @@ import datetime as dt
 import importlib
 import json
 import logging
+import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -292,6 +293,13 @@ def run(
     _report_run(pred, trajectory, task_spec, settings, question, out_dir, out_name, as_json=as_json)
 
 
+def _is_tree(program: Any) -> bool:
+    """Whether ``program`` is an Adaptive Exploration Tree (its module is not imported to find out: a closed-book
+    run never loads it)."""
+    module = sys.modules.get("memento.programs.adaptive_exploration_tree")
+    return module is not None and isinstance(program, module.AdaptiveExplorationTree)
+
+
 def _run_program(
     method: str,
     task_spec: Task,
@@ -304,10 +312,10 @@ def _run_program(
     trace: bool,
 ) -> tuple[Any, Any]:
     """Build the method's program and run it once on the task inputs (with the live status line or --trace)."""
-    from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree
     from memento.programs.registry import build_program, method_info, method_names
 
     program = build_program(method, task=task_spec, settings=settings, roles=roles, memory_dir=memory)
+    tree = _is_tree(program)
     info = method_info(method)
     if memory is not None and info is not None and not info.memory:
         memory_methods = ", ".join(m for m in method_names() if (method_info(m) or info).memory)
@@ -317,14 +325,14 @@ def _run_program(
             highlight=False,
         )
     if trace:
-        if isinstance(program, AdaptiveExplorationTree):
+        if tree:
             program.on_event = _trace_printer
         else:
             err_console.print(f"memento: --trace shows waves of the aet; method {method} has none", highlight=False)
     from memento.progress import RunStatus
 
     status = RunStatus(f"run {method}")  # a live line on stderr: wave, stage, sub-questions, LM calls, elapsed
-    if not trace and isinstance(program, AdaptiveExplorationTree):
+    if not trace and tree:
         program.on_event = status.on_tree_event
     with status:
         pred = program(**task_inputs, cutoff=cutoff)
