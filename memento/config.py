@@ -351,6 +351,7 @@ class ObserveSettings(_Section):
     """What a run leaves for inspection: the LM call log and MLflow tracking (off by default)."""
 
     log_lm: Path | None = None  # append one JSON line per LM call to this file (--log-lm)
+    replay_lm: Path | None = None  # serve every LM call from this --log-lm file of an earlier run (--replay-lm)
     mlflow: str | None = None  # MLflow tracking URI (--mlflow): file:/path, sqlite:///x.db, http://host:5000
     mlflow_experiment: str = "memento"
 

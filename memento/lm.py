@@ -68,9 +68,13 @@ class MementoLM(dspy.LM):
     """
 
     memento_role: str | None = None
+    memento_replay: Any = None  # a memento.lm_replay.ReplayBook: every call is served from a --log-lm file
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         check_cancelled()
+        if self.memento_replay is not None:
+            with self.memento_replay.serving(self, args, kwargs):
+                return super().__call__(*args, **kwargs)
         limiter = limiter_for(self.memento_role)
         if limiter is None:
             return super().__call__(*args, **kwargs)
@@ -82,14 +86,23 @@ class MementoLM(dspy.LM):
         return await super().acall(*args, **kwargs)
 
 
-def build_lm(role: LMRole, *, name: str = "lm") -> dspy.LM:
+def build_lm(role: LMRole, *, name: str = "lm", replay: Any = None) -> dspy.LM:
     """Build the ``dspy.LM`` of one resolved role.
+
+    Args:
+        role: the role's resolved settings.
+        name: the role's name.
+        replay: a :class:`memento.lm_replay.ReplayBook`: the LM serves every call from it (no server, no key).
 
     Raises:
         LMNotConfiguredError: the role has no model.
     """
     if not role.model:
         raise LMNotConfiguredError(name)
+    if replay is not None:
+        from memento.lm_replay import replay_lm
+
+        return replay_lm(role, name=name, book=replay)
     kwargs: dict[str, object] = {}
     if role.api_base:
         kwargs["api_base"] = role.api_base
@@ -182,7 +195,12 @@ def configure(settings: Settings, *, set_default: bool = True) -> Roles:
     from memento.lm_log import install_retry_hook
 
     install_retry_hook()  # every retry of an LM call is logged at INFO (-v) with its error
-    lms = {name: build_lm(settings.role(name), name=name) for name in ROLES}
+    replay = None
+    if settings.observe.replay_lm is not None:  # --replay-lm: every call served from an earlier run's --log-lm
+        from memento.lm_replay import ReplayBook
+
+        replay = ReplayBook(settings.observe.replay_lm)
+    lms = {name: build_lm(settings.role(name), name=name, replay=replay) for name in ROLES}
     roles = Roles(**lms)
     if set_default:
         dspy.configure(lm=roles.lm)

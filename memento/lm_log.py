@@ -1,8 +1,10 @@
 """The LM call log: one JSON line per LM call memento makes, appended to a file (``--log-lm FILE``).
 
 Each line holds the role (``lm``, ``judge_lm``, ...), the stage and the predictor (signature) that made the call, the
-model, the prompt messages, the completion, the tokens, the latency, whether DSPy's cache served it, the retries with
-their errors, and the error that ended the call if any. Everything written goes through
+model, the prompt messages in full, DSPy's ``rollout_id`` (``null`` unless an optimiser set one), the completion (the
+raw reply text; a dict when the reply also carried reasoning or tool calls; a list for several candidates), the
+tokens, the latency, whether DSPy's cache served it, the retries with their errors, and the error that ended the call
+if any: enough to replay the run (``--replay-lm FILE``, :mod:`memento.lm_replay`). Everything written goes through
 :func:`memento.scrub.scrub_data`, so API keys and URL credentials never reach the file.
 
 Retries happen inside DSPy (``dspy.clients.execution``) without a hook of their own; :func:`install_retry_hook`
@@ -32,7 +34,7 @@ from typing import Any
 from memento.scrub import scrub_data
 from memento.usage import ActivatedCallback, _modules, current_stage
 
-__all__ = ["LMCallLog", "install_retry_hook", "add_retry_listener"]
+__all__ = ["LMCallLog", "install_retry_hook", "add_retry_listener", "current_predictor", "logged_messages"]
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +129,7 @@ class _Sink:
         tokens["completion"] += int(usage_entry.get("completion_tokens") or usage_entry.get("output_tokens") or 0)
 
 
-def _predictor() -> str | None:
+def current_predictor() -> str | None:
     """The signature name of the innermost running predictor (``None`` outside any)."""
     for module in reversed(_modules.get()):
         signature = getattr(module, "signature", None)
@@ -150,7 +152,10 @@ def _completion(outputs: Any) -> Any:
     return texts[0] if len(texts) == 1 else texts
 
 
-def _messages(inputs: dict[str, Any]) -> list[dict[str, Any]]:
+def logged_messages(inputs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The prompt of an LM call as the log holds it (``inputs``: the call's ``prompt`` and ``messages``): a list of
+    ``{"role", "content"}`` with the text parts of multi-part contents joined (:mod:`memento.lm_replay` matches calls
+    by it)."""
     messages = inputs.get("messages")
     if not messages and inputs.get("prompt"):
         messages = [{"role": "user", "content": inputs["prompt"]}]
@@ -164,6 +169,12 @@ def _messages(inputs: dict[str, Any]) -> list[dict[str, Any]]:
         else:
             out.append({"role": "user", "content": str(message)})
     return out
+
+
+def _rollout_id(instance: Any, inputs: dict[str, Any]) -> Any:
+    """DSPy's ``rollout_id`` of a call (optimisers sample distinct replies to one prompt with it), else ``None``."""
+    call = inputs.get("kwargs") or {}
+    return call.get("rollout_id", (getattr(instance, "kwargs", None) or {}).get("rollout_id"))
 
 
 class LMCallLog(ActivatedCallback):
@@ -197,7 +208,9 @@ class LMCallLog(ActivatedCallback):
     # -- DSPy callback hooks -------------------------------------------------------------------------------
     def _role(self, instance: Any) -> str:
         role = self.roles.role_of(instance) if self.roles is not None else None
-        if role is None and self.roles is not None:  # a copy of a role's LM (optimisers copy programs): by model
+        if role is None:  # a copy of a role's LM (optimisers copy programs) keeps its role
+            role = getattr(instance, "memento_role", None)
+        if role is None and self.roles is not None:  # another LM of a role's model: by model
             matches = [name for name, lm in self.roles.items() if getattr(lm, "model", None) == instance.model]
             role = matches[0] if len(matches) == 1 else None
         return role or str(getattr(instance, "model", "lm"))
@@ -207,9 +220,10 @@ class LMCallLog(ActivatedCallback):
             "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
             "role": self._role(instance),
             "stage": current_stage(),
-            "predictor": _predictor(),
+            "predictor": current_predictor(),
             "model": str(getattr(instance, "model", "")),
-            "messages": _messages(inputs),
+            "messages": logged_messages(inputs),
+            "rollout_id": _rollout_id(instance, inputs),
             "completion": None,
             "tokens": {"prompt": 0, "completion": 0},
             "latency_s": 0.0,

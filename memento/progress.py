@@ -218,12 +218,18 @@ class RunStatus:
         self._thread.start()
         return self
 
+    def finish(self, trajectory: Any) -> None:
+        """Take the final counts from the run's trajectory (its sub-questions, whatever events were seen)."""
+        self.sub_questions = max(0, len(getattr(trajectory, "nodes", None) or []) - 1)
+
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
         self.live.update(self.render())
         self.live.stop()
+        if not self.console.is_terminal:  # rich ends the line only on a terminal: the next message starts on its own
+            self.console.line()
         self._ctx.__exit__(*exc)
 
 

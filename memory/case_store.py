@@ -35,7 +35,7 @@ from memento.errors import DataError
 from memento.memory.sqlite_connect import connect_sqlite
 from memento.types import Case, utcnow
 
-__all__ = ["DB_NAME", "CaseBankError", "CaseStore"]
+__all__ = ["DB_NAME", "CaseBankError", "CaseStore", "content_items"]
 
 DB_NAME = "cases.db"
 
@@ -389,3 +389,39 @@ class CaseStore:
             "q_score": np.asarray([np.nan if r[3] is None else r[3] for r in rows], dtype=np.float64),
             "cosine": np.asarray([r[4] for r in rows], dtype=np.float64),
         }
+
+
+def content_items(bank: Path) -> Iterator[Any]:
+    """Every case and logged gate pair of the bank at ``bank`` as normalised records (read-only; no embedder, index
+    or torch needed), to compare two memories by content (:func:`memento.memory.memory_contents.diff_items`).
+
+    A case is its namespace, task, plan, reward, the run it came from and whether it was evicted; a gate pair names
+    its case by that case's task and plan (case ids are random per run).
+    """
+    from memento.memory.memory_contents import ItemRecord
+
+    path = bank / DB_NAME
+    try:
+        with contextlib.closing(connect_sqlite(path, read_only=True)) as conn:
+            cases = conn.execute(
+                "SELECT id, namespace, task_text, plan, reward, trajectory_ref, evicted_at FROM cases ORDER BY rid"
+            ).fetchall()
+            pairs = conn.execute(
+                "SELECT namespace, task_id, query, case_id, reward, q_score, cosine FROM gate_pairs ORDER BY pid"
+            ).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise unusable(path, exc) from None
+    named: dict[str, dict[str, str]] = {}
+    for cid, namespace, task_text, plan, reward, ref, evicted_at in cases:
+        named[cid] = {"task_text": task_text, "plan": plan}
+        yield ItemRecord.of(
+            "cases",
+            {"namespace": namespace, "task_text": task_text, "plan": plan, "reward": float(reward),
+             "trajectory_ref": ref, "evicted": evicted_at is not None},
+        )  # fmt: skip
+    for namespace, task_id, query, case_id, reward, q_score, cosine in pairs:
+        yield ItemRecord.of(
+            "gate_pairs",
+            {"namespace": namespace, "task_id": task_id, "query": query, "case": named.get(case_id, case_id),
+             "reward": float(reward), "q_score": q_score, "cosine": float(cosine)},
+        )  # fmt: skip

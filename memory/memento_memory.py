@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -36,6 +36,9 @@ from memento.memory.domain_store import DomainStore
 from memento.memory.rule_book import RuleBook
 from memento.memory.sqlite_store import SQLiteStore, Transaction, estimate_tokens
 from memento.types import CraftEntry, Fact, Rule
+
+if TYPE_CHECKING:
+    from memento.memory.memory_contents import ItemRecord
 
 __all__ = [
     "MementoMemory",
@@ -526,6 +529,28 @@ class MementoMemory:
                     d.chars_modified += _changed_chars(o[item_id], n[item_id])
             out[name] = d
         return MemoryDiff(a=a, b=b, stores=out)
+
+    def content_items(self) -> Iterator[ItemRecord]:
+        """Every item of M1-M4 as a normalised record, to compare two memories by content
+        (:func:`memento.memory.memory_contents.diff_items`): no ids (a superseded fact says only that it is),
+        provenance and sources as sorted sets."""
+        from memento.memory.memory_contents import ItemRecord, sorted_list
+
+        books: tuple[tuple[str, Callable[[], Iterable[BaseModel]]], ...] = (
+            ("M1", self.craft.all),
+            ("M2", self.decomposition.all),
+            ("M3", self.web_action.all),
+            ("M4", self.facts.all),
+        )
+        for paper, items in books:
+            for item in items():
+                data = item.model_dump(mode="json", exclude={"id"})
+                if "superseded_by" in data:
+                    data["superseded"] = data.pop("superseded_by") is not None
+                for key in ("provenance", "sources"):
+                    if isinstance(data.get(key), list):
+                        data[key] = sorted_list(data[key])
+                yield ItemRecord.of(paper, data)
 
     def stats(self) -> dict[str, Any]:
         """Counts per store and the version."""

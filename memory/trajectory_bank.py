@@ -353,6 +353,36 @@ class TrajectoryBank:
                 f"bank {self.directory} was created with policy {stored_policy!r}, not {policy!r}"
             )
 
+    @classmethod
+    def open_read_only(cls, directory: str | Path) -> TrajectoryBank:
+        """An existing bank opened read-only with the policy it was created with.
+
+        Raises:
+            TrajectoryBankError: there is no bank at ``directory``, or it cannot be read.
+        """
+        db = Path(directory) / _DB_NAME
+        if not db.is_file():
+            raise TrajectoryBankError(f"no trajectory bank at {directory}: {_DB_NAME} is missing")
+        try:
+            with contextlib.closing(connect_sqlite(db, read_only=True)) as conn:
+                row = conn.execute("SELECT value FROM meta WHERE key='policy'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise TrajectoryBankError(f"{db} is not a trajectory bank: {exc}") from exc
+        policy: BankPolicy = "all_with_labels" if row and row[0] == "all_with_labels" else "success_only"
+        return cls(directory, policy=policy, read_only=True)
+
+    def content_items(self) -> Iterator[Any]:
+        """Every stored trajectory with its accept/reject label as a normalised record, to compare two memories by
+        content (:func:`memento.memory.memory_contents.diff_items`): without ids, timestamps, timings and the
+        provenance of the run (settings, paths, clock)."""
+        from memento.memory.memory_contents import ItemRecord
+
+        drop = frozenset({"created_at", "timings", "ms", "provenance"})
+        for trajectory, accepted in self.iter_all():
+            data = trajectory.model_dump(mode="json")
+            data["accepted"] = accepted
+            yield ItemRecord.of("trajectories", data, drop=drop)
+
     # -- copying: one bank per directory, never forked -------------------------------------------------------
     def __deepcopy__(self, memo: dict[int, Any]) -> TrajectoryBank:
         return self

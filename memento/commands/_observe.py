@@ -1,5 +1,5 @@
-"""What the commands share to let users see a run: ``--json``, the report hint, and starting what ``--log-lm`` and
-``--mlflow`` (the ``[observe]`` settings flags of :mod:`memento.commands._options`) ask for.
+"""What the commands share to let users see a run: ``--json``, the report hint, and starting what ``--log-lm``,
+``--replay-lm`` and ``--mlflow`` (the ``[observe]`` settings flags of :mod:`memento.commands._options`) ask for.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ def observe(settings: Any, roles: Any, *, run_name: str | None = None) -> Observ
     the run are closed, with a one-line summary on stderr, when the command ends (also on an error).
     """
     seen = Observation()
+    _announce_replay(settings, roles)
     path = settings.observe.log_lm
     if path is not None:
         from memento.errors import ConfigError
@@ -97,6 +98,28 @@ def observe(settings: Any, roles: Any, *, run_name: str | None = None) -> Observ
 
             at_command_end(end_run)
     return seen
+
+
+def _announce_replay(settings: Any, roles: Any) -> None:
+    """Under ``--replay-lm``: say where the replies come from now, and at the end how many logged calls were served
+    (a replay that served fewer than were logged made fewer calls than the logged run)."""
+    book = getattr(getattr(roles, "lm", None), "memento_replay", None)
+    if book is None:
+        return
+    err_console.print(
+        f"memento: replaying LM calls from {book.path} ({book.recorded} logged calls; no model is called)",
+        markup=False,
+        highlight=False,
+    )
+
+    def summary() -> None:
+        unused = book.unused()
+        tail = f"; {unused} logged calls were not asked for" if unused else ""
+        err_console.print(
+            f"memento: {book.served} LM calls replayed from {book.path}{tail}", markup=False, highlight=False
+        )
+
+    at_command_end(summary)
 
 
 def eval_payload(path: Path) -> dict[str, Any]:

@@ -147,6 +147,13 @@ _FLAGS: tuple[Flag, ...] = (
         "log_lm", Path, "observe.log_lm", "Append one JSON line per LM call (prompt, completion, tokens...) to FILE."
     ),
     _flag(
+        "replay_lm",
+        Path,
+        "observe.replay_lm",
+        "Serve every LM call from FILE, the --log-lm file of an earlier run: the same command re-runs offline, "
+        "exactly; a call that is not in FILE stops the run.",
+    ),
+    _flag(
         "mlflow", str, "observe.mlflow", "Track in MLflow at this URI (file:/dir, sqlite:///x.db, http://host:5000)."
     ),
     _flag(
@@ -257,7 +264,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "lm": ("config", "lm", "api_base", "judge_lm"),
     "research": ("initial_questions", "total_questions", "steps_per_question"),
     "memory": ("profile", "stores"),
-    "observe": ("log_lm", "mlflow"),
+    "observe": ("log_lm", "replay_lm", "mlflow"),
     "trainer": ("batch_size", "exploration"),
     "cbr": ("cbr_k", "cbr_policy", "cbr_train_policy", "cbr_alpha", "cbr_min_pairs", "cbr_prefilter"),
     "cbr_training": ("cbr_passes", "cbr_own_cases"),

@@ -3,6 +3,7 @@
 Example:
     memento memory stats --memory runs/mem
     memento memory diff 1 2 --memory runs/mem
+    memento memory diff --memory runs/mem --against runs/mem-replayed
     memento memory rollback 1 --memory runs/mem
     memento memory export runs/mem-export --memory runs/mem
 """
@@ -165,15 +166,36 @@ def _print_bank(bank: Any) -> None:
 @app.command("diff")
 @cli_errors
 def diff(
-    a: Annotated[int, typer.Argument(help="The older version.")],
-    b: Annotated[int, typer.Argument(help="The newer version.")],
+    a: Annotated[int | None, typer.Argument(help="The older version.")] = None,
+    b: Annotated[int | None, typer.Argument(help="The newer version.")] = None,
     memory: MemoryOpt = None,
+    against: Annotated[
+        Path | None,
+        typer.Option(
+            "--against",
+            help="Compare with another memory directory by content (M1-M4, case bank, trajectory bank), ignoring "
+            "ids and timestamps; exit 1 when they differ.",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
     config: ConfigOpt = None,
 ) -> None:
-    """What changed between two versions, per store (items and characters added/deleted/modified).
+    """What changed between two versions, per store (items and characters added/deleted/modified); or, with
+    --against OTHER, which items only one of two memories holds.
 
     An item counts as modified when its text, support, contradiction or status changed.
     """
+    if against is not None:
+        if a is not None or b is not None:
+            from memento.errors import ConfigError
+
+            raise ConfigError("memory diff --against compares the current contents of two memories: give no versions")
+        _diff_against(Path(memory or load_settings(config).memory.dir), against, as_json=as_json)
+        return
+    if a is None or b is None:
+        from memento.errors import ConfigError
+
+        raise ConfigError("memory diff needs two versions (memory diff 1 2), or --against OTHER_DIRECTORY")
     with _open(memory, config) as mem:
         result = mem.diff(a, b)
         old, new = mem.db.state_at(a), mem.db.state_at(b)
@@ -209,6 +231,29 @@ def diff(
                         highlight=False,
                         soft_wrap=True,
                     )
+
+
+def _diff_against(this: Path, other: Path, *, as_json: bool) -> None:
+    """Print the content diff of two memory directories (``--json``: as JSON); exit 1 when they differ."""
+    from memento.memory.memory_contents import diff_items, memory_items
+
+    result = diff_items(memory_items(this), memory_items(other))
+    if as_json:
+        print_json({"this": str(this), "other": str(other), **result.as_json()})
+    else:
+        table = Table(title=f"memory {escape(str(this))} against {escape(str(other))}")
+        for col in ("store", "items", "other's items", "only here", "only in other"):
+            table.add_column(col, justify="right")
+        for name, d in result.stores.items():
+            table.add_row(name, str(d.this), str(d.other), str(len(d.only_this)), str(len(d.only_other)))
+        console.print(table)
+        for name, d in result.stores.items():
+            for sign, records in (("-", d.only_this), ("+", d.only_other)):
+                for record in records:
+                    console.print(f"{sign} {name}: {escape(record.summary())}", highlight=False, soft_wrap=True)
+        console.print("same contents" if result.empty else "the memories differ (- only here, + only in other)")
+    if not result.empty:
+        raise typer.Exit(1)
 
 
 def _field_changes(before: dict[str, Any], after: dict[str, Any]) -> str:

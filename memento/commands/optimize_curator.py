@@ -21,6 +21,7 @@ import typer
 from rich.markup import escape
 
 from memento.commands._common import cli_errors, console
+from memento.commands._observe import observe
 from memento.commands._options import Flags, LimitOpt, MetricOpt, TaskOpt, with_flags
 from memento.errors import ConfigError, DataError
 from memento.files import save_program
@@ -31,7 +32,7 @@ PROGRAM_FILE = "program.json"
 
 
 @cli_errors
-@with_flags("lm", "corpus", "threads", "payload_tokens", "curator_optimizer", "curator_budget")
+@with_flags("lm", "corpus", "threads", "log_lm", "replay_lm", "payload_tokens", "curator_optimizer", "curator_budget")
 def optimize_curator_command(
     task: TaskOpt,
     memory: Annotated[
@@ -57,6 +58,7 @@ def optimize_curator_command(
     settings = flags.settings()
     optimizer, budget = settings.jitmem.curator_optimizer, settings.jitmem.curator_budget
     roles = memento.configure(settings)
+    observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
     task_spec = resolve_task(task, roles=roles, threads=settings.run.threads)
     examples = task_spec.load(train, limit=limit)
     if not examples:
