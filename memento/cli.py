@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -49,6 +49,11 @@ def _root(
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     install_log_filters(level=level)  # no secret, URL password, terminal escape or library DEBUG line
+    # DSPy logs through a handler of its own at INFO (GEPA prints ~50 lines per compile): the same verbosity and the
+    # same filters as memento's
+    dspy_logger = logging.getLogger("dspy")
+    dspy_logger.setLevel(level)
+    install_log_filters(dspy_logger.handlers, level=level)
 
 
 config_app = typer.Typer(help="Inspect the effective settings.", no_args_is_help=True)
@@ -58,15 +63,45 @@ app.add_typer(config_app, name="config")
 @config_app.command("show")
 @cli_errors
 @with_flags("lm")
-def config_show(*, flags: Flags) -> None:
-    """Print the effective settings, secrets masked, with where each value came from."""
+def config_show(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the settings as JSON on stdout ({key: {value, source}}).")
+    ] = False,
+    *,
+    flags: Flags,
+) -> None:
+    """Print the effective settings, secrets masked, with where each value came from.
+
+    An LM role's unset field shows what its LM uses (3 retries, the model's own temperature...), marked "built in".
+    """
+    import json
+    import sys
+
+    from memento.config import ROLE_FIELD_DEFAULTS, ROLES
+
     settings = flags.settings()
+    rows: list[dict[str, Any]] = []
+    for key, value, source in settings.effective():
+        section, _, field = key.partition(".")
+        plain = value if value is None or isinstance(value, bool | int | float | str) else str(value)
+        row: dict[str, Any] = {"key": key, "value": plain, "source": source}
+        if value is None and section in ROLES and field in ROLE_FIELD_DEFAULTS:
+            row["effective"] = ROLE_FIELD_DEFAULTS[field]  # what the role's LM uses when the field is unset
+        rows.append(row)
+    if as_json:
+        data = {row.pop("key"): row for row in rows}
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        return
     table = Table(title="memento settings", show_lines=False)
     table.add_column("setting")
     table.add_column("value")
     table.add_column("source")
-    for key, value, source in settings.effective():
-        table.add_row(key, "" if value is None else str(value), source)
+    for row in rows:
+        if "effective" in row:
+            value, source = row["effective"], f"{row['source']}, built in"
+        else:
+            value, source = row["value"], row["source"]
+        table.add_row(row["key"], "" if value is None else str(value), source)
     console.print(table)
 
 

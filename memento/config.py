@@ -19,6 +19,8 @@ Example:
     >>> settings = load_settings(flags={"lm": {"model": "openai/gpt-4o-mini"}})
     >>> settings.role("judge_lm").model
     'openai/gpt-4o-mini'
+    >>> load_settings(flags={"lm": "openai/x", "api_base": "http://127.0.0.1:8000/v1"}).lm.api_base
+    'http://127.0.0.1:8000/v1'
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ __all__ = [
     "BudgetPreset",
     "CompareBudget",
     "COMPARE_PRESETS",
+    "ROLE_FIELD_DEFAULTS",
     "RunSettings",
     "Settings",
     "load_settings",
@@ -511,10 +514,22 @@ class Settings(BaseSettings):
                     inherited = getattr(self.role(section), field)
                     value = f"{inherited} (from lm)" if inherited is not None else None
                 source = self.source_of(key)
-                if section == "compare" and source == "default" and field in COMPARE_PRESETS[self.compare.preset]:
-                    source = f"preset {self.compare.preset}"
+                if section == "compare" and source == "default" and field != "preset":
+                    source = f"preset {self.compare.preset}"  # every budget not set explicitly comes from the preset
                 rows.append((key, value, source))
         return rows
+
+
+#: What an LM role's unset field means when its LM is built (:func:`memento.lm.build_lm`), as ``config show`` says it.
+ROLE_FIELD_DEFAULTS: dict[str, Any] = {
+    "api_base": "the provider's endpoint",
+    "temperature": "the model's default (not sent)",
+    "max_tokens": "the model's default (not sent)",
+    "num_retries": 3,
+    "cache": True,
+    "max_concurrency": "no limit",
+    "requests_per_minute": "no limit",
+}
 
 
 def _provider(model: str | None) -> str:
@@ -545,13 +560,67 @@ def _drop_none(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _nested_flags(flags: dict[str, Any]) -> dict[str, Any]:
+    """``flags`` with every key in the nested form: a section or role stays as it is; ``"web.corpus"`` (a dotted
+    setting), ``"api_base"`` (a field of the ``lm`` role: its flat CLI form) and a CLI flag's name (``"corpus"``,
+    ``"total_questions"``, as :mod:`memento.commands._options` names them) go where they set.
+
+    Raises:
+        ConfigError: a key that is none of these (one line listing the forms).
+    """
+    out: dict[str, Any] = {}
+
+    def put(section: str, field: str, value: Any) -> None:
+        target = out.setdefault(section, {})
+        if isinstance(target, str):  # {"lm": "openai/x", "api_base": ...}: the role's shorthand, then its fields
+            target = out[section] = {"model": target}
+        target[field] = value
+
+    flat: list[tuple[str, Any]] = []
+    for key, value in flags.items():
+        if key in ROLES or key in _SECTIONS:
+            if isinstance(value, dict) and isinstance(out.get(key), dict):
+                out[key] = {**out[key], **value}
+            elif isinstance(value, str) and isinstance(out.get(key), dict):
+                out[key] = {**out[key], "model": value}
+            else:
+                out[key] = value
+        else:
+            flat.append((key, value))
+    cli: dict[str, Any] | None = None
+    for key, value in flat:
+        section, dot, field = key.partition(".")
+        if dot and (section in ROLES or section in _SECTIONS):
+            put(section, field, value)
+        elif key in LMRole.model_fields:
+            put("lm", key, value)
+        else:
+            if cli is None:
+                from memento.commands._options import FLAGS
+
+                cli = {name: flag for name, flag in FLAGS.items() if flag.target is not None}
+            flag = cli.get(key)
+            if flag is None or flag.target is None:
+                raise ConfigError(
+                    f"unknown setting {key!r}: give a section as a dict ({{'web': {{'corpus': ...}}}}), a dotted "
+                    "setting ('web.corpus'), a field of the lm role ('api_base') or a CLI flag's name ('corpus')"
+                )
+            section, _, field = flag.target.partition(".")
+            put(section, field, flag.convert(value) if flag.convert is not None and value is not None else value)
+    return out
+
+
 def load_settings(config_file: str | Path | None = None, *, flags: dict[str, Any] | None = None) -> Settings:
     """Build the effective settings: flags > environment > TOML file > defaults.
 
     Args:
         config_file: a TOML file; when ``None``, ``$MEMENTO_CONFIG`` or ``./memento.toml`` is used if present.
-        flags: nested values from the command line (``{"lm": {"model": "openai/x"}}``); ``None`` values are
-            ignored so that unset flags do not shadow lower layers.
+        flags: values that take precedence over every other layer, as the command line's flags do; ``None`` values
+            are ignored so that unset flags do not shadow lower layers. Nested by section
+            (``{"lm": {"model": "openai/x", "api_base": URL}, "web": {"corpus": "c.jsonl"}}``), with a role given
+            as its model string (``{"lm": "openai/x"}``); or flat, as on the command line: a field of the ``lm``
+            role (``{"lm": "openai/x", "api_base": URL}``), a dotted setting (``{"web.corpus": "c.jsonl"}``) or a
+            CLI flag's name (``{"corpus": "c.jsonl", "total_questions": 3}``).
 
     Raises:
         ConfigError: the file is missing or invalid, or a value fails validation.
@@ -563,7 +632,7 @@ def load_settings(config_file: str | Path | None = None, *, flags: dict[str, Any
         elif Path(DEFAULT_CONFIG_FILE).is_file():
             config_file = DEFAULT_CONFIG_FILE
     path = Path(config_file) if config_file is not None else None
-    flags = _drop_none(flags or {})
+    flags = _drop_none(_nested_flags(flags or {}))
     for role in ROLES:
         if isinstance(flags.get(role), str):
             flags[role] = {"model": flags[role]}

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import dspy
 
 from memento.cancel import check_cancelled
-from memento.config import ROLES, LMRole, Settings
+from memento.config import ROLE_FIELD_DEFAULTS, ROLES, LMRole, Settings
 from memento.errors import ConfigError, LMNotConfiguredError, LMUnavailableError
 from memento.lm_limiter import limiter_for, set_role_limits
 from memento.scrub import register_secret, scrub
@@ -120,8 +120,8 @@ def build_lm(role: LMRole, *, name: str = "lm", replay: Any = None) -> dspy.LM:
         kwargs["temperature"] = role.temperature
     if role.max_tokens is not None:
         kwargs["max_tokens"] = role.max_tokens
-    kwargs["num_retries"] = role.num_retries if role.num_retries is not None else 3
-    kwargs["cache"] = role.cache if role.cache is not None else True
+    kwargs["num_retries"] = role.num_retries if role.num_retries is not None else ROLE_FIELD_DEFAULTS["num_retries"]
+    kwargs["cache"] = role.cache if role.cache is not None else ROLE_FIELD_DEFAULTS["cache"]
     lm = MementoLM(role.model, **kwargs)
     _check_provider(lm, name)
     set_role_limits(name, max_concurrency=role.max_concurrency, requests_per_minute=role.requests_per_minute)

@@ -226,9 +226,12 @@ class RunStatus:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
+        failed = bool(exc) and exc[0] is not None
+        if failed:  # the run failed: its one error line says what happened, the status line goes away
+            self.live.transient = True
         self.live.update(self.render())
         self.live.stop()
-        if not self.console.is_terminal:  # rich ends the line only on a terminal: the next message starts on its own
+        if not failed and not self.console.is_terminal:  # rich ends the line on a terminal only
             self.console.line()
         self._ctx.__exit__(*exc)
 

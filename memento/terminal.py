@@ -19,12 +19,12 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.segment import Segment
 
 from memento.scrub import MessageFilter, ScrubFilter, scrub
 
-__all__ = ["neutralize", "SafeConsole", "TerminalFilter", "install_log_filters"]
+__all__ = ["neutralize", "SafeConsole", "TerminalFilter", "install_log_filters", "PIPED_WIDTH"]
 
 # C0 controls except tab and newline, DEL, C1 controls, and the bidirectional overrides and isolates
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -40,8 +40,16 @@ def neutralize(text: str) -> str:
     return _CONTROL.sub(_visible, text) if text else text
 
 
+#: The width of a console whose output is piped or redirected (no terminal, no ``COLUMNS``): wide enough that no
+#: line is wrapped, so a file or a pipe holds each line whole (tables at their natural width).
+PIPED_WIDTH = 10_000
+
+
 class SafeConsole(Console):
     """A rich ``Console`` whose rendered text is scrubbed of secrets and of control characters.
+
+    Output that is piped or redirected is not wrapped (:data:`PIPED_WIDTH`) unless ``COLUMNS`` says otherwise; on a
+    terminal, the terminal's width applies.
 
     Example:
         >>> import io
@@ -50,6 +58,19 @@ class SafeConsole(Console):
         >>> out.getvalue()
         'title \\\\x1b]0;pwned\\n'
     """
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        """The console's size: :data:`PIPED_WIDTH` wide when it writes to no terminal and ``COLUMNS`` is unset
+        (rich would take another stream's terminal, or 80 columns)."""
+        dims = super().size
+        if self._width is None and not self.is_terminal and not self._environ.get("COLUMNS", "").isdigit():
+            return ConsoleDimensions(PIPED_WIDTH, dims.height)
+        return dims
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         """``Console.print`` with string arguments scrubbed whole first (wrapping could split a secret)."""

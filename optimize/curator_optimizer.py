@@ -30,6 +30,7 @@ from typing import Any, Literal
 import dspy
 
 from memento.errors import ConfigError
+from memento.optimize.optimizers import optimizer_output
 from memento.programs.jitmem_agent import JitMemAgent
 from memento.programs.jitmem_curator import JitMemCurator
 
@@ -188,7 +189,8 @@ def optimize_curator(
             seed=seed,
             track_stats=False,
         )
-        compiled = teleprompter.compile(student, trainset=train, valset=val)
+        with optimizer_output():
+            compiled = teleprompter.compile(student, trainset=train, valset=val)
     else:
         val_for_mipro = val or train
         teleprompter = dspy.MIPROv2(
@@ -202,15 +204,16 @@ def optimize_curator(
             seed=seed,
             verbose=False,
         )
-        compiled = teleprompter.compile(
-            student,
-            trainset=train,
-            valset=val_for_mipro,
-            num_trials=budget,
-            minibatch=len(val_for_mipro) > 1,
-            minibatch_size=max(1, min(len(val_for_mipro), 35)),
-            minibatch_full_eval_steps=max(1, min(5, budget)),
-        )
+        with optimizer_output():
+            compiled = teleprompter.compile(
+                student,
+                trainset=train,
+                valset=val_for_mipro,
+                num_trials=budget,
+                minibatch=len(val_for_mipro) > 1,
+                minibatch_size=max(1, min(len(val_for_mipro), 35)),
+                minibatch_full_eval_steps=max(1, min(5, budget)),
+            )
     curator = compiled.curator if agent is not None else compiled
     if not isinstance(curator, JitMemCurator):
         raise ConfigError(f"the optimizer returned {type(curator).__name__}, not a JitMemCurator")

@@ -24,8 +24,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import random
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +47,7 @@ __all__ = [
     "check_distinct_signatures",
     "holdout_split",
     "optimize_program",
+    "optimizer_output",
 ]
 
 logger = logging.getLogger(__name__)
@@ -285,4 +290,18 @@ def optimize_program(
         log_dir.mkdir(parents=True, exist_ok=True)
     logger.info("compiling with %s: %d train / %d val examples", optimizer, len(train), len(val))
     job = _CompileJob(student, train, val, metric, roles, budget, threads, seed, log_dir)
-    return _COMPILERS[optimizer](job)
+    with optimizer_output():
+        return _COMPILERS[optimizer](job)
+
+
+@contextlib.contextmanager
+def optimizer_output() -> Iterator[None]:
+    """While a DSPy optimiser compiles: what it prints on stdout (its evaluation bars, "Average Metric: ...") goes to
+    stderr when INFO is on (``-v``) and nowhere otherwise, so stdout holds only results (memento's own progress is on
+    stderr). Redirects the process's stdout for the block (the optimiser's worker threads print there too)."""
+    if logger.isEnabledFor(logging.INFO):
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+        return
+    with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
+        yield

@@ -84,6 +84,11 @@ def section(**values: Any) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
+def _default(section: str, field: str) -> Any:
+    """A setting's default value, for a flag's help (the help stays true when the default changes)."""
+    return Settings.model_fields[section].annotation.model_fields[field].default  # type: ignore[union-attr]
+
+
 def _stores(value: str) -> list[str]:
     return [name.strip().upper() for name in value.split(",") if name.strip()]
 
@@ -135,6 +140,14 @@ _FLAGS: tuple[Flag, ...] = (
     _flag("initial_questions", int, "budgets.initial_questions", "Wave-0 budget.", min=1),
     _flag("total_questions", int, "budgets.total_questions", "Sub-question budget.", min=1),
     _flag("steps_per_question", int, "budgets.steps_per_question", "Tool steps per sub-question agent.", min=1),
+    _flag(
+        "test_exploration",
+        int,
+        "budgets.exploration",
+        f"memento at test time: exploration steps per task, nothing written back (budgets.exploration, "
+        f"{_default('budgets', 'exploration')}; the paper's legal setting: 3).",
+        min=0,
+    ),
     _flag("profile", str, "memory.profile", "MEMENTO memory injection: budgeted (token caps) or paper (M1-M3 whole)."),
     _flag(
         "stores",
@@ -160,7 +173,7 @@ _FLAGS: tuple[Flag, ...] = (
         "batch_size",
         int,
         "trainer.batch_size",
-        "Examples per batch, one version each (default: [trainer] batch_size).",
+        f"Examples per batch, one version each (trainer.batch_size, {_default('trainer', 'batch_size')}).",
         min=1,
     ),
     _flag(
@@ -168,7 +181,7 @@ _FLAGS: tuple[Flag, ...] = (
         int,
         "trainer.exploration",
         "Exploration steps per training sample: cold start when no M1 entry applies, the rest at the end of the "
-        "sample (default: [trainer] exploration).",
+        f"sample (trainer.exploration, {_default('trainer', 'exploration')}; at test time: --test-exploration).",
         min=0,
     ),
     _flag("cbr_k", int, "cbr.k", "CBR: cases retrieved per task (cbr.k, 4).", min=1),
@@ -238,7 +251,8 @@ _FLAGS: tuple[Flag, ...] = (
         "budget",
         str,
         "compare.preset",
-        "Budget preset of every optimiser and memory method: tiny|light|medium ([compare] preset).",
+        f"Budget preset of every optimiser and memory method: tiny|light|medium (compare.preset, "
+        f"{_default('compare', 'preset')}).",
     ),
     _flag("gepa_max_metric_calls", int, "compare.gepa_max_metric_calls", "GEPA's metric-call budget.", min=1),
     _flag("mipro_num_candidates", int, "compare.mipro_num_candidates", "MIPROv2's candidates.", min=1),

@@ -27,8 +27,8 @@ def _progress(line: str, console: Console | None = None) -> None:
 
 @cli_errors
 @cancellable
-@with_flags("lm", "corpus", "threads", "seed", "observe", "memory", "cbr", "cbr_training", "jitmem",
-            "jitmem_train_gate", "compare")  # fmt: skip
+@with_flags("lm", "corpus", "threads", "seed", "research", "test_exploration", "observe", "memory", "cbr",
+            "cbr_training", "jitmem", "jitmem_train_gate", "compare")  # fmt: skip
 def compare(
     task: TaskOpt,
     methods: Annotated[

@@ -68,7 +68,7 @@ def print_summary(result: Any, path: Path, *, show: int = 10) -> None:
 
 @cli_errors
 @cancellable
-@with_flags("lm", "corpus", "threads", "observe", "memory", "cbr", "jitmem")
+@with_flags("lm", "corpus", "threads", "research", "test_exploration", "observe", "memory", "cbr", "jitmem")
 def eval_(
     task: TaskOpt,
     data: Annotated[Path, typer.Option("--data", help="The task's data file (JSONL or the JUSTICE CSV).")],
@@ -181,7 +181,11 @@ def eval_(
         )
     labels = {"run_key": key, "provenance": provenance(settings, data_files=data_files, started_at=started_at)}
     try:
-        with ScoreProgress(f"eval {method}", total=len(examples)) as bar:  # on stderr: elapsed, ETA, running mean
+        bar = ScoreProgress(f"eval {method}", total=len(examples))  # on stderr: elapsed, ETA, running mean
+        for record in previous:  # resumed examples count as done (before the bar shows): a finished eval's rerun
+            if record.error is None:  # shows a full bar
+                bar.advance(score=record.score)
+        with bar:
             result = evaluate(
                 program,
                 examples,

@@ -63,6 +63,14 @@ def _same(a: Path, b: Path) -> None:
     assert left == right, a
 
 
+def _same_lines(a: Path, b: Path) -> None:
+    """Two JSONL files (trajectories) are equal line by line but for clocks, durations, paths and random ids."""
+    left, right = (a.read_text(encoding="utf-8").splitlines(), b.read_text(encoding="utf-8").splitlines())
+    assert left and len(left) == len(right), a
+    for x, y in zip(left, right, strict=True):
+        assert normalise(json.loads(x), drop=VOLATILE) == normalise(json.loads(y), drop=VOLATILE), a
+
+
 def test_a_comparison_replayed_with_the_server_stopped_gives_the_same_results_and_memories(tmp_path: Path) -> None:
     questions, corpus, gold = _data(tmp_path)
     log = tmp_path / "calls.jsonl"
@@ -91,6 +99,8 @@ def test_a_comparison_replayed_with_the_server_stopped_gives_the_same_results_an
     _same(tmp_path / "A" / "results.json", tmp_path / "B" / "results.json")
     for method in ("closed_book", "memento", "jitmem", "cbr"):
         _same(tmp_path / "A" / method / "test" / "results.json", tmp_path / "B" / method / "test" / "results.json")
+        _same_lines(tmp_path / "A" / method / "test" / "trajectories.jsonl",
+                    tmp_path / "B" / method / "test" / "trajectories.jsonl")  # fmt: skip
     usage = json.loads((tmp_path / "B" / "results.json").read_text())["methods"]["memento"]["costs"]["train"]
     assert usage["lm_calls"] > 0  # the replayed calls are billed as they were
 

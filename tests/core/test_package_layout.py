@@ -47,7 +47,10 @@ def _venv(where: Path) -> Path:
 
 
 def _pip(python: Path, *args: str) -> None:
-    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", *args], cwd=python.parent)
+    """``pip install`` into ``python``'s venv without any package index: the build uses this venv's setuptools."""
+    offline = ("--no-index", "--no-build-isolation", "--disable-pip-version-check")
+    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", *offline, *args],
+         cwd=python.parent)  # fmt: skip
 
 
 def _probe(python: Path, cwd: Path, code: str) -> str:
@@ -74,9 +77,10 @@ def test_each_layer_is_a_relative_symlink_and_no_package_dir_mapping() -> None:
 
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """``python -m build``: the sdist, then the wheel built FROM that sdist (so the sdist must hold every module)."""
+    """``python -m build``: the sdist, then the wheel built FROM that sdist (so the sdist must hold every module);
+    with this venv's setuptools and wheel (``--no-isolation``: no package index is asked)."""
     out = tmp_path_factory.mktemp("dist")
-    _run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], cwd=out)
+    _run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)], cwd=out)
     (sdist,) = out.glob("memento_dspy-*.tar.gz")
     (wheel,) = out.glob("memento_dspy-*.whl")
     return sdist, wheel

@@ -57,4 +57,3 @@ def test_a_closed_book_run_loads_no_heavy_library_before_its_first_request(engin
     assert "dspy" in loaded and "memento" in loaded  # the hook saw the run itself
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
     assert openai_server.chat_requests == 1
-
