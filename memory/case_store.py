@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from memento.errors import DataError
-from memento.memory.sqlite_connect import connect_sqlite
+from memento.memory.sqlite_connect import connect_sqlite, read_meta
 from memento.types import Case, utcnow
 
 __all__ = ["DB_NAME", "CaseBankError", "CaseStore", "content_items"]
@@ -90,14 +90,13 @@ def read_embedder_info(dir: Path) -> tuple[str, int]:
     if not path.is_file():
         raise CaseBankError(f"no case bank at {dir} (missing {DB_NAME})")
     try:
-        with contextlib.closing(connect_sqlite(path, read_only=True)) as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key='embedder'").fetchone()
+        stored = read_meta(path, "embedder")
     except sqlite3.DatabaseError as exc:
         raise unusable(path, exc) from None
-    if row is None:
+    if stored is None:
         raise CaseBankError(f"case bank {dir} records no embedder")
     try:
-        info = json.loads(row[0])
+        info = json.loads(stored)
         return str(info["name"]), int(info["dim"])
     except (ValueError, KeyError, TypeError) as exc:
         raise CaseBankError(f"case bank {dir} records an unreadable embedder ({exc})") from None

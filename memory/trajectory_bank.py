@@ -48,7 +48,7 @@ from pydantic import ValidationError
 
 from memento.bm25 import BM25Engine, RankBM25Scorer, check_engine
 from memento.errors import ConfigError, DataError, MemoryFrozenError
-from memento.memory.sqlite_connect import connect_sqlite
+from memento.memory.sqlite_connect import connect_sqlite, read_meta
 from memento.types import Trajectory
 
 __all__ = [
@@ -364,11 +364,10 @@ class TrajectoryBank:
         if not db.is_file():
             raise TrajectoryBankError(f"no trajectory bank at {directory}: {_DB_NAME} is missing")
         try:
-            with contextlib.closing(connect_sqlite(db, read_only=True)) as conn:
-                row = conn.execute("SELECT value FROM meta WHERE key='policy'").fetchone()
+            stored = read_meta(db, "policy")
         except sqlite3.DatabaseError as exc:
             raise TrajectoryBankError(f"{db} is not a trajectory bank: {exc}") from exc
-        policy: BankPolicy = "all_with_labels" if row and row[0] == "all_with_labels" else "success_only"
+        policy: BankPolicy = "all_with_labels" if stored == "all_with_labels" else "success_only"
         return cls(directory, policy=policy, read_only=True)
 
     def content_items(self) -> Iterator[Any]:
