@@ -13,7 +13,10 @@ Trials alternate (baseline, memento, baseline, ...) so both see the same machine
 (memento's first request / baseline round trip; the target is at most 2) are printed. DSPy's cache is off in both
 (``cache=False``, ``MEMENTO_LM_CACHE=false``), so every trial reaches the server.
 
-Run: python bench/bench_startup.py [--trials 7]
+``--method aet --corpus examples/multihop/corpus.jsonl`` times the default method instead (its first request is the
+decomposition, after the web layer and the offline corpus are opened).
+
+Run: python bench/bench_startup.py [--trials 7] [--method closed_book] [--corpus FILE]
 """
 
 from __future__ import annotations
@@ -71,6 +74,8 @@ def _trial(command: list[str], engine: _Arrivals, env: dict[str, str], cwd: Path
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=7)
+    parser.add_argument("--method", default="closed_book", help="the method memento run uses (closed_book)")
+    parser.add_argument("--corpus", default=None, help="an offline corpus for a method that searches (aet)")
     args = parser.parse_args()
     memento = shutil.which("memento") or str(Path(sys.executable).with_name("memento"))
     engine = _Arrivals()
@@ -78,8 +83,10 @@ def main() -> None:
         env = {**os.environ, "MEMENTO_LM_CACHE": "false", "MEMENTO_RUN_OUTPUT_DIR": str(Path(tmp) / "runs")}
         env.pop("MEMENTO_LM", None)
         baseline_cmd = [sys.executable, "-c", BASELINE, server.api_base, QUESTION]
-        memento_cmd = [memento, "run", "--method", "closed_book", "--task", "qa", "--lm", "openai/x",
+        memento_cmd = [memento, "run", "--method", args.method, "--task", "qa", "--lm", "openai/x",
                        "--api-base", server.api_base, "--question", QUESTION]  # fmt: skip
+        if args.corpus:
+            memento_cmd += ["--corpus", str(Path(args.corpus).resolve())]
         _trial(baseline_cmd, engine, env, Path(tmp))  # warm the OS file cache for both
         _trial(memento_cmd, engine, env, Path(tmp))
         base_total, first, total = [], [], []
@@ -95,8 +102,8 @@ def main() -> None:
     print(f"| measure (median of {args.trials} fresh processes) | seconds |")
     print("|---|---:|")
     print(f"| bare `dspy.Predict` round trip (start to exit) | {b:.2f} |")
-    print(f"| `memento run` closed_book: start to first LM request | {f:.2f} |")
-    print(f"| `memento run` closed_book: start to exit | {t:.2f} |")
+    print(f"| `memento run` {args.method}: start to first LM request | {f:.2f} |")
+    print(f"| `memento run` {args.method}: start to exit | {t:.2f} |")
     print(f"| ratio first request / bare round trip (target <= 2) | {f / b:.2f} |")
 
 
