@@ -281,12 +281,14 @@ def replay_lm(role: Any, *, name: str, book: ReplayBook) -> Any:
 
 
 def _capabilities(role: Any) -> Any:
-    """What DSPy knows the logged model can do (the LM it would build, asked offline); ``None`` when unknown."""
+    """What DSPy knows the logged model can do, asked offline of the LM it would build when DSPy's native router
+    serves the model; ``None`` otherwise (a model only litellm serves, a local engine): a replay imports no litellm."""
     import dspy
+    from dspy.clients.backend_selection import select_backend
     from dspy.clients.capabilities import capabilities
 
     try:
         shadow = dspy.LM(role.model, api_base=role.api_base) if role.api_base else dspy.LM(role.model)
-        return capabilities(shadow)
+        return capabilities(shadow) if select_backend(shadow).native else None
     except Exception:  # noqa: BLE001 - a model DSPy cannot describe offline: no declared capability
         return None
