@@ -145,6 +145,11 @@ def _completion(outputs: Any) -> Any:
     items = outputs if isinstance(outputs, list) else [outputs]
     texts: list[Any] = []
     for item in items:
+        if hasattr(item, "message") and hasattr(item, "finish_reason"):  # a dspy.lm15.Response (a Request call)
+            from dspy.clients.call_result import legacy_output
+
+            item = legacy_output(item)
+            item = item["text"] if set(item) == {"text"} else item
         if isinstance(item, dict):
             texts.append({k: v for k, v in item.items() if isinstance(v, str | int | float | bool | list | dict)})
         else:
@@ -155,10 +160,15 @@ def _completion(outputs: Any) -> Any:
 def logged_messages(inputs: dict[str, Any]) -> list[dict[str, Any]]:
     """The prompt of an LM call as the log holds it (``inputs``: the call's ``prompt`` and ``messages``): a list of
     ``{"role", "content"}`` with the text parts of multi-part contents joined (:mod:`memento.lm_replay` matches calls
-    by it)."""
+    by it); a call made with an explicit ``dspy.lm15.Request`` is logged as its system text and messages."""
     messages = inputs.get("messages")
-    if not messages and inputs.get("prompt"):
-        messages = [{"role": "user", "content": inputs["prompt"]}]
+    prompt = inputs.get("prompt") or inputs.get("request")
+    if not messages and prompt is not None and hasattr(prompt, "messages") and hasattr(prompt, "system"):
+        system = prompt.system if isinstance(prompt.system, str | None) else "".join(p.text for p in prompt.system)
+        head = [{"role": "system", "content": system}] if system else []
+        return head + [{"role": str(m.role), "content": m.text or ""} for m in prompt.messages]
+    if not messages and prompt:
+        messages = [{"role": "user", "content": prompt}]
     out: list[dict[str, Any]] = []
     for message in messages or []:
         if isinstance(message, dict):

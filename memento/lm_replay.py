@@ -172,7 +172,9 @@ class ReplayBook:
         from memento.lm_log import logged_messages
 
         prompt = args[0] if args else kwargs.get("prompt")
-        messages = logged_messages({"prompt": prompt, "messages": kwargs.get("messages")})
+        messages = logged_messages(
+            {"prompt": prompt, "request": kwargs.get("request"), "messages": kwargs.get("messages")}
+        )
         rollout_id = kwargs.get("rollout_id", (getattr(lm, "kwargs", None) or {}).get("rollout_id"))
         call = self.take(
             role=getattr(lm, "memento_role", None), model=lm.model, messages=messages, rollout_id=rollout_id

@@ -210,3 +210,27 @@ def test_memory_diff_against_names_what_only_one_memory_holds(tmp_path: Path) ->
     assert both.exit_code == 1 and "give no versions" in both.stderr
     empty = runner.invoke(app, ["memory", "diff", "--memory", str(tmp_path / "a"), "--against", str(tmp_path)])
     assert empty.exit_code == 1 and "no memory at" in empty.stderr
+
+
+def test_an_explicit_request_call_is_logged_readably_and_replayed(tmp_path: Path) -> None:
+    from dspy.lm15 import Message, Request
+
+    from memento.config import load_settings
+    from memento.lm import configure
+    from memento.lm_log import LMCallLog
+
+    log = tmp_path / "calls.jsonl"
+    request = Request(model="openai/x", messages=(Message.user("capital of France?"),), system="Answer in one word.")
+    with OpenAICompatServer(ScriptedEngine(overrides={"answer": "Paris"})) as server:
+        engine = server.engine
+        engine.when("capital of France", raw="Paris")
+        roles = configure(load_settings(flags={"lm": "openai/x", "api_base": server.api_base, "cache": False}))
+        with LMCallLog(log, roles=roles):
+            assert roles.lm(request).message.text == "Paris"
+    (line,) = [json.loads(x) for x in log.read_text().splitlines()]
+    assert line["messages"] == [
+        {"role": "system", "content": "Answer in one word."},
+        {"role": "user", "content": "capital of France?"},
+    ]
+    roles = configure(load_settings(flags={"lm": "openai/x", "observe.replay_lm": str(log)}))
+    assert roles.lm(request).message.text == "Paris"
