@@ -122,7 +122,10 @@ def build_lm(role: LMRole, *, name: str = "lm", replay: Any = None) -> dspy.LM:
         kwargs["max_tokens"] = role.max_tokens
     kwargs["num_retries"] = role.num_retries if role.num_retries is not None else ROLE_FIELD_DEFAULTS["num_retries"]
     kwargs["cache"] = role.cache if role.cache is not None else ROLE_FIELD_DEFAULTS["cache"]
-    lm = MementoLM(role.model, **kwargs)
+    try:
+        lm = MementoLM(role.model, **kwargs)
+    except (TypeError, ValueError) as exc:  # DSPy refuses the model string itself ("openai/": no model id)
+        raise ConfigError(f"{_flag(name)} {role.model!r}: {exc}") from None
     _check_provider(lm, name)
     set_role_limits(name, max_concurrency=role.max_concurrency, requests_per_minute=role.requests_per_minute)
     lm.memento_role = name
@@ -148,7 +151,7 @@ def _check_provider(lm: dspy.LM, role: str) -> None:
     model = lm.model
     import litellm
 
-    flag = "--lm" if role == "lm" else f"--{role.replace('_', '-')}"
+    flag = _flag(role)
     hint = (
         f"{flag} {model!r}: unknown provider; write provider/model (openai/gpt-4o-mini, anthropic/..., "
         "ollama_chat/..., hosted_vllm/...), or openai/NAME with --api-base URL for any OpenAI-compatible server"
@@ -164,6 +167,11 @@ def _check_provider(lm: dspy.LM, role: str) -> None:
         raise ConfigError(hint.replace("unknown provider", "unknown model")) from None
     finally:
         litellm.suppress_debug_info = quiet
+
+
+def _flag(role: str) -> str:
+    """The CLI flag that sets a role's model (``--lm``, ``--judge-lm`` ...)."""
+    return "--lm" if role == "lm" else f"--{role.replace('_', '-')}"
 
 
 def _provider_key_var(model: str) -> str:

@@ -24,6 +24,15 @@ def test_unknown_provider_or_model_is_one_line_before_any_call(tmp_path, flags, 
     assert named in lines[0] and "unknown" in lines[0] and "--api-base" in lines[0]
 
 
+def test_a_model_string_dspy_refuses_is_one_line_too(tmp_path) -> None:
+    args = ["run", "--task", "qa", "--method", "closed_book", "--question", "q", "--out", str(tmp_path)]
+    result = CliRunner().invoke(app, [*args, "--lm", "openai/"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.stderr.strip() == (
+        "memento: error: --lm 'openai/': model 'openai/' has a provider prefix but no model id after it"
+    )
+
+
 def test_verbose_after_the_subcommand() -> None:
     assert hoist_verbose(["config", "show", "-v"]) == ["-v", "config", "show"]
     assert hoist_verbose(["eval", "--task", "qa", "-vv", "--", "-v"]) == ["-vv", "eval", "--task", "qa", "--", "-v"]
