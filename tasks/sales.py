@@ -7,10 +7,13 @@ Data format (JSONL, one seller-customer pair per line)::
      "products": ["Acme Stream: real-time ingestion", "..."],       # string, list of strings or objects
      "customer": "Globex, a mid-size logistics company expanding into cold-chain shipping",
      "value_propositions": [{"pain_point": "...", "mechanism": "...", "evidence": "..."}],
-     "date": "2024-05-17"}                                          # optional story date
+     "published": "2024-05-17"}                                     # the story's publication date ("date" works too)
 
-With a ``date`` the search cutoff is that date minus 6 months (MEMENTO §4.1), so the agent cannot read the story.
-Objects in ``seller``/``products``/``customer`` are rendered as readable text for the model.
+The search cutoff is six months before the story's publication date (MEMENTO §4.1), so the agent cannot read the
+story or what followed it. A row without a publication date is refused (one line naming file and line) unless a
+cutoff is set: a ``"cutoff": "YYYY-MM-DD"`` field in the row, or the task's ``cutoff`` option
+(``get_task("sales", cutoff="2024-01-01")``) for every row without a date. A row's own ``cutoff`` wins over one
+derived from its date. Objects in ``seller``/``products``/``customer`` are rendered as readable text for the model.
 
 Metric: the coverage judge (MEMENTO Appendix G): each ground-truth proposition scored 0-5 by the ``judge_lm``,
 normalised ``sum / (5 * |G|)``; unusable judge replies are recorded judge errors.
@@ -69,6 +72,13 @@ def months_before(day: dt.date, months: int) -> dt.date:
     return dt.date(year, month, min(day.day, calendar.monthrange(year, month)[1]))
 
 
+def _iso_date(value: Any) -> str:
+    """A date or an ISO date string (a timestamp keeps its date) as ``YYYY-MM-DD``; ``ValueError`` otherwise."""
+    if isinstance(value, dt.date):
+        return value.isoformat()[:10]
+    return dt.date.fromisoformat(str(value).strip()[:10]).isoformat()
+
+
 def _as_text(value: Any) -> str:
     if value is None:
         return ""
@@ -94,7 +104,9 @@ class SalesTask(Task):
     """Value propositions for a seller-customer pair, scored by the 0-5 coverage judge.
 
     Args:
-        cutoff_months: months before the story ``date`` where the search cutoff lies (6 in MEMENTO).
+        cutoff_months: months before the story's publication date where the search cutoff lies (6 in MEMENTO).
+        cutoff: the search cutoff (``YYYY-MM-DD``) of rows that give no publication date and no cutoff of their own;
+            without it such a row is refused.
         roles: LM roles; the judge runs under ``roles.judge_lm`` (DSPy's default LM without roles).
     """
 
@@ -102,8 +114,14 @@ class SalesTask(Task):
     signature = ProposeValuePropositions
     metric_kinds = ("default", "coverage")
 
-    def __init__(self, *, cutoff_months: int = 6, roles: Any | None = None) -> None:
+    def __init__(
+        self, *, cutoff_months: int = 6, cutoff: str | dt.date | None = None, roles: Any | None = None
+    ) -> None:
         self.cutoff_months = cutoff_months
+        try:
+            self.default_cutoff = _iso_date(cutoff) if cutoff not in (None, "") else None
+        except ValueError:
+            raise ConfigError(f"the sales cutoff must be a date YYYY-MM-DD, not {cutoff!r}") from None
         self.roles = roles
         self._judge: Any = None
         self._lock = threading.Lock()
@@ -130,20 +148,39 @@ class SalesTask(Task):
             }
             if "id" in row:
                 data["id"] = row["id"]
-            if row.get("date"):
-                try:
-                    story = dt.date.fromisoformat(str(row["date"])[:10])
-                except ValueError:
-                    raise DataError(f"{where}: date {row['date']!r} is not an ISO date") from None
-                data["date"] = story.isoformat()
-                data["cutoff"] = months_before(story, self.cutoff_months).isoformat()
-            elif row.get("cutoff"):
-                data["cutoff"] = str(row["cutoff"])
-            inputs = ["seller", "products", "customer"] + (["cutoff"] if "cutoff" in data else [])
-            examples.append(dspy.Example(**data).with_inputs(*inputs))
+            data.update(self._dates(row, where))
+            examples.append(dspy.Example(**data).with_inputs("seller", "products", "customer", "cutoff"))
             if limit is not None and len(examples) >= limit:
                 break
         return examples
+
+    def _dates(self, row: dict[str, Any], where: str) -> dict[str, str]:
+        """``date`` (the story's publication date, when given) and ``cutoff``: the row's own cutoff, else six months
+        before the publication date, else the task's ``cutoff`` option; none of them is one line."""
+        out: dict[str, str] = {}
+        for key in ("published", "date"):
+            if row.get(key) not in (None, ""):
+                try:
+                    out["date"] = _iso_date(row[key])
+                except ValueError:
+                    raise DataError(f"{where}: {key} {row[key]!r} is not a date YYYY-MM-DD") from None
+                break
+        if row.get("cutoff") not in (None, ""):
+            try:
+                out["cutoff"] = _iso_date(row["cutoff"])
+            except ValueError:
+                raise DataError(f"{where}: cutoff {row['cutoff']!r} is not a date YYYY-MM-DD") from None
+        elif "date" in out:
+            out["cutoff"] = months_before(dt.date.fromisoformat(out["date"]), self.cutoff_months).isoformat()
+        elif self.default_cutoff is not None:
+            out["cutoff"] = self.default_cutoff
+        else:
+            raise DataError(
+                f"{where}: no publication date: the search cutoff is {self.cutoff_months} months before the story's "
+                'date; add "published": "YYYY-MM-DD" to the row, or set a cutoff ("cutoff" in the row, or the task\'s '
+                "cutoff option)"
+            )
+        return out
 
     def task_text(self, inputs: dspy.Example | dict[str, Any]) -> str:
         """Every model-visible input: the seller, its products and the customer."""

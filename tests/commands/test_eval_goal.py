@@ -37,6 +37,7 @@ def _sales(tmp_path: Path) -> Path:
         "products": PRODUCTS,
         "customer": "Globex, a logistics company expanding into cold-chain shipping",
         "value_propositions": [{"pain_point": "spoiled cargo", "mechanism": "Acme Stream alerts", "evidence": "2024"}],
+        "published": "2024-05-17",
     }
     path = tmp_path / "sales.jsonl"
     path.write_text(json.dumps(row) + "\n", encoding="utf-8")

@@ -100,7 +100,8 @@ def test_sales_loader_cutoff_and_text(tmp_path: Path) -> None:
         {"id": "s1", "seller": {"name": "Acme", "about": "data platform"}, "products": ["Stream", "Lake"],
          "customer": "Globex", "date": "2024-08-31",
          "value_propositions": [{"pain_point": "late data", "mechanism": "Stream", "evidence": "press"}, "cost"]},
-        {"seller": "S", "products": "P", "customer": "C", "value_propositions": [{"pain_point": "p"}]},
+        {"seller": "S", "products": "P", "customer": "C", "value_propositions": [{"pain_point": "p"}],
+         "cutoff": "2023-01-01"},
     ]  # fmt: skip
     task = get_task("sales")
     first, second = task.load(_jsonl(tmp_path / "s.jsonl", rows))
@@ -108,10 +109,43 @@ def test_sales_loader_cutoff_and_text(tmp_path: Path) -> None:
     assert set(first.inputs().keys()) == {"seller", "products", "customer", "cutoff"}
     assert first.seller == "name: Acme; about: data platform" and first.products == "- Stream\n- Lake"
     assert first.value_propositions[1] == {"pain_point": "cost", "mechanism": "", "evidence": ""}
-    assert "cutoff" not in second and set(second.inputs().keys()) == {"seller", "products", "customer"}
+    assert second.cutoff == "2023-01-01" and set(second.inputs().keys()) == {"seller", "products", "customer", "cutoff"}
     bad = _jsonl(tmp_path / "b.jsonl", [{"seller": "S", "products": "P", "customer": "C", "value_propositions": []}])
     with pytest.raises(DataError, match="non-empty"):
         task.load(bad)
+
+
+def test_sales_cutoff_is_six_months_before_the_publication_date_and_an_undated_story_is_refused(tmp_path: Path):
+    row = {"seller": "S", "products": "P", "customer": "C", "value_propositions": ["p"]}
+    task = get_task("sales")
+    stories = [
+        {**row, "published": "2024-05-17"},
+        {**row, "date": "2023-08-31T09:30:00Z"},
+        {**row, "cutoff": "2020-01-01"},
+    ]
+    published, dated, own = task.load(_jsonl(tmp_path / "s.jsonl", stories))
+    assert (published.date, published.cutoff) == ("2024-05-17", "2023-11-17")  # six months before, as MEMENTO §4.1
+    assert (dated.date, dated.cutoff) == ("2023-08-31", "2023-02-28")
+    assert own.cutoff == "2020-01-01" and "date" not in own  # the user's cutoff, no date needed
+    assert task.cutoff(published) == dt.date(2023, 11, 17) and "cutoff" in published.inputs().keys()
+    undated = _jsonl(tmp_path / "u.jsonl", [{**row, "published": "2024-05-17"}, row])
+    with pytest.raises(
+        DataError, match=r"u.jsonl:2: no publication date: the search cutoff is 6 months before"
+    ) as info:
+        task.load(undated)
+    assert "\n" not in str(info.value) and '"published": "YYYY-MM-DD"' in str(info.value)
+    with_option = get_task("sales", cutoff="2022-06-30").load(undated)  # the user set a cutoff for undated rows
+    assert [ex.cutoff for ex in with_option] == ["2023-11-17", "2022-06-30"]
+    assert get_task("sales", cutoff_months=3).load(undated, limit=1)[0].cutoff == "2024-02-17"
+    bad_rows = [
+        ({**row, "published": "last May"}, "published 'last May'"),
+        ({**row, "cutoff": "soon"}, "cutoff 'soon'"),
+    ]
+    for bad_row, what in bad_rows:
+        with pytest.raises(DataError, match=f"b.jsonl:1: {what} is not a date YYYY-MM-DD"):
+            task.load(_jsonl(tmp_path / "b.jsonl", [bad_row]))
+    with pytest.raises(ConfigError, match="the sales cutoff must be a date"):
+        get_task("sales", cutoff="next year")
 
 
 def test_months_before() -> None:
