@@ -1,6 +1,7 @@
 """The ``memento`` command line (typer + rich).
 
-Commands: ``run``, ``train``, ``eval``, ``compare``, ``memory``, ``corpus``, ``report``, ``config`` and ``--version``.
+Commands: ``run``, ``train``, ``eval``, ``compare``, ``memory``, ``corpus``, ``data``, ``report``, ``config`` and
+``--version``.
 Every command takes ``--config``, ``--lm``, ``--api-base`` and ``--judge-lm``. A :class:`memento.errors.MementoError`
 is printed as one line on stderr with a non-zero exit, never as a traceback.
 """
@@ -106,9 +107,9 @@ def config_show(
 
 
 def _register_commands() -> None:
-    from memento.commands import compare, corpus, eval, memory, optimize_curator, report, run, train
+    from memento.commands import compare, corpus, data, eval, memory, optimize_curator, report, run, train
 
-    for module in (run, train, eval, compare, optimize_curator, memory, corpus, report):
+    for module in (run, train, eval, compare, optimize_curator, memory, corpus, data, report):
         module.register(app)
 
 

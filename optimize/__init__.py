@@ -1,5 +1,5 @@
-"""memento.optimize: learning loops (MementoTrainer, JitMem streaming and curator optimisation) and the comparison
-harness against GEPA, MIPROv2 and BootstrapFewShot.
+"""memento.optimize: learning loops (MementoTrainer, JitMem streaming and curator optimisation), the comparison
+harness against GEPA, MIPROv2 and BootstrapFewShot, and MEMENTO's legal data protocol (``legal_protocol``).
 
 ``memento.optimize.compare(...)`` is the comparison function; its module stays importable as
 ``memento.optimize.compare`` for ``from ... import`` statements. The comparison is split into the harness
@@ -34,6 +34,7 @@ from memento.optimize.compare import (
 )
 from memento.optimize.curator_optimizer import optimize_curator
 from memento.optimize.jitmem_stream import build_training_bank, run_orderings, stream
+from memento.optimize.legal_protocol import LegalProtocol, LegalProtocolReport
 from memento.optimize.memento_trainer import MementoTrainer
 from memento.optimize.optimizers import optimize_program
 
@@ -50,6 +51,8 @@ __all__ = [
     "CountingWeb",
     "example_id",
     "JitMemRunner",
+    "LegalProtocol",
+    "LegalProtocolReport",
     "MementoRunner",
     "MementoTrainer",
     "method_cache",

@@ -1,5 +1,5 @@
 """memento.programs: the research programs (dspy.Modules) — AET, its sub-question agent, baselines, Memento,
-the case-based agent and JitMem — and the method registry.
+the case-based agent and JitMem — the method registry, and the legal protocol's leakage agent.
 
 Its public names are imported on first use (:mod:`memento.lazy_exports`): importing one module of the package does
 not import the others.
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from memento.programs.case_based_agent import CaseBasedAgent
     from memento.programs.jitmem_agent import JitMemAgent
     from memento.programs.jitmem_curator import JitMemCurator
+    from memento.programs.leakage_probe import LeakageProbe
     from memento.programs.memento_learner import MementoLearner
     from memento.programs.memento_program import Memento
     from memento.programs.react_agent import ReActAgent
@@ -31,6 +32,7 @@ _HOMES: dict[str, str] = {
     "CaseBasedAgent": "case_based_agent",
     "JitMemAgent": "jitmem_agent",
     "JitMemCurator": "jitmem_curator",
+    "LeakageProbe": "leakage_probe",
     "MementoLearner": "memento_learner",
     "Memento": "memento_program",
     "ReActAgent": "react_agent",
@@ -48,6 +50,7 @@ __all__ = [
     "FewShot",
     "JitMemAgent",
     "JitMemCurator",
+    "LeakageProbe",
     "Memento",
     "MementoLearner",
     "ReActAgent",

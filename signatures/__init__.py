@@ -12,6 +12,7 @@ from memento.signatures.distill_web_rules import DistillWebRules
 from memento.signatures.explore_research_craft import ExploreResearchCraft
 from memento.signatures.extract_facts import ExtractFacts
 from memento.signatures.final_answer import answer_signature
+from memento.signatures.find_case_outcome import FindCaseOutcome
 from memento.signatures.judge_coverage import JudgeCoverage
 from memento.signatures.judge_relevance import JudgeRelevance
 from memento.signatures.judge_success import JudgeSuccess
@@ -38,6 +39,7 @@ __all__ = [
     "DistillWebRules",
     "ExploreResearchCraft",
     "ExtractFacts",
+    "FindCaseOutcome",
     "JudgeCoverage",
     "JudgeRelevance",
     "JudgeSuccess",

@@ -9,7 +9,10 @@ first_party_winner, disposition, issue_area, ...``):
 * ``first_party_winner`` True means the petitioner won; rows with a blank or unknown label are skipped, as are
   rows without facts or a usable term. Every skipped row is listed with its reason in ``task.last_load_report``.
 * The search cutoff is January 1st of (decision term - 5) (a range such as ``1789-1850`` uses its last year),
-  stored as ``example.cutoff`` (ISO date) and passed to programs as a control argument.
+  stored as ``example.cutoff`` (ISO date) and passed to programs as a control argument. MEMENTO sets it five years
+  before the decision date; JUSTICE holds terms, not decision dates, so January 1st of (term - 5) stands in for it
+  (four to five years before the decision). ``memento data legal`` (:mod:`memento.optimize.legal_protocol`) builds
+  the paper's evaluation set from this file: cases of 2010 or later, a leakage filter, the seed-42 split.
 * ``disposition``, ``issue_area``, the case name and the vote counts are not copied onto examples at all, so no
   program can pass them to a model.
 
@@ -41,7 +44,15 @@ import dspy
 from memento.errors import ConfigError, DataError
 from memento.tasks.task import Task, register_task
 
-__all__ = ["PredictCaseOutcome", "LegalTask", "LegalLoadReport", "SkippedRow", "term_cutoff", "normalize_party"]
+__all__ = [
+    "PredictCaseOutcome",
+    "LegalTask",
+    "LegalLoadReport",
+    "SkippedRow",
+    "term_cutoff",
+    "normalize_party",
+    "row_id",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +89,16 @@ def term_cutoff(term: str, *, years: int = 5) -> dt.date | None:
     if not found:
         return None
     return dt.date(int(found[-1]) - years, 1, 1)
+
+
+def row_id(row: dict[str, Any], line: int) -> str:
+    """The id of a JUSTICE row: its ``ID``, else its ``docket``, else the line it ends on.
+
+    Example:
+        >>> row_id({"ID": "55840", "docket": "11-1184"}, 7), row_id({"docket": "11-1184"}, 7), row_id({}, 7)
+        ('55840', '11-1184', '7')
+    """
+    return str(row.get("ID") or row.get("docket") or line)
 
 
 def normalize_party(value: Any) -> Literal["petitioner", "respondent"] | None:
@@ -188,24 +209,25 @@ class LegalTask(Task):
                     break
                 report.rows += 1
                 line = reader.line_num
-                row_id = str(row.get("ID") or row.get("docket") or line)
+                case_id = row_id(row, line)
                 label = str(row.get("first_party_winner") or "").strip().lower()
                 if label not in ("true", "false"):
                     reason = "blank first_party_winner" if not label else f"unknown label {label!r}"
-                    report.skipped.append(SkippedRow(line, row_id, reason))
+                    report.skipped.append(SkippedRow(line, case_id, reason))
                     continue
                 facts = html_to_text(row.get("facts") or "")
                 if not facts:
-                    report.skipped.append(SkippedRow(line, row_id, "no facts"))
+                    report.skipped.append(SkippedRow(line, case_id, "no facts"))
                     continue
                 cutoff = term_cutoff(row.get("term") or "", years=self.cutoff_years)
                 if cutoff is None:
-                    report.skipped.append(SkippedRow(line, row_id, "no usable term (no search cutoff)"))
+                    report.skipped.append(SkippedRow(line, case_id, "no usable term (no search cutoff)"))
                     continue
-                first_line = ids.setdefault(row_id, line)
+                first_line = ids.setdefault(case_id, line)
                 if first_line != line:
                     raise DataError(
-                        f"{path}:{line}: duplicate id {row_id!r} (also on line {first_line}): give every row its own ID"
+                        f"{path}:{line}: duplicate id {case_id!r} (also on line {first_line}): give every row its own "
+                        "ID"
                     )
                 first, second = row.get("first_party") or "", row.get("second_party") or ""
                 data: dict[str, Any] = {
@@ -215,7 +237,7 @@ class LegalTask(Task):
                     "cutoff": cutoff.isoformat(),
                     "term": str(row.get("term") or "").strip(),
                     "docket": str(row.get("docket") or "").strip(),
-                    "id": row_id,
+                    "id": case_id,
                 }
                 pending.append((data, first, second))
         if self.llm_scrub and pending:
