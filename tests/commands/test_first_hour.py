@@ -145,7 +145,7 @@ def test_run_status_line_ends_its_line_and_counts_the_sub_questions(tmp_path: Pa
 
 def test_piped_output_is_not_wrapped(tmp_path: Path) -> None:
     question = "What profession do they share? " + "with a very long tail " * 8
-    with OpenAICompatServer(ScriptedEngine(overrides={"answer": "novelist " * 30})) as server:
+    with OpenAICompatServer(ScriptedEngine(overrides={"answer": ("novelist " * 30).strip()})) as server:
         result = CliRunner().invoke(
             app,
             [

@@ -52,6 +52,10 @@ def _engine(gold: dict[str, str]) -> ScriptedEngine:
             "answer": lambda call: gold.get(call.inputs.get("question", ""), f"answer {call.index}"),
             "next_tool_name": lambda call: "finish" if searched(call) else "search_web",
             "next_tool_args": lambda call: {} if searched(call) else {"query": call.inputs.get("question", "")[:80]},
+            # the distillers write something to every store, whatever adapter formats the replies
+            "insights": ["Search the company's name first, then its founder's."],
+            "operations": [{"op": "add", "text": "Quote the exact company name.", "reason": "it found the page"}],
+            "facts": [{"entity": "Person0", "fact": "Person0 was born in Town0.", "sources": ["https://ex.org/p0"]}],
         }
     )
 
