@@ -20,8 +20,9 @@ from typing import Any
 
 import dspy
 
-from memento.metrics.judge import JudgeError, LLMJudge, as_data
+from memento.metrics.judge import JudgeError, LLMJudge
 from memento.signatures.judge_coverage import JudgeCoverage
+from memento.untrusted import quote_data
 
 __all__ = ["CoverageJudge", "format_value_proposition", "MAX_SCORE"]
 
@@ -90,7 +91,7 @@ class CoverageJudge(LLMJudge):
         best, best_index, best_why, errors = 0, None, "", 0
         for index, item in enumerate(predicted, 1):
             reply = self.judge(
-                customer=customer, ground_truth=gold_text, predicted=as_data(format_value_proposition(item))
+                customer=customer, ground_truth=gold_text, predicted=quote_data(format_value_proposition(item))
             )
             if reply is None:
                 errors += 1

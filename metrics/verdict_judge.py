@@ -16,8 +16,9 @@ from typing import Any
 
 import dspy
 
-from memento.metrics.judge import JudgeError, LLMJudge, as_data
+from memento.metrics.judge import JudgeError, LLMJudge
 from memento.signatures.judge_verdict import JudgeVerdict
+from memento.untrusted import quote_data
 
 __all__ = ["VerdictJudge"]
 
@@ -80,7 +81,7 @@ class VerdictJudge(LLMJudge):
         if not answer.strip():
             return dspy.Prediction(score=0.0, feedback=f"No answer was given; expected {reference!r}.")
         reply = self.judge(
-            question=self.question_of(example), reference_answer=str(reference), predicted_answer=as_data(answer)
+            question=self.question_of(example), reference_answer=str(reference), predicted_answer=quote_data(answer)
         )
         if reply is None:
             return dspy.Prediction(

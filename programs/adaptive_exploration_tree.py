@@ -57,6 +57,7 @@ from memento.signatures.synthesize_node import SynthesizeNode
 from memento.text import one_line
 from memento.threads import run_parallel
 from memento.types import Evidence, Node
+from memento.untrusted import quote_data
 
 if TYPE_CHECKING:
     from memento.config import Settings
@@ -316,9 +317,11 @@ class _TreeRun:
                 context=self.call.context,
                 craft_knowledge=self.memory["craft_knowledge"],
                 decomposition_rules=self.memory["decomposition_rules"],
-                research_tree=render_tree(self.traj.nodes),
-                session_memory=self.session.render(),
-                previous_reflections="\n\n".join(f"After wave {i}: {text}" for i, text in enumerate(self.reflections)),
+                research_tree=quote_data(render_tree(self.traj.nodes)),
+                session_memory=quote_data(self.session.render()),
+                previous_reflections=quote_data(
+                    "\n\n".join(f"After wave {i}: {text}" for i, text in enumerate(self.reflections))
+                ),
                 remaining_budget=remaining,
                 stopping_rule=STOP_WHEN_ESTABLISHED if self.budgets.stop_early else EXPLORE_UNTIL_BUDGET,
             )
@@ -388,7 +391,7 @@ class _TreeRun:
                 task=self.call.task_text,
                 task_goal=self.call.task_goal,
                 question=node.question,
-                findings="\n".join(lines) or "(no findings)",
+                findings=quote_data("\n".join(lines)) or "(no findings)",
             )
             answer = str(pred.answer or "").strip()
         except Exception as exc:
@@ -408,7 +411,8 @@ class _TreeRun:
         if self.root.answer:
             findings.append(f"Synthesis of the research: {self.root.answer}")
         findings.append("Research tree:\n" + render_tree(self.traj.nodes, with_sources=True))
-        pred = self.p.answer(context=self.call.context, research_findings="\n\n".join(findings), **self.call.inputs)
+        research_findings = quote_data("\n\n".join(findings))
+        pred = self.p.answer(context=self.call.context, research_findings=research_findings, **self.call.inputs)
         reasoning = pred.get("reasoning") if "reasoning" not in self.p.task.output_fields else None
         if reasoning:  # the final predictor's own reasoning (short-answer tasks): kept in the trajectory
             self.call.note(f"answer reasoning: {reasoning}")

@@ -30,6 +30,7 @@ from memento.errors import ConfigError
 from memento.programs.registry import register_method
 from memento.programs.research_program import ResearchCall, ResearchProgram
 from memento.signatures.final_answer import answer_signature
+from memento.untrusted import quote_data
 
 if TYPE_CHECKING:
     from memento.config import Settings
@@ -141,8 +142,8 @@ def _join_context(context: str, memory: dict[str, str]) -> str:
     }
     for key, label in labels.items():
         text = (memory.get(key) or "").strip()
-        if text:
-            parts.append(f"{label}:\n{text}")
+        if text:  # rules and insights are learned guidance; facts are quoted data
+            parts.append(f"{label}:\n{quote_data(text) if key == 'known_facts' else text}")
     return "\n\n".join(parts)
 
 

@@ -7,6 +7,11 @@ functions implementing those tools as an argument of each call. Nothing shared i
 threads may run one module at once, and GEPA/MIPROv2 see the same two predictors (``react``, ``extract``) as in
 ``dspy.ReAct``; ``save``/``load`` work unchanged.
 
+Every observation a bound tool returns (its text, or the error it raised) enters the trajectory as quoted data
+(:func:`memento.untrusted.quote_data`), and the agent's instructions end with the shared data rule, so a page that
+says "ignore your instructions" or carries ``[[ ## completed ## ]]`` is read as data: it can neither instruct the
+agent nor open a field of its prompt.
+
 Example:
     >>> import dspy
     >>> from memento.programs.bound_react import BoundReAct, tool_spec
@@ -28,6 +33,7 @@ from dspy.adapters.types.tool import Tool
 from dspy.utils.exceptions import ContextWindowExceededError, format_error_for_lm
 
 from memento.errors import handle_error
+from memento.untrusted import DATA_RULE, has_rule, quote_data, with_rule
 
 __all__ = ["BoundReAct", "tool_spec", "FINISH", "StepHook"]
 
@@ -80,6 +86,9 @@ class BoundReAct(dspy.ReAct):
     """
 
     def __init__(self, signature: Any, specs: list[Tool], max_iters: int) -> None:
+        signature = dspy.ensure_signature(signature)
+        if not has_rule(signature.instructions, DATA_RULE):  # tool observations are quoted data: the agent is told
+            signature = signature.with_instructions(with_rule(signature.instructions, DATA_RULE))
         super().__init__(signature, tools=list(specs), max_iters=max_iters)
         self.tool_names: tuple[str, ...] = tuple(name for name in self.tools if name != FINISH)
 
@@ -124,18 +133,18 @@ class BoundReAct(dspy.ReAct):
             steps += 1
             func = tools.get(name)
             if func is None:
-                trajectory[f"observation_{idx}"] = f"Unknown tool {name!r}; use one of {list(self.tools)}."
+                observation = f"Unknown tool {name!r}; use one of {list(self.tools)}."
+                trajectory[f"observation_{idx}"] = observation
             else:
                 try:
-                    trajectory[f"observation_{idx}"] = func(**args)
+                    observation = str(func(**args))
                 except TypeError as err:
-                    trajectory[f"observation_{idx}"] = f"Execution error in {name}: bad arguments {args}: {err}"
+                    observation = f"Execution error in {name}: bad arguments {args}: {err}"
                 except Exception as err:  # the agent reads a tool's failure and goes on; a fatal error stops the run
                     handle_error(err, where=f"tool {name}", log=logger)
-                    trajectory[f"observation_{idx}"] = (
-                        f"Execution error in {name}: {format_error_for_lm(err, traceback_frames=1)}"
-                    )
+                    observation = f"Execution error in {name}: {format_error_for_lm(err, traceback_frames=1)}"
+                trajectory[f"observation_{idx}"] = quote_data(observation) or "(empty result)"
             if on_step is not None:
-                on_step(idx, pred.next_thought, name, args, trajectory[f"observation_{idx}"])
+                on_step(idx, pred.next_thought, name, args, observation)
         extract = self._call_with_potential_trajectory_truncation(self.extract, trajectory, **input_args)
         return dspy.Prediction(trajectory=trajectory, steps=steps, finished=finished, actions=actions, **extract)

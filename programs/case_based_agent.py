@@ -50,7 +50,6 @@ import dspy
 
 from memento.errors import ConfigError, MemoryFrozenError, handle_error
 from memento.memory.case_bank import CaseBank, RetrievalPolicy, open_case_bank
-from memento.metrics.judge import as_data
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
 from memento.programs.registry import register_method
 from memento.programs.research_program import ResearchCall, ResearchProgram
@@ -62,6 +61,7 @@ from memento.tasks.task import Task
 from memento.text import one_line
 from memento.threads import run_parallel
 from memento.types import Case, CBRDetails, Node, Plan, PlanStep, ToolCall, Trajectory, new_id
+from memento.untrusted import quote_data
 
 if TYPE_CHECKING:
     from memento.config import Settings
@@ -289,8 +289,8 @@ class CaseBasedAgent(ResearchProgram):
                         task=call.task_text,
                         task_goal=call.task_goal,
                         context=context,
-                        past_cases=cases_text,
-                        progress=_findings(executed),
+                        past_cases=quote_data(cases_text),
+                        progress=quote_data(_findings(executed)),
                         max_sub_tasks=limit,
                     )
                 sub_tasks = [" ".join(str(s).split()) for s in (plan.sub_tasks or []) if str(s).strip()]
@@ -321,7 +321,7 @@ class CaseBasedAgent(ResearchProgram):
         info.plan_steps, info.plan = plan_record.steps, plan_record.render()
         started = time.perf_counter()
         findings = _findings(executed) or "(no sub-task was executed)"
-        pred = self.answer(context=context, research_findings=findings, **call.inputs)
+        pred = self.answer(context=context, research_findings=quote_data(findings), **call.inputs)
         traj.timings["answer_s"] = round(time.perf_counter() - started, 6)
         outputs = {name: pred.get(name) for name in self.task.output_fields}
         root.answer = one_line(_render_outputs(outputs), 2000)
@@ -401,9 +401,9 @@ class CaseBasedAgent(ResearchProgram):
             verdict = self.judge(
                 task=call.task_text,
                 task_goal=call.task_goal,
-                plan=as_data(info.plan),
-                findings=as_data(findings),
-                final_answer=as_data(answer),
+                plan=quote_data(info.plan),
+                findings=quote_data(findings),
+                final_answer=quote_data(answer),
             )
         return float(verdict.reward)
 

@@ -38,6 +38,7 @@ from memento.programs.case_based_agent import render_cases
 from memento.programs.registry import register_method
 from memento.programs.research_program import ResearchCall
 from memento.types import Case
+from memento.untrusted import quote_data
 
 if TYPE_CHECKING:
     from memento.config import Settings
@@ -114,7 +115,8 @@ class CaseMemoryBaseline(ClosedBook):
             self._retrieved[call.task_id] = [c.id for c, _ in hits]
         call.note(f"cases: retrieved {len(hits)} cases by {self.policy} {[c.id for c, _ in hits]}")
         cases = render_cases(hits, threshold=self.success_threshold)
-        context = "\n\n".join(p for p in (call.context.strip(), f"{CASES_LABEL}:\n{cases}" if cases else "") if p)
+        block = f"{CASES_LABEL}:\n{quote_data(cases)}" if cases else ""
+        context = "\n\n".join(p for p in (call.context.strip(), block) if p)
         started = time.perf_counter()
         pred = self.answer(context=_join_context(context, self.memory_text(call)), **call.inputs)
         call.trajectory.timings["answer_s"] = round(time.perf_counter() - started, 6)

@@ -40,7 +40,6 @@ import dspy
 
 from memento.errors import ConfigError, handle_error
 from memento.memory.trajectory_bank import BankPolicy, TrajectoryBank
-from memento.metrics.judge import as_data
 from memento.programs.jitmem_curator import (
     PAYLOAD_LABEL,
     JitMemCurator,
@@ -53,6 +52,7 @@ from memento.programs.research_program import CONTROL_ARGS, EmptyQuestionError
 from memento.signatures.judge_success import JudgeSuccess
 from memento.tasks.task import Task
 from memento.types import JitMemDetails, Trajectory, Usage, new_id
+from memento.untrusted import quote_data
 from memento.usage import UsageMeter
 
 if TYPE_CHECKING:
@@ -150,8 +150,8 @@ class JitMemAgent(dspy.Module):
             verdict = self.judge(
                 task=trajectory.task_text,
                 task_goal=self.task.task_goal(),
-                trajectory=as_data(render_trajectory(trajectory, max_tokens=4000)),
-                final_answer=as_data(answer),
+                trajectory=quote_data(render_trajectory(trajectory, max_tokens=4000)),
+                final_answer=quote_data(answer),
             )
         return bool(verdict.success), str(verdict.get("reasoning", "") or "")
 

@@ -32,6 +32,7 @@ from memento.signatures.curate_memory_blind import CurateMemoryBlind
 from memento.signatures.distill_trajectory import DistillTrajectory
 from memento.text import one_line
 from memento.types import AgentStep, ToolCall, Trajectory
+from memento.untrusted import quote_data
 from memento.web.tool_output import call_line
 
 __all__ = [
@@ -237,10 +238,11 @@ class JitMemCurator(dspy.Module):
 
     def forward(self, task: str, trajectories: Sequence[Any] = (), task_goal: str = "") -> dspy.Prediction:
         rendered = self.render(trajectories)
+        quoted = quote_data(rendered)  # the bank keeps pages verbatim: the curator reads them as data
         if self.task_conditioning:
-            pred = self.curate(task=task, task_goal=task_goal, past_trajectories=rendered)
+            pred = self.curate(task=task, task_goal=task_goal, past_trajectories=quoted)
         else:
-            pred = self.curate(past_trajectories=rendered)
+            pred = self.curate(past_trajectories=quoted)
         written = (pred.payload or "").strip()
         payload = clip_to_tokens(written, self.payload_tokens)
         return dspy.Prediction(payload=payload, input_tokens=estimate_tokens(rendered), clipped=payload != written)
@@ -267,7 +269,7 @@ class TrajectoryDistiller(dspy.Module):
 
     def forward(self, trajectory: Trajectory) -> dspy.Prediction:
         rendered = render_trajectory(trajectory, max_tokens=self.max_tokens)
-        distillate = (self.distill(task=trajectory.task_text, trajectory=rendered).distillate or "").strip()
+        distillate = (self.distill(task=trajectory.task_text, trajectory=quote_data(rendered)).distillate or "").strip()
         stored = Trajectory(
             task_id=trajectory.task_id,
             task_text=trajectory.task_text,

@@ -31,7 +31,6 @@ from typing import Any
 import dspy
 
 from memento.errors import handle_error
-from memento.metrics.judge import as_data
 from memento.programs.exploration_agent import ExplorationAgent
 from memento.signatures.assess_coverage import AssessCoverage
 from memento.signatures.check_candidate import CheckCandidate
@@ -42,6 +41,7 @@ from memento.signatures.extract_facts import ExtractFacts
 from memento.signatures.judge_relevance import JudgeRelevance
 from memento.signatures.merge_canonical import MergeCanonical
 from memento.signatures.summarize_run import SummarizeRun
+from memento.untrusted import quote_data, strip_marking
 
 __all__ = ["MementoLearner", "LEARNING_STAGES"]
 
@@ -120,7 +120,7 @@ class MementoLearner(dspy.Module):
         """The canonicaliser's correctness/sufficiency check: (accepted, reason); a failing check rejects nothing."""
         try:
             with self.reflection():
-                out = self.check_candidate(kind=kind, candidate=as_data(candidate), evidence=as_data(evidence))
+                out = self.check_candidate(kind=kind, candidate=quote_data(candidate), evidence=quote_data(evidence))
         except Exception as exc:  # noqa: BLE001 - an unusable check keeps the candidate
             handle_error(exc, where="candidate check (kept)", log=logger)
             return True, "check failed"
@@ -130,18 +130,18 @@ class MementoLearner(dspy.Module):
         """The canonicaliser's merge judgement: (``same`` | ``contradicts`` | ``distinct``, merged text)."""
         try:
             with self.reflection():
-                out = self.merge_canonical(kind=kind, stored=stored, candidate=candidate)
+                out = self.merge_canonical(kind=kind, stored=quote_data(stored), candidate=quote_data(candidate))
         except Exception as exc:  # noqa: BLE001 - an unusable judgement keeps both items
             handle_error(exc, where="canonical merge (kept both)", log=logger)
             return "distinct", ""
-        return str(out.verdict), str(out.merged or "").strip()
+        return str(out.verdict), strip_marking(out.merged)
 
     def relevance(self, task: str, entries: list[str]) -> list[int] | None:
         """The M1 relevance check (agent ``lm``): 1-based numbers of the entries that apply; None when unusable."""
         numbered = "\n".join(f"{i}. {text}" for i, text in enumerate(entries, 1))
         try:
             with self.agent():
-                verdict = self.judge_relevance(task=task, entries=numbered)
+                verdict = self.judge_relevance(task=task, entries=quote_data(numbered))
             return [int(i) for i in (verdict.relevant or [])]
         except Exception as exc:  # noqa: BLE001 - a bad judgement keeps the prefilter's choice
             handle_error(exc, where="craft relevance check (prefilter order kept)", log=logger)
@@ -159,8 +159,8 @@ class MementoLearner(dspy.Module):
     def summarize(self, task: str, record: str, max_chars: int) -> str:
         """Shorten a run record to ``max_chars`` (reflection LM); raises on failure (the caller records it)."""
         with self.reflection():
-            out = self.summarize_run(task=task, run_record=record, max_chars=max_chars)
-        text = str(out.summary or "").strip()
+            out = self.summarize_run(task=task, run_record=quote_data(record), max_chars=max_chars)
+        text = strip_marking(out.summary)
         if not text:
             raise ValueError("empty summary")
         return text

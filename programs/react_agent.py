@@ -33,6 +33,7 @@ from memento.signatures.final_answer import answer_signature
 from memento.signatures.rerank_results import RerankResults
 from memento.signatures.rewrite_query import RewriteQuery
 from memento.types import Node, SearchHit, SearchResults
+from memento.untrusted import quote_data
 from memento.web.tool_output import render_search
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ class ReActAgent(ResearchProgram):
         """The hits the LM ranked, best first (unranked hits are dropped); ``[]`` keeps the engine's order."""
         shown = render_search(results, snippet_chars=call.web.snippet_chars if call.web is not None else 240)
         assert self.reranker is not None  # wired only when reranking is on
-        pred = self.reranker(task=call.task_text, query=query, results=shown)
+        pred = self.reranker(task=call.task_text, query=query, results=quote_data(shown))
         order: list[int] = []
         for value in pred.ranking or []:
             try:

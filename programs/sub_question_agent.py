@@ -30,6 +30,7 @@ from memento.programs.bound_react import BoundReAct
 from memento.programs.toolbox import SCRAPE, SEARCH_MEMORY, SEARCH_WEB, Toolbox
 from memento.signatures.solve_sub_question import SolveSubQuestion
 from memento.types import AgentStep, ToolCall
+from memento.untrusted import quote_data
 
 if TYPE_CHECKING:
     from memento.programs.session_memory import SessionMemory
@@ -99,7 +100,7 @@ class SubQuestionAgent(dspy.Module):
                 task_goal=task_goal,
                 question=question,
                 web_action_rules=web_action_rules,
-                known_facts=known_facts,
+                known_facts=quote_data(known_facts),
                 context=context,
             )
         except Exception as exc:

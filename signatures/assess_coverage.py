@@ -5,6 +5,8 @@ from __future__ import annotations
 import dspy
 from pydantic import BaseModel, Field
 
+from memento.signatures._fields import data_input, reads_data
+
 __all__ = ["AssessCoverage", "TargetCoverage"]
 
 
@@ -17,6 +19,7 @@ class TargetCoverage(BaseModel):
     sub_question: str = Field(default="", description="the covering sub-question, if any")
 
 
+@reads_data
 class AssessCoverage(dspy.Signature):
     """You audit a research run against the expected answer. Split the expected answer into its target elements
     (the facts, entities or values it consists of). For each target element say whether one of the agent's
@@ -25,5 +28,5 @@ class AssessCoverage(dspy.Signature):
 
     task: str = dspy.InputField(desc="the task that was researched")
     expected: str = dspy.InputField(desc="the expected (ground-truth) answer and the judge's feedback")
-    sub_questions: str = dspy.InputField(desc="the sub-questions asked, each with the answer it obtained")
+    sub_questions: str = data_input("the sub-questions asked, each with the answer it obtained")
     coverage: list[TargetCoverage] = dspy.OutputField(desc="one entry per target element")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dspy
 
-from memento.signatures._fields import task_goal
+from memento.signatures._fields import data_input, reads_data, task_goal
 
 __all__ = ["CurateMemory"]
 
 
+@reads_data
 class CurateMemory(dspy.Signature):
     """You are a memory curator for a research agent. You are given a new task and a few raw trajectories of past
     tasks that were retrieved because their descriptions look similar (each with its task, the steps taken, the
@@ -31,7 +32,7 @@ class CurateMemory(dspy.Signature):
 
     task: str = dspy.InputField(desc="The new task the agent is about to solve")
     task_goal: str = task_goal()
-    past_trajectories: str = dspy.InputField(desc="Raw trajectories of similar past tasks, best match first")
+    past_trajectories: str = data_input("Raw trajectories of similar past tasks, best match first")
     payload: str = dspy.OutputField(
         desc="Curated guidance: relevant past experiences, strategies that worked, specific guidance for this task"
     )

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dspy
 
+from memento.signatures._fields import data_input, reads_data
+
 __all__ = ["CurateMemoryBlind"]
 
 
+@reads_data
 class CurateMemoryBlind(dspy.Signature):
     """You are a memory curator for a research agent. You are given a few raw trajectories of past tasks (each with
     its task, the steps taken, the tool calls and results, and the final answer; a label says whether it succeeded
@@ -23,5 +26,5 @@ class CurateMemoryBlind(dspy.Signature):
 
     Be concise and concrete, and never copy the trajectories wholesale."""
 
-    past_trajectories: str = dspy.InputField(desc="Raw trajectories of past tasks")
+    past_trajectories: str = data_input("Raw trajectories of past tasks")
     payload: str = dspy.OutputField(desc="Curated guidance: past experiences, strategies that worked, general advice")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dspy
 
-from memento.signatures._fields import caller_context, craft_knowledge, decomposition_rules, task_goal
+from memento.signatures._fields import caller_context, craft_knowledge, decomposition_rules, takes_guidance, task_goal
 
 __all__ = ["Decompose"]
 
 
+@takes_guidance
 class Decompose(dspy.Signature):
     """You plan the research for a task that will be answered from web evidence.
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dspy
 
+from memento.signatures._fields import data_input, reads_data
+
 __all__ = ["DistillCraftInsights"]
 
 
+@reads_data
 class DistillCraftInsights(dspy.Signature):
     """You study how a research agent worked on one task to learn research craft that transfers to similar tasks.
     From the task and the record of the run (sub-questions asked, answers found, searches made and which pages
@@ -16,5 +19,5 @@ class DistillCraftInsights(dspy.Signature):
     Return at most three insights, each a single self-contained sentence."""
 
     task: str = dspy.InputField(desc="the task that was researched")
-    run_record: str = dspy.InputField(desc="sub-questions, answers, searches and scraped pages of the run")
+    run_record: str = data_input("sub-questions, answers, searches and scraped pages of the run")
     insights: list[str] = dspy.OutputField(desc="at most three transferable research-strategy insights")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dspy
 
+from memento.signatures._fields import data_input, reads_data
 from memento.signatures.rule_op import RuleOp
 
 __all__ = ["DistillDecompositionRules"]
 
 
+@reads_data
 class DistillDecompositionRules(dspy.Signature):
     """You maintain the decomposition rules of a research agent. Each rule has the form "When <pattern in the
     task or its inputs>, add a sub-question that covers <pattern>". For one judged run you see the task, the
@@ -21,6 +23,6 @@ class DistillDecompositionRules(dspy.Signature):
     fine."""
 
     task: str = dspy.InputField(desc="the task the run researched")
-    judged_run: str = dspy.InputField(desc="sub-questions with answers, score, feedback and target coverage")
-    current_rules: str = dspy.InputField(desc="the current decomposition rules, numbered, with counts (may be empty)")
+    judged_run: str = data_input("sub-questions with answers, score, feedback and target coverage")
+    current_rules: str = data_input("the current decomposition rules, numbered, with counts; may be empty")
     operations: list[RuleOp] = dspy.OutputField(desc="add / reinforce / contradict / remove operations")

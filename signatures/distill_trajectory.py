@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dspy
 
+from memento.signatures._fields import data_input, reads_data
+
 __all__ = ["DistillTrajectory"]
 
 
+@reads_data
 class DistillTrajectory(dspy.Signature):
     """You are summarising a research agent's completed run into a reusable memory entry. Future tasks are not
     known yet, so keep what is most likely to be reusable: what the task asked, the facts established (with their
@@ -14,5 +17,5 @@ class DistillTrajectory(dspy.Signature):
     Write a compact entry of a few sentences or bullet points; do not copy tool outputs verbatim."""
 
     task: str = dspy.InputField(desc="The task the agent solved")
-    trajectory: str = dspy.InputField(desc="What the agent did: sub-questions, tool calls and their results, in order")
+    trajectory: str = data_input("What the agent did: sub-questions, tool calls and their results, in order")
     distillate: str = dspy.OutputField(desc="The reusable memory entry")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dspy
 
+from memento.signatures._fields import data_input, reads_data
 from memento.signatures.rule_op import RuleOp
 
 __all__ = ["DistillWebRules"]
 
 
+@reads_data
 class DistillWebRules(dspy.Signature):
     """You maintain the web-action rules of a research agent: rules about query formulation, choosing which URLs
     to open, and scraping constraints. Read the search log of one research run (per sub-question: the queries
@@ -20,6 +22,6 @@ class DistillWebRules(dspy.Signature):
     few, well-supported operations; an empty list is fine."""
 
     task: str = dspy.InputField(desc="the task the run researched")
-    search_log: str = dspy.InputField(desc="per sub-question: queries, result titles, scraped pages, usefulness")
-    current_rules: str = dspy.InputField(desc="the current web-action rules, numbered, with counts (may be empty)")
+    search_log: str = data_input("per sub-question: queries, result titles, scraped pages, usefulness")
+    current_rules: str = data_input("the current web-action rules, numbered, with counts; may be empty")
     operations: list[RuleOp] = dspy.OutputField(desc="add / reinforce / contradict / remove operations")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dspy
 
+from memento.signatures._fields import reads_data
+
 __all__ = ["ExploreResearchCraft"]
 
 
+@reads_data
 class ExploreResearchCraft(dspy.Signature):
     """You prepare a research agent for a new kind of task before it has any experience. Using web search and
     page scraping, find out how experts research tasks like the examples shown: which sources are authoritative,

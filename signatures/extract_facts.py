@@ -5,6 +5,8 @@ from __future__ import annotations
 import dspy
 from pydantic import BaseModel, Field
 
+from memento.signatures._fields import data_input, reads_data
+
 __all__ = ["ExtractFacts", "FactCandidate"]
 
 
@@ -16,6 +18,7 @@ class FactCandidate(BaseModel):
     sources: list[str] = Field(default_factory=list, description="URLs of the evidence")
 
 
+@reads_data
 class ExtractFacts(dspy.Signature):
     """You extract durable domain knowledge from a research run. From the answered sub-questions and the
     evidence they cite, list facts that are stated by the evidence and would help answer other questions about
@@ -24,5 +27,5 @@ class ExtractFacts(dspy.Signature):
     answers."""
 
     task: str = dspy.InputField(desc="the task that was researched")
-    findings: str = dspy.InputField(desc="answered sub-questions with their evidence URLs and snippets")
+    findings: str = data_input("answered sub-questions with their evidence URLs and snippets")
     facts: list[FactCandidate] = dspy.OutputField(desc="facts supported by the evidence")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dspy
 
+from memento.signatures._fields import data_input, reads_data
+
 __all__ = ["JudgeRelevance"]
 
 
+@reads_data
 class JudgeRelevance(dspy.Signature):
     """You curate a research agent's memory of research strategies. Given the task the agent is about to research
     and a numbered list of strategy insights learned on earlier tasks, return the numbers of the insights that
@@ -14,5 +17,5 @@ class JudgeRelevance(dspy.Signature):
     insights about a different domain or a different kind of question. Return an empty list when none applies."""
 
     task: str = dspy.InputField(desc="the task about to be researched")
-    entries: str = dspy.InputField(desc="numbered strategy insights, one per line")
+    entries: str = data_input("numbered strategy insights, one per line")
     relevant: list[int] = dspy.OutputField(desc="numbers of the insights that apply, most useful first")

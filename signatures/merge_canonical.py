@@ -6,9 +6,12 @@ from typing import Literal
 
 import dspy
 
+from memento.signatures._fields import data_input, reads_data
+
 __all__ = ["MergeCanonical"]
 
 
+@reads_data
 class MergeCanonical(dspy.Signature):
     """You keep a memory store free of near-duplicates. Compare a stored item and a new candidate of the same
     kind (a research insight, a rule, or a fact about an entity). Answer `same` when they say the same thing
@@ -17,7 +20,7 @@ class MergeCanonical(dspy.Signature):
     `distinct` when they are about different things (then `merged` is empty)."""
 
     kind: str = dspy.InputField(desc="craft insight | decomposition rule | web-action rule | fact")
-    stored: str = dspy.InputField(desc="the stored item")
-    candidate: str = dspy.InputField(desc="the new candidate")
+    stored: str = data_input("the stored item")
+    candidate: str = data_input("the new candidate")
     verdict: Literal["same", "contradicts", "distinct"] = dspy.OutputField()
     merged: str = dspy.OutputField(desc="the canonical text (same), the candidate (contradicts), or empty")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dspy
 
-from memento.signatures._fields import caller_context, task_goal
+from memento.signatures._fields import caller_context, data_input, reads_data, takes_guidance, task_goal
 
 __all__ = ["PlanFromCases"]
 
 
+@reads_data
+@takes_guidance
 class PlanFromCases(dspy.Signature):
     """You are the planner of a case-based research agent. You do not search yourself: you write a plan of
     sub-tasks that an executor agent (with web search and page scraping) carries out one by one.
@@ -32,10 +34,10 @@ class PlanFromCases(dspy.Signature):
     task: str = dspy.InputField(desc="The task to plan for: every input of this task instance")
     task_goal: str = task_goal()
     context: str = caller_context()
-    past_cases: str = dspy.InputField(
-        desc="Retrieved past cases: task, plan and reward, successes and failures labelled; may be empty"
+    past_cases: str = data_input(
+        "Retrieved past cases: task, plan and reward, successes and failures labelled; may be empty"
     )
-    progress: str = dspy.InputField(desc="Sub-tasks executed so far with their results; empty on the first cycle")
+    progress: str = data_input("Sub-tasks executed so far with their results; empty on the first cycle")
     max_sub_tasks: int = dspy.InputField(desc="The most new sub-tasks this cycle may add")
     sub_tasks: list[str] = dspy.OutputField(desc="The new sub-tasks to execute now, in order; empty when done")
     done: bool = dspy.OutputField(desc="True when no further planning cycle is needed after these sub-tasks")

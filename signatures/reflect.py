@@ -5,7 +5,15 @@ from __future__ import annotations
 import dspy
 from pydantic import BaseModel, Field
 
-from memento.signatures._fields import caller_context, craft_knowledge, decomposition_rules, task_goal
+from memento.signatures._fields import (
+    caller_context,
+    craft_knowledge,
+    data_input,
+    decomposition_rules,
+    reads_data,
+    takes_guidance,
+    task_goal,
+)
 
 __all__ = ["ProposedQuestion", "Reflect", "EXPLORE_UNTIL_BUDGET", "STOP_WHEN_ESTABLISHED"]
 
@@ -35,6 +43,8 @@ STOP_WHEN_ESTABLISHED = (
 )
 
 
+@reads_data
+@takes_guidance
 class Reflect(dspy.Signature):
     """You review research in progress on a task and decide what is still missing.
 
@@ -59,9 +69,9 @@ class Reflect(dspy.Signature):
     context: str = caller_context()
     craft_knowledge: str = craft_knowledge()
     decomposition_rules: str = decomposition_rules()
-    research_tree: str = dspy.InputField(desc="the nodes so far: id, wave, status, question and answer")
-    session_memory: str = dspy.InputField(desc="answers found in this session with their sources")
-    previous_reflections: str = dspy.InputField(desc="your reflections after earlier waves; may be empty")
+    research_tree: str = data_input("the nodes so far: id, wave, status, question and answer")
+    session_memory: str = data_input("answers found in this session with their sources")
+    previous_reflections: str = data_input("your reflections after earlier waves; may be empty")
     remaining_budget: int = dspy.InputField(desc="how many more sub-questions may be asked in this session")
     stopping_rule: str = dspy.InputField(desc="when to propose no more sub-questions")
     reflection: str = dspy.OutputField(desc="what is known, what is missing, and why (a few sentences)")

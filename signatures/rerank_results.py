@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dspy
 
+from memento.signatures._fields import data_input, reads_data
+
 __all__ = ["RerankResults"]
 
 
+@reads_data
 class RerankResults(dspy.Signature):
     """Order web-search results by how likely each page is to answer the query for this task.
 
@@ -16,5 +19,5 @@ class RerankResults(dspy.Signature):
 
     task: str = dspy.InputField(desc="the research task the search serves")
     query: str = dspy.InputField(desc="the search query")
-    results: str = dspy.InputField(desc="numbered search results: [n] title (date), URL, snippet")
+    results: str = data_input("numbered search results: [n] title (date), URL, snippet")
     ranking: list[int] = dspy.OutputField(desc="result numbers, most useful first; irrelevant ones left out")

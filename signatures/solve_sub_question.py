@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dspy
 
-from memento.signatures._fields import task_goal
+from memento.signatures._fields import caller_context, data_input, guidance_input, reads_data, takes_guidance, task_goal
 
 __all__ = ["SolveSubQuestion"]
 
 
+@reads_data
+@takes_guidance
 class SolveSubQuestion(dspy.Signature):
     """You answer one sub-question of a larger research task from evidence, using tools.
 
@@ -32,12 +34,10 @@ class SolveSubQuestion(dspy.Signature):
     task: str = dspy.InputField(desc="the overall research task this sub-question serves (for orientation only)")
     task_goal: str = task_goal()
     question: str = dspy.InputField(desc="the sub-question to answer")
-    web_action_rules: str = dspy.InputField(
-        desc="learned rules for query formulation, URL selection and scraping; may be empty"
+    web_action_rules: str = guidance_input("learned rules for query formulation, URL selection and scraping")
+    known_facts: str = data_input(
+        "facts about the task's entities from declarative memory (earlier sessions), with sources; may be empty"
     )
-    known_facts: str = dspy.InputField(
-        desc="facts about the task's entities from declarative memory (earlier sessions), with sources; may be empty"
-    )
-    context: str = dspy.InputField(desc="extra task-level guidance from the caller; may be empty")
+    context: str = caller_context()
     answer: str = dspy.OutputField(desc="a concise answer grounded in the evidence read")
     sources: list[str] = dspy.OutputField(desc="URLs of the pages (or memory entries) the answer rests on")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dspy
 
+from memento.signatures._fields import data_input, reads_data
+
 __all__ = ["SummarizeRun"]
 
 
+@reads_data
 class SummarizeRun(dspy.Signature):
     """You compress the record of one research run so that a memory distiller can read it within its budget.
     Keep, for every sub-question, the question, the answer found (or that none was found), the exact search
@@ -15,6 +18,6 @@ class SummarizeRun(dspy.Signature):
     Stay under `max_chars` characters."""
 
     task: str = dspy.InputField(desc="the task that was researched")
-    run_record: str = dspy.InputField(desc="the full record of the run, one block per sub-question")
+    run_record: str = data_input("the full record of the run, one block per sub-question")
     max_chars: int = dspy.InputField(desc="the maximum length of the summary in characters")
     summary: str = dspy.OutputField(desc="the compressed record, one block per sub-question")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dspy
 
-from memento.signatures._fields import task_goal
+from memento.signatures._fields import data_input, reads_data, task_goal
 
 __all__ = ["SynthesizeNode"]
 
 
+@reads_data
 class SynthesizeNode(dspy.Signature):
     """You combine the answers to sub-questions into the answer to the question they were asked for.
 
@@ -26,5 +27,5 @@ class SynthesizeNode(dspy.Signature):
     task: str = dspy.InputField(desc="the overall research task (for orientation)")
     task_goal: str = task_goal()
     question: str = dspy.InputField(desc="the question to answer from its sub-questions")
-    findings: str = dspy.InputField(desc="the child sub-questions with status, answers and sources")
+    findings: str = data_input("the child sub-questions with status, answers and sources")
     answer: str = dspy.OutputField(desc="the synthesised answer to the question, with the linking facts")

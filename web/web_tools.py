@@ -21,6 +21,7 @@ from typing import Any
 from memento.errors import DataError, handle_error
 from memento.scrub import scrub_url
 from memento.types import PageResult, SearchHit, SearchResults, ToolCall, ToolError, ToolResult
+from memento.untrusted import quote_data
 from memento.web.search_result import SearchBackend, UndatedPolicy, coerce_date, filter_by_cutoff
 from memento.web.tool_output import PAGE_CHARS, SNIPPET_CHARS, ToolRecorder, render_result, render_search
 from memento.web.url_cache import normalize_url
@@ -148,14 +149,14 @@ class WebTools:
         started = time.perf_counter()
         result = self.search(query)
         self.recorder.record("search_web", {"query": (query or "").strip()}, result, started=started)
-        return self.render(result)
+        return quote_data(self.render(result))
 
     def scrape(self, url: str) -> str:
         """Open a web page (a URL from search_web results) and return its main text, clipped to a budget."""
         started = time.perf_counter()
         result = self.open(url)
         self.recorder.record("scrape", {"url": scrub_url(clean_url(url))}, result, started=started)
-        return self.render(result)
+        return quote_data(self.render(result))
 
     def render(self, result: ToolResult, *, hits: list[SearchHit] | None = None) -> str:
         """The observation text of a typed result under this task's budgets (``page_chars``, ``snippet_chars``)."""
@@ -182,7 +183,8 @@ class WebTools:
             self.tool_calls.append(call)
 
     def tools(self) -> list[Any]:
-        """The tool functions, for ``dspy.ReAct(signature, tools=web_tools.tools())``."""
+        """The tool functions, for ``dspy.ReAct(signature, tools=web_tools.tools())``; their text is quoted data
+        (:func:`memento.untrusted.quote_data`): add :data:`memento.untrusted.DATA_RULE` to the agent's instructions."""
         return [self.search_web, self.scrape]
 
     # --------------------------------------------------------------- internals

@@ -42,7 +42,7 @@ def test_a_url_password_never_reaches_the_agent_the_records_or_the_cache(hostile
     direct = tools.scrape(f"http://alice:{password}@127.0.0.1:{hostile_site.port}/page")
     redirected = tools.scrape(hostile_site.base + "/to-creds")  # the Location header carries a password
     failed = tools.scrape(f"http://alice:{password}@127.0.0.1:{hostile_site.port}/missing")
-    assert "harbour" in direct.lower() and "harbour" in redirected.lower() and failed.startswith("error:")
+    assert "harbour" in direct.lower() and "harbour" in redirected.lower() and failed.startswith("<data>\nerror:")
     again = tools.scrape(f"http://alice:{password}@127.0.0.1:{hostile_site.port}/page")  # served from the cache
     assert tools.counts()["fetch_cache_hits"] == 1
     secrets = [password, hostile_site.password]

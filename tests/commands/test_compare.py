@@ -25,6 +25,7 @@ from memento.optimize.report import CompareReport
 from memento.programs.registry import build_program
 from memento.tasks.task import get_task
 from memento.testing import OpenAICompatServer, ScriptedEngine
+from memento.untrusted import data_blocks
 
 MARKER = "IMPROVED"
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "multihop" / "questions.jsonl"
@@ -80,7 +81,9 @@ def _engine(gold: dict[str, str]) -> ScriptedEngine:
 
     def verdict(call) -> str:
         references = [r.strip().lower() for r in call.inputs.get("reference_answer", "").split("|")]
-        return "correct" if call.inputs.get("predicted_answer", "").strip().lower() in references else "incorrect"
+        predicted = call.inputs.get("predicted_answer", "")
+        predicted = (data_blocks(predicted) or [predicted])[0]  # the judged answer is quoted data
+        return "correct" if predicted.strip().lower() in references else "incorrect"
 
     engine = ScriptedEngine(
         overrides={

@@ -13,6 +13,7 @@ from memento.errors import DataError, MemoryFrozenError
 from memento.memory.memento_memory import MementoMemory, MemoryBudgets
 from memento.memory.sqlite_store import SQLiteStore, estimate_tokens
 from memento.protocols import MemoryProvider
+from memento.untrusted import data_blocks
 
 
 def _fill(memory: MementoMemory, batch: int, tag: str) -> None:
@@ -266,7 +267,8 @@ def test_craft_relevance_check_keeps_what_the_llm_selects(tmp_path):
     lm = scripted_lm(engine)
     text = memory.view(relevance=stage(lm)).craft_knowledge("Who won the patent court case?")
     [call] = engine.calls
-    shown = call.inputs["entries"].splitlines()
+    [entries] = data_blocks(call.inputs["entries"])  # the entries are quoted data for the relevance check
+    shown = entries.splitlines()
     assert len(shown) == 3 and "patent" in shown[0]  # embedding re-rank puts the closest entry first
     assert text == "- " + shown[1].split(". ", 1)[1]  # only the selected entry; out-of-range numbers ignored
     broken = ScriptedEngine().when(predicate=lambda c: "relevant" in c.output_fields, raw="no fields here")

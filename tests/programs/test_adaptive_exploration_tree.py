@@ -17,6 +17,7 @@ from memento.programs.session_memory import SessionMemory
 from memento.programs.sub_question_agent import SubQuestionAgent
 from memento.testing import EchoSearchBackend, ScriptedEngine, is_react_step, react_steps_done, scripted_lm
 from memento.types import Evidence
+from memento.untrusted import quote_data
 from memento.web.web_tools import WebTools
 
 
@@ -249,7 +250,7 @@ def test_memory_inputs_reach_their_stages(engine, lm):
     assert decompose.inputs["decomposition_rules"] == "RULE-D: add a question about dates"
     step = next(c for c in engine.calls if is_react_step(c, 0))
     assert step.inputs["web_action_rules"] == "RULE-W: quote names in queries"
-    assert step.inputs["known_facts"] == "FACT: Dune was published in 1965"
+    assert step.inputs["known_facts"] == quote_data("FACT: Dune was published in 1965")  # facts are quoted data
     assert step.inputs["context"] == "GUIDE: prefer encyclopedias"  # the caller's task-level guidance only
     memory_call = next(c for c in pred.trajectory.tool_calls if c.kind == "search_memory")
     assert "FACT-SEARCH for Dune" in memory_call.result

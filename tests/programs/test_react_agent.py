@@ -107,7 +107,7 @@ def test_rerank_reorders_and_drops_results(engine, lm):
     observation = step.inputs["observation_0"]
     assert observation.index("https://ex.org/r2") < observation.index("https://ex.org/r0")
     assert "https://ex.org/r1" not in observation and "1 less relevant results omitted" in observation
-    assert observation.startswith("[1] R2")
+    assert observation.startswith("<data>\n[1] R2")
     assert pred.trajectory.method == "react_rerank" and pred.trajectory.usage.by_stage["rerank"].lm_calls == 1
 
 

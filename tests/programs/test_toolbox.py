@@ -11,6 +11,7 @@ from memento.programs.react_agent import ReActAgent
 from memento.programs.toolbox import Toolbox, clean_url
 from memento.testing import build_corpus
 from memento.types import ToolCall
+from memento.untrusted import quote_data
 from memento.web.web_tools import WebTools
 
 DOCS = [
@@ -101,8 +102,10 @@ def test_a_raising_web_layer_is_an_observation_not_a_crash(engine, lm):
     )
     assert pred.trajectory.error is None and pred.answer == "?"
     step = next(c for c in engine.calls if is_step(c, 2))
-    assert step.inputs["observation_0"].startswith("error: scrape failed (ValueError: Invalid IPv6 URL")
-    assert step.inputs["observation_1"] == "error: search_web failed (RuntimeError: search backend exploded)"
+    assert step.inputs["observation_0"].startswith("<data>\nerror: scrape failed (ValueError: Invalid IPv6 URL")
+    assert step.inputs["observation_1"] == quote_data(
+        "error: search_web failed (RuntimeError: search backend exploded)"
+    )
     assert [(c.kind, c.error is not None) for c in pred.trajectory.tool_calls] == [
         ("scrape", True),
         ("search_web", True),

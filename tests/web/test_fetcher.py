@@ -398,11 +398,13 @@ def test_web_tools_scrape_through_fetcher_and_url_cache(site, tmp_path):
     fetcher = make_fetcher(tmp_path)
     first = WebTools(NoSearch(), fetcher, cutoff="2020-01-01")
     text = first.scrape(site.base + "/old")
-    assert text.startswith("Title: Old news\n") and "Published: 2015-06-01" in text and "quick brown fox" in text
+    assert (
+        text.startswith("<data>\nTitle: Old news\n") and "Published: 2015-06-01" in text and "quick brown fox" in text
+    )
     refused = first.scrape(site.base + "/new")
-    assert refused.startswith("error:") and "cutoff" in refused
+    assert refused.startswith("<data>\nerror:") and "cutoff" in refused
     blocked = first.scrape("http://169.254.169.254/latest/meta-data/")
-    assert blocked.startswith("error:") and first.tool_calls[-1].error.startswith("Blocked")
+    assert blocked.startswith("<data>\nerror:") and first.tool_calls[-1].error.startswith("Blocked")
     second = WebTools(NoSearch(), fetcher, cutoff="2020-01-01")  # another task sharing the fetcher
     second.scrape(site.base + "/old")
     assert second.tool_calls[0].cached and second.counts()["fetch_cache_hits"] == 1

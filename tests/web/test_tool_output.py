@@ -8,6 +8,7 @@ import pytest
 
 from memento.scrub import register_secret
 from memento.types import PageResult, SearchResults, ToolCall, ToolError
+from memento.untrusted import quote_data
 from memento.web.offline_corpus import OfflineCorpus
 from memento.web.tool_output import ToolRecorder, call_line, render_call, render_page, render_result
 from memento.web.web_tools import WebTools
@@ -41,7 +42,7 @@ def test_open_returns_the_full_page_and_only_rendering_clips_it(corpus):
     observation = tools.scrape("corpus://clyne")
     [call] = tools.tool_calls
     assert call.page is not None and call.page.text == page.text and call.page.sha256 == page.sha256
-    assert observation == shown and call.result == ""  # no clipped copy is kept
+    assert observation == quote_data(shown) and call.result == ""  # no clipped copy is kept
     dumped = call.model_dump(mode="json")
     assert "text" not in dumped["page"] and dumped["page"]["chars"] == page.chars  # serialised: hash + length
 
@@ -59,7 +60,7 @@ def test_search_keeps_every_hit_with_its_whole_snippet(corpus, tmp_path):
     assert isinstance(call.search, SearchResults) and len(call.search.hits) == 7
     assert all(hit.snippet == SNIPPETY for hit in call.search.hits)  # whole, not the 50 characters shown
     assert call.result_urls == [f"https://ex.org/{i}" for i in range(7)]
-    assert "[7] T6" in text and SNIPPETY not in text and text == render_call(call, snippet_chars=50)
+    assert "[7] T6" in text and SNIPPETY not in text and text == quote_data(render_call(call, snippet_chars=50))
 
 
 def test_failures_are_typed_and_read_as_error_lines(corpus):

@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from memento.config import load_settings
+from memento.untrusted import quote_data
 from memento.web.ddgs_backend import DDGSBackend
 from memento.web.errors import SearchError, WebConfigError
 from memento.web.factory import corpus_index_dir, make_backend, make_web_tools, web_tools_factory
@@ -46,15 +47,15 @@ def corpus(corpus_src, tmp_path):
 def test_search_web_and_scrape_render_compact_text_and_record_calls(corpus):
     tools = WebTools(corpus, cutoff="2020-01-01", k=5, page_chars=200)
     out = tools.search_web("Albany County District Attorney")
-    assert out.startswith("[1] ") and "corpus://clyne" in out and "corpus://soares" in out
+    assert out.startswith("<data>\n[1] ") and "corpus://clyne" in out and "corpus://soares" in out
     assert "news.example" not in out  # published after the cutoff
     page = tools.scrape("corpus://clyne")
-    assert page.startswith("Title: Paul Clyne\nURL: corpus://clyne")
+    assert page.startswith("<data>\nTitle: Paul Clyne\nURL: corpus://clyne")
     assert "[... clipped:" in page and len(page) < 400
     late = tools.scrape("https://news.example/late")
-    assert late.startswith("error:") and "cutoff" in late
+    assert late.startswith("<data>\nerror:") and "cutoff" in late
     missing = tools.scrape("https://not-in-corpus.example/")
-    assert missing.startswith("error:")
+    assert missing.startswith("<data>\nerror:")
     tools.scrape("corpus://clyne")
     kinds = [c.kind for c in tools.tool_calls]
     assert kinds == ["search_web", "scrape", "scrape", "scrape", "scrape"]
@@ -103,9 +104,10 @@ def test_tools_never_raise(corpus):
             raise RuntimeError("provider down\nwith details")
 
     tools = WebTools(Exploding())
-    assert tools.search_web("x") == "error: search failed: provider down"  # the first line of the message
-    assert tools.search_web("  ") == "error: empty query"
-    assert tools.scrape("") == "error: empty url"
+    # the first line of the message, as quoted data like every tool text
+    assert tools.search_web("x") == quote_data("error: search failed: provider down")
+    assert tools.search_web("  ") == quote_data("error: empty query")
+    assert tools.scrape("") == quote_data("error: empty url")
     assert [c.error for c in tools.tool_calls] == ["RuntimeError: provider down", "empty query", "empty url"]
     assert "No results" in WebTools(corpus).search_web("zyzzyva")
 
