@@ -211,6 +211,7 @@ class TrainerSettings(_Section):
     test-time budget is ``[budgets] exploration``. ``record_chars`` / ``search_log_chars`` / ``evidence_chars``:
     per-run distiller budgets (a run over budget is summarised, never cut); ``rules_shown_tokens``: current rules
     shown to a rule distiller; ``retire_min_runs``: runs of one batch that must propose removing a rule.
+    ``guard``: the memory guard (``memory/memory_guard.py``), on by default; the batch report lists what it rejected.
     """
 
     batch_size: int = Field(default=10, ge=1)
@@ -224,6 +225,8 @@ class TrainerSettings(_Section):
     rules_shown_tokens: int = Field(default=1_500, ge=0)
     retire_min_runs: int = Field(default=2, ge=1)
     summary_input_chars: int = Field(default=48_000, ge=1_000)  # what SummarizeRun reads of an over-budget record
+    # the memory guard: reject fixed-answer, meta-instruction and page-copied candidates before any LLM check
+    guard: bool = True
 
 
 class BaselineSettings(_Section):

@@ -1,13 +1,16 @@
 """Canonicalisation of memory candidates: reject the unsupported, merge near-duplicates, detect contradictions.
 
-Before a candidate (craft insight, rule or fact) is stored, :class:`Canonicalizer` first rejects empty and
+Before a candidate (craft insight, rule or fact) is stored, :class:`Canonicalizer` first runs the memory guard
+(:class:`memento.memory.memory_guard.MemoryGuard`, deterministic: fixed answers, meta-instructions, text copied
+from or echoing a page's injection; a rejection says why in ``CanonicalOp.guard``), then rejects empty and
 "no data" candidates (a cheap pattern check, then the ``check`` stage: the learning module's
 :class:`~memento.signatures.check_candidate.CheckCandidate` predictor, against the candidate's own
 evidence). It then looks for near-duplicates among the stored items (SQLite FTS5 prefilter, then embedding
 cosine similarity) and among the candidates accepted so far; a pair above the threshold goes to the ``merge``
 stage (:class:`~memento.signatures.merge_canonical.MergeCanonical`): ``same`` merges (the runs behind
-the candidate become support of the target), ``contradicts`` supersedes a fact, raises a rule's contradiction
-count (``contradict``) and rejects a craft insight, ``distinct`` adds. The stages are plain callables handed in
+the candidate become support of the target; a merged text the guard rejects cancels the merge), ``contradicts``
+supersedes a fact, raises a rule's contradiction count (``contradict``) and rejects a craft insight, ``distinct``
+adds. The stages are plain callables handed in
 by :class:`memento.programs.memento_learner.MementoLearner` (``memory/`` never imports ``programs/``); without
 them only the pattern check and exact duplicates apply. Planning makes the LLM calls; the caller applies the
 plan in one transaction.
@@ -31,6 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from memento.memory.memory_guard import MemoryGuard
 from memento.memory.sqlite_store import SQLiteStore
 
 __all__ = ["Canonicalizer", "Candidate", "CanonicalOp", "CheckStage", "MergeStage", "is_no_data", "KINDS"]
@@ -68,7 +72,10 @@ def _norm(text: str) -> str:
 
 class Candidate(BaseModel):
     """A proposed memory item: its text, provenance (the ids of the runs that back it), for facts the entity and
-    sources, and ``evidence``: what it was derived from (the backing runs' records, a fact's source pages)."""
+    sources, and ``evidence``: what it was derived from (the backing runs' records, a fact's source pages).
+
+    For the memory guard (never serialised): ``pages``, the texts the backing runs read (page texts, snippets,
+    titles, injected passages found in them), and ``task``, the text of the task they researched."""
 
     text: str
     provenance: list[str] = Field(default_factory=list)
@@ -76,6 +83,8 @@ class Candidate(BaseModel):
     sources: list[str] = Field(default_factory=list)
     support: int = 1
     evidence: str = ""
+    pages: list[str] = Field(default_factory=list, exclude=True, repr=False)
+    task: str = Field(default="", exclude=True, repr=False)
 
 
 class CanonicalOp(BaseModel):
@@ -83,7 +92,8 @@ class CanonicalOp(BaseModel):
 
     ``action``: ``add``; ``merge`` into ``target`` (a stored id, or ``"new:<i>"`` for the i-th op of the plan)
     with text ``merged``; ``supersede`` the stored fact ``target``; ``contradict`` the rule ``target`` (its
-    contradiction count grows by the candidate's runs); ``reject`` (``reason`` says why).
+    contradiction count grows by the candidate's runs); ``reject`` (``reason`` says why; ``guard`` lists the memory
+    guard's reasons when the guard rejected it).
     """
 
     action: Literal["add", "merge", "supersede", "contradict", "reject"]
@@ -92,6 +102,7 @@ class CanonicalOp(BaseModel):
     merged: str = ""
     reason: str = ""
     similarity: float = 0.0
+    guard: list[str] = Field(default_factory=list)
 
 
 class Canonicalizer:
@@ -104,6 +115,7 @@ class Canonicalizer:
         check: The correctness/sufficiency stage (``MementoLearner.check``); None: the pattern check only.
         merge: The merge judgement stage (``MementoLearner.merge``); None: only exact duplicates merge.
         pool: How many stored items the lexical prefilter passes to the embedding comparison.
+        guard: The memory guard run before any LLM stage (``[trainer] guard``); None: no guard.
     """
 
     def __init__(
@@ -115,6 +127,7 @@ class Canonicalizer:
         check: CheckStage | None = None,
         merge: MergeStage | None = None,
         pool: int = 20,
+        guard: MemoryGuard | None = None,
     ) -> None:
         self.db = db
         if embedder is None:
@@ -126,8 +139,21 @@ class Canonicalizer:
         self.check = check
         self.merge = merge
         self.pool = pool
+        self.guard = guard
 
     # -- steps -------------------------------------------------------------------------------------------
+    def guarded(self, store: str, candidate: Candidate, text: str | None = None) -> list[str]:
+        """The memory guard's reasons to reject ``text`` (default: the candidate's text); [] without a guard."""
+        if self.guard is None:
+            return []
+        return self.guard.inspect(
+            store,
+            candidate.text if text is None else text,
+            entity=candidate.entity,
+            pages=candidate.pages,
+            task=candidate.task,
+        )
+
     def accept(self, store: str, candidate: Candidate) -> tuple[bool, str]:
         """The correctness/sufficiency check: (accepted, reason)."""
         if is_no_data(candidate.text):
@@ -174,6 +200,11 @@ class Canonicalizer:
         accepted: list[tuple[str, Candidate]] = []  # ("new:i", candidate) of planned additions
         for candidate in candidates:
             candidate.text = candidate.text.strip()
+            blocked = self.guarded(store, candidate)
+            if blocked:  # deterministic, before any LLM stage: an obeying model cannot talk past it
+                reason = "memory guard: " + "; ".join(blocked)
+                ops.append(CanonicalOp(action="reject", candidate=candidate, reason=reason, guard=blocked))
+                continue
             ok, reason = self.accept(store, candidate)
             if not ok:
                 ops.append(CanonicalOp(action="reject", candidate=candidate, reason=reason))
@@ -194,6 +225,14 @@ class Canonicalizer:
                 continue
             target, text, sim = best
             verdict, merged = self.resolve(store, text, candidate.text)
+            blocked = self.guarded(store, candidate, merged) if verdict == "same" and merged != text else []
+            if blocked:  # the merge stage wrote instruction-like text: keep the stored item as it is
+                blocked = [f"merged text: {why}" for why in blocked]
+                reason = "memory guard: " + "; ".join(blocked)
+                ops.append(
+                    CanonicalOp(action="reject", candidate=candidate, target=target, reason=reason, guard=blocked)
+                )
+                continue
             if verdict == "same":
                 ops.append(
                     CanonicalOp(action="merge", candidate=candidate, target=target, merged=merged, similarity=sim)

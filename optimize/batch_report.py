@@ -19,6 +19,7 @@ __all__ = [
     "CharCounts",
     "DistillerStats",
     "DISTILLERS",
+    "GuardRejection",
     "reports_table",
     "summarize_trajectories",
 ]
@@ -37,6 +38,23 @@ class DistillerStats(BaseModel):
     seen: int = 0
     summarised: int = 0
     failed: int = 0
+
+
+class GuardRejection(BaseModel):
+    """A candidate the memory guard kept out of memory: its store, text (and entity for a fact), the guard's reasons
+    and the runs that proposed it."""
+
+    store: str
+    text: str
+    entity: str = ""
+    reasons: list[str] = Field(default_factory=list)
+    runs: list[str] = Field(default_factory=list)
+
+    def line(self) -> str:
+        """One line for a terminal: ``[craft] 'text' rejected: reason; reason (runs: a, b)``."""
+        shown = self.text if len(self.text) <= 100 else self.text[:99] + "…"
+        runs = f" (runs: {', '.join(self.runs)})" if self.runs else ""
+        return f"[{self.store}] {shown!r} rejected: {'; '.join(self.reasons)}{runs}"
 
 
 class RuleCounts(BaseModel):
@@ -73,7 +91,8 @@ class BatchReport(BaseModel):
     ``steps_per_question``, ``searches``, ``unique_urls``, ``repeated_urls``, ``lm_calls``; learning cost:
     ``train_lm_calls`` and per learning stage ``train_stages``. Outcome: ``mean_score`` over scored runs,
     ``valid_runs``/``failed_runs`` (``crashed_runs``: no trajectory at all, counted apart). Audit: ``distillers``
-    says per distiller how many runs it was offered, saw and saw summarised.
+    says per distiller how many runs it was offered, saw and saw summarised; ``guard_rejected`` lists every candidate
+    the memory guard (``[trainer] guard``) kept out, with its reasons.
     """
 
     batch: int
@@ -99,6 +118,7 @@ class BatchReport(BaseModel):
     train_lm_calls: int = 0
     train_stages: dict[str, int] = Field(default_factory=dict)
     distillers: dict[str, DistillerStats] = Field(default_factory=dict)
+    guard_rejected: list[GuardRejection] = Field(default_factory=list)
     rules_retired: int = 0
     seconds: dict[str, float] = Field(default_factory=dict)
 
@@ -133,6 +153,7 @@ def reports_table(reports: list[BatchReport]) -> Any:
         ("M3 support/contradiction", [_sup_con(r.rules["web_action"]) for r in reports]),
         ("M1 chars (+added/-deleted/~modified)", [_chars(r.chars["craft"]) for r in reports]),
         ("M4 facts", [str(r.facts) for r in reports]),
+        ("memory guard rejections", [str(len(r.guard_rejected)) for r in reports]),
         ("questions per sample", [f"{r.questions_per_sample:.1f}" for r in reports]),
         ("steps per question", [f"{r.steps_per_question:.1f}" for r in reports]),
         ("searches", [str(r.searches) for r in reports]),

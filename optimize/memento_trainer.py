@@ -51,6 +51,7 @@ from memento.errors import ConfigError, DataError, LMUnavailableError, handle_er
 from memento.lm_failures import LMFailureWatch
 from memento.memory.canonicalizer import Candidate, Canonicalizer, CanonicalOp, is_no_data
 from memento.memory.memento_memory import MementoMemory
+from memento.memory.memory_guard import MemoryGuard
 from memento.memory.rule_book import RuleBook
 from memento.metrics.as_float import score_of
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
@@ -60,6 +61,7 @@ from memento.optimize.batch_report import (
     BatchReport,
     CharCounts,
     DistillerStats,
+    GuardRejection,
     RuleCounts,
     summarize_trajectories,
 )
@@ -68,6 +70,7 @@ from memento.programs.memento_program import injected_items
 from memento.text import one_line
 from memento.threads import run_parallel
 from memento.types import Trajectory
+from memento.untrusted import quote_data
 from memento.usage import UsageMeter
 
 __all__ = [
@@ -127,6 +130,9 @@ class RunRecord(BaseModel):
     crashed: bool = False
     score: float | None = None
     feedback: str = ""
+    # instruction-like passages of the pages the run read (memory guard), kept here because a checkpointed
+    # trajectory keeps no page text
+    injections: list[str] = Field(default_factory=list)
 
 
 class RunDigest(BaseModel):
@@ -179,6 +185,7 @@ class BatchCheckpoint(BaseModel):
     counts: dict[str, int] = Field(default_factory=dict)
     digests: dict[str, RunDigest] = Field(default_factory=dict)
     distillers: dict[str, DistillerStats] = Field(default_factory=dict)
+    guard_rejected: list[GuardRejection] = Field(default_factory=list)
     report: BatchReport | None = None
 
 
@@ -211,6 +218,10 @@ class MementoTrainer:
         max_consecutive_lm_failures: training stops (``LMUnavailableError``, nothing committed for the batch)
             once this many LM calls failed in a row (``trainer.max_consecutive_lm_failures``); a batch whose
             forward pass has no valid run because LM calls failed is never committed either, so a rerun retries it.
+        guard: the memory guard (``[trainer] guard``): ``True`` a default
+            :class:`~memento.memory.memory_guard.MemoryGuard`, ``False``/``None`` none, or a guard of your own. It
+            rejects instruction-like candidates before any LLM check; the batch report lists what it rejected and
+            why (``guard_rejected``). A ``canonicalizer`` passed in keeps its own guard.
     """
 
     def __init__(
@@ -233,6 +244,7 @@ class MementoTrainer:
         summary_input_chars: int = 48_000,
         on_event: Callable[[int, str, str], None] | None = None,
         max_consecutive_lm_failures: int = 3,
+        guard: bool | MemoryGuard | None = True,
     ) -> None:
         if batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
@@ -251,8 +263,9 @@ class MementoTrainer:
         self.threads = max(1, threads)
         self.roles = roles
         self.learner = learner or MementoLearner(roles=roles)
+        self.guard: MemoryGuard | None = MemoryGuard() if guard is True else (guard or None)
         self.canonicalizer = canonicalizer or Canonicalizer(
-            memory.db, embedder=memory.embedder, check=self.learner.check, merge=self.learner.merge
+            memory.db, embedder=memory.embedder, check=self.learner.check, merge=self.learner.merge, guard=self.guard
         )
         self.success_threshold = success_threshold
         self.record_chars = record_chars
@@ -282,6 +295,7 @@ class MementoTrainer:
             "retire_min_runs": section.retire_min_runs,
             "max_consecutive_lm_failures": section.max_consecutive_lm_failures,
             "summary_input_chars": section.summary_input_chars,
+            "guard": section.guard,
         }
         options.update(kwargs)
         batch_size = options.pop("batch_size", None) or section.batch_size
@@ -444,6 +458,7 @@ class MementoTrainer:
             with self.lm_watch:
                 runs = self._forward(examples, ids)
             self._stop_on_lm_failure(batch, runs)
+            self._find_injections(runs)
             state = BatchCheckpoint(fingerprint=fp, phase="forward", base_version=self.memory.version, runs=runs)
             state.seconds["forward"] = round(time.perf_counter() - started, 3)
             with self.memory.transaction(batch=batch) as tx:
@@ -512,6 +527,38 @@ class MementoTrainer:
             )
 
         return run_parallel(one, list(enumerate(examples)), threads=self.threads)
+
+    def _find_injections(self, runs: list[RunRecord]) -> None:
+        """Keep, per run, the instruction-like passages of the pages it read (for the guard, after a resume too)."""
+        if self.guard is None:
+            return
+        for run in runs:
+            if not run.crashed:
+                found = (p for text in run_digest.read_texts(run.trajectory) for p in self.guard.injections(text))
+                run.injections = list(dict.fromkeys(found))
+
+    def _guarded(self, run: RunRecord, candidates: list[Candidate]) -> list[Candidate]:
+        """The candidates with what the memory guard compares them with: the run's reading and its task."""
+        if self.guard is not None:
+            pages = [*run_digest.read_texts(run.trajectory), *run.injections]
+            for candidate in candidates:
+                candidate.pages, candidate.task = pages, run.trajectory.task_text
+        return candidates
+
+    def _note_guard(self, state: BatchCheckpoint, store: str, ops: list[CanonicalOp]) -> None:
+        """Record the memory guard's rejections in the batch state (the report lists them) and the log."""
+        for op in ops:
+            if not op.guard:
+                continue
+            cand = op.candidate
+            logger.warning("memory guard rejected a %s candidate (%s): %s", store, one_line(cand.text, 120), op.reason)
+            with self._lock:
+                state.guard_rejected.append(
+                    GuardRejection(
+                        store=store, text=one_line(cand.text, 500), entity=cand.entity, reasons=op.guard,
+                        runs=sorted(set(cand.provenance)),
+                    )
+                )  # fmt: skip
 
     @staticmethod
     def _valid(run: RunRecord) -> bool:
@@ -612,7 +659,7 @@ class MementoTrainer:
             self._stats(state, "craft_insights"),
             digest.record_summarised,
             f"craft insights for {run.id}",
-            lambda: self.learner.distill_insights(task=traj.task_text, run_record=digest.record),
+            lambda: self.learner.distill_insights(task=traj.task_text, run_record=quote_data(digest.record)),
         )
         texts = [str(t).strip() for t in (getattr(out, "insights", None) or []) if str(t).strip()]
         evidence = digest.record[: self.evidence_chars]
@@ -627,7 +674,7 @@ class MementoTrainer:
                         f"{one_line(traj.task_text, 600)}",
                     )
                 )
-        return found
+        return self._guarded(run, found)
 
     def _web_rules(self, state: BatchCheckpoint, run: RunRecord) -> tuple[list[RuleVote], list[Candidate]]:
         digest = state.digests[run.id]
@@ -638,10 +685,13 @@ class MementoTrainer:
             digest.search_log_summarised,
             f"web-rule distillation for {run.id}",
             lambda: self.learner.distill_web_rules(
-                task=traj.task_text, search_log=digest.search_log or "(no searches)", current_rules=_numbered(shown)
+                task=traj.task_text,
+                search_log=quote_data(digest.search_log) or "(no searches)",
+                current_rules=quote_data(_numbered(shown)),
             ),
         )
-        return self._split_ops(getattr(out, "operations", None) or [], shown, run.id, digest.search_log)
+        votes, adds = self._split_ops(getattr(out, "operations", None) or [], shown, run.id, digest.search_log)
+        return votes, self._guarded(run, adds)
 
     def _facts(self, state: BatchCheckpoint, run: RunRecord) -> list[Candidate]:
         traj = run.trajectory
@@ -653,7 +703,7 @@ class MementoTrainer:
             out = self._try(
                 stats,
                 f"fact extraction for {run.id}",
-                functools.partial(self.learner.extract_facts, task=traj.task_text, findings=chunk),
+                functools.partial(self.learner.extract_facts, task=traj.task_text, findings=quote_data(chunk)),
             )
             for item in getattr(out, "facts", None) or []:
                 data = item if isinstance(item, dict) else item.model_dump()
@@ -667,7 +717,7 @@ class MementoTrainer:
                         evidence=run_digest.page_text(traj, sources, max_chars=self.evidence_chars),
                     )
                 )
-        return found
+        return self._guarded(run, found)
 
     def _shown(self, book: RuleBook, task_text: str) -> list[Any]:
         budget = 10**9 if getattr(self.memory, "profile", "budgeted") == "paper" else self.rules_shown_tokens
@@ -697,17 +747,21 @@ class MementoTrainer:
         self._digests(state)
         for name in ("craft_insights", "web_rules", "facts"):
             state.distillers[name] = DistillerStats()
+        state.guard_rejected = [g for g in state.guard_rejected if g.store == "decomposition"]  # a rerun: planned anew
         plan = ConsolidationPlan()
         if self._writes("craft"):
             insights = run_parallel(lambda r: self._insights(state, r), recorded, threads=self.threads)
             plan.craft = self.canonicalizer.plan("craft", [c for group in insights for c in group])
+            self._note_guard(state, "craft", plan.craft)
         if self._writes("web_action"):
             web = run_parallel(lambda r: self._web_rules(state, r), recorded, threads=self.threads)
             plan.web_votes = [v for votes, _adds in web for v in votes]
             plan.web_adds = self.canonicalizer.plan("web_action", [c for _votes, adds in web for c in adds])
+            self._note_guard(state, "web_action", plan.web_adds)
         if self._writes("facts"):
             facts = run_parallel(lambda r: self._facts(state, r), recorded, threads=self.threads)
             plan.facts = self.canonicalizer.plan("facts", [c for group in facts for c in group])
+            self._note_guard(state, "facts", plan.facts)
         return plan
 
     # -- applying votes: one per run and rule ------------------------------------------------------------------
@@ -773,13 +827,16 @@ class MementoTrainer:
         traj = run.trajectory
         digest = state.digests.get(run.id) or RunDigest(tree=run_digest.judged_tree(traj))
         labels = {k: v for k, v in example.items() if k not in self._inputs(example) and k not in ("docs",)}
-        expected = f"labels: {one_line(json.dumps(labels, default=str), 1500)}\njudge feedback: {run.feedback}"
+        # the gold labels are the user's; the judge's feedback may quote the prediction, so it is quoted data
+        expected = (
+            f"labels: {one_line(json.dumps(labels, default=str), 1500)}\njudge feedback: {quote_data(run.feedback)}"
+        )
         out = self._call(
             self._stats(state, "coverage"),
             digest.tree_summarised,
             f"coverage assessment for {run.id}",
             lambda: self.learner.assess_coverage(
-                task=traj.task_text, expected=expected, sub_questions=digest.tree or "(none)"
+                task=traj.task_text, expected=expected, sub_questions=quote_data(digest.tree) or "(none)"
             ),
         )
         rows = []
@@ -811,18 +868,19 @@ class MementoTrainer:
             bool(digest and digest.tree_summarised),
             f"decomposition-rule distillation for {run.id}",
             lambda: self.learner.distill_decomposition(
-                task=traj.task_text, judged_run=judged, current_rules=_numbered(shown)
+                task=traj.task_text, judged_run=quote_data(judged), current_rules=quote_data(_numbered(shown))
             ),
         )
         votes, adds = self._split_ops(
             getattr(out, "operations", None) or [], shown, run.id, judged[: self.evidence_chars]
         )
         # one vote per run and rule: the outcome credit of an injected rule wins over the LLM's operation on it
-        return auto + [v for v in votes if v.rule_id not in injected], adds
+        return auto + [v for v in votes if v.rule_id not in injected], self._guarded(run, adds)
 
     def _reflection_plan(self, examples: list[Any], state: BatchCheckpoint) -> ReflectionPlan:
         for name in ("coverage", "decomposition"):
             state.distillers[name] = DistillerStats()
+        state.guard_rejected = [g for g in state.guard_rejected if g.store != "decomposition"]
         if not self._writes("decomposition"):
             return ReflectionPlan()
         judged = [(ex, run) for ex, run in zip(examples, state.runs, strict=True) if run.score is not None]
@@ -830,6 +888,7 @@ class MementoTrainer:
         got = run_parallel(lambda pair: self._decomposition(state, *pair), judged, threads=self.threads)
         plan = ReflectionPlan(votes=[v for votes, _adds in got for v in votes])
         plan.adds = self.canonicalizer.plan("decomposition", [c for _votes, adds in got for c in adds])
+        self._note_guard(state, "decomposition", plan.adds)
         return plan
 
     def _apply_reflection(self, batch: int, plan: ReflectionPlan, tx: Any) -> dict[str, int]:
@@ -887,6 +946,7 @@ class MementoTrainer:
             train_lm_calls=state.train_lm_calls,
             train_stages=dict(state.train_stages),
             distillers={name: state.distillers.get(name, DistillerStats()) for name in DISTILLERS},
+            guard_rejected=list(state.guard_rejected),
             seconds=state.seconds,
             **summarize_trajectories(trajectories),
         )

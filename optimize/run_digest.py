@@ -33,6 +33,7 @@ __all__ = [
     "findings",
     "page_text",
     "has_record",
+    "read_texts",
     "result_titles",
     "TITLE_LADDER",
 ]
@@ -142,6 +143,27 @@ def findings(trajectory: Trajectory, *, is_no_data: Any, max_chars: int) -> list
         else:
             chunks.append(block)
     return chunks
+
+
+def read_texts(trajectory: Trajectory) -> list[str]:
+    """Every text the run read from the web, each once: the full text of its scrapes while it is in memory, the title
+    and snippet of every search hit, the evidence snippets of its answers (what the memory guard compares candidates
+    with; a trajectory read back from a checkpoint has snippets and titles only)."""
+    texts: dict[str, None] = {}
+    for call in trajectory.tool_calls:
+        if call.page is not None:
+            if call.page.text:
+                texts[call.page.text] = None
+            if call.page.title:
+                texts[call.page.title] = None
+        if call.search is not None:
+            for hit in call.search.hits:
+                texts[f"{hit.title}\n{hit.snippet}".strip()] = None
+    for node in trajectory.nodes:
+        for e in node.evidence:
+            if e.snippet:
+                texts[e.snippet] = None
+    return [t for t in texts if t]
 
 
 def page_text(trajectory: Trajectory, urls: list[str], *, max_chars: int) -> str:

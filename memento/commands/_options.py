@@ -184,6 +184,14 @@ _FLAGS: tuple[Flag, ...] = (
         f"sample (trainer.exploration, {_default('trainer', 'exploration')}; at test time: --test-exploration).",
         min=0,
     ),
+    _flag(
+        "guard",
+        bool,
+        "trainer.guard",
+        "Memory guard: reject fixed-answer, meta-instruction and page-copied candidates before any LLM check "
+        f"(trainer.guard, {'on' if _default('trainer', 'guard') else 'off'} by default).",
+        decl="--guard/--no-guard",
+    ),
     _flag("cbr_k", int, "cbr.k", "CBR: cases retrieved per task (cbr.k, 4).", min=1),
     _flag(
         "cbr_policy", _POLICIES, "cbr.policy", "CBR test-time retrieval: cosine, q (greedy Q-gate, default) or softmax."
@@ -279,7 +287,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "research": ("initial_questions", "total_questions", "steps_per_question"),
     "memory": ("profile", "stores"),
     "observe": ("log_lm", "replay_lm", "mlflow"),
-    "trainer": ("batch_size", "exploration"),
+    "trainer": ("batch_size", "exploration", "guard"),
     "cbr": ("cbr_k", "cbr_policy", "cbr_train_policy", "cbr_alpha", "cbr_min_pairs", "cbr_prefilter"),
     "cbr_training": ("cbr_passes", "cbr_own_cases"),
     "jitmem": ("jitmem_protocol", "orderings", "warm", "stream_batch", "payload_tokens"),

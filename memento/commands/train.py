@@ -137,6 +137,11 @@ def _fit(
         trainer = MementoTrainer.for_program(program, score, settings, on_event=on_event)
         reports = trainer.fit(examples)
     console.print(reports_table(reports))
+    for report in reports:
+        for rejection in report.guard_rejected:  # the memory guard says what it kept out, and why
+            console.print(f"memory guard, batch {report.batch}: {rejection.line()}", markup=False, highlight=False)
+    if not settings.trainer.guard:
+        console.print("memory guard off ([trainer] guard = false): candidates met only the LLM check")
     console.print(f"memory {directory}: version {store.version}")
     return reports
 

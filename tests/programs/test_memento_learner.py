@@ -113,7 +113,7 @@ def test_long_run_is_summarised_by_a_metered_stage_and_still_reaches_every_disti
     assert report.distillers["decomposition"].seen == 3
     insight_prompts = [c for c in engine.calls if "run_record" in c.inputs and "insights" in c.output_fields]
     assert len(insight_prompts) == 3
-    assert all(c.inputs["run_record"].startswith("SUMMARY ") for c in insight_prompts)
+    assert all(c.inputs["run_record"].startswith("<data>\nSUMMARY ") for c in insight_prompts)
     # the record and the search log of each run (and any judged tree over budget): one summary each
     assert report.train_stages["summarize_run"] == 6 + report.distillers["decomposition"].summarised
     # usage per stage shows every learning stage that ran in this batch
