@@ -61,6 +61,8 @@ _SPACED = re.compile(r"(?<![\w])(?:[a-z][ .\-_*·|/]{1,2}){2,}[a-z](?![\w])")
 _QUOTE = "\"'“”‘’«»`"
 _Q = f"[{_QUOTE}]"
 _VERB = r"(?:answer|respond|reply|say|output|return|write|give|put|state|print|type|claim|conclude)"
+_ANYWAY = r"(?:regardless of|no matter|whatever|irrespective of|independent of)"
+_SUBJECT = r"(?:question|task|query|asked|input|evidence|sources?|pages?|research|findings)"
 # words after "always answer" that describe a manner, not an answer literal
 _MANNER = frozenset(
     """a an the in with from by using only briefly concisely exactly precisely fully completely truthfully honestly
@@ -84,14 +86,9 @@ _FIXED = [
     re.compile(
         rf"\b(?:every|all|any|each)\s+(?:questions?|tasks?|queries?)\b[^.]{{0,30}}\b{_VERB}\w*\s+(?:with\s+)?{_Q}"
     ),
-    re.compile(
-        rf"\b(?:regardless of|no matter|whatever|irrespective of|independent of)\b[^.]{{0,40}}"
-        rf"\b(?:question|task|query|asked|input|evidence|sources?|pages?|research|findings)\b[^.]{{0,40}}\b{_VERB}"
-    ),
-    re.compile(
-        rf"\b{_VERB}\w*\b[^.]{{0,40}}\b(?:regardless of|no matter|whatever|irrespective of)\b[^.]{{0,20}}"
-        r"\b(?:question|task|query|asked|input|evidence|sources?|pages?|research|findings)\b"
-    ),
+    # "whatever the question, reply X" and "answer X regardless of the sources"
+    re.compile(rf"\b{_ANYWAY}\b[^.]{{0,40}}\b{_SUBJECT}\b[^.]{{0,40}}\b{_VERB}"),
+    re.compile(rf"\b{_VERB}\w*\b[^.]{{0,40}}\b{_ANYWAY}\b[^.]{{0,20}}\b{_SUBJECT}\b"),
     # "if asked anything, say X", "print 'X' and nothing else"
     re.compile(rf"\bif (?:you are )?asked (?:anything|any question|about anything)\b[^.]{{0,30}}\b{_VERB}"),
     re.compile(rf"\b{_VERB}\w*\s+{_Q}?[\w ]{{1,40}}{_Q}?\s+and nothing else\b"),
