@@ -141,7 +141,7 @@ def _fit(
         for rejection in report.guard_rejected:  # the memory guard says what it kept out, and why
             console.print(f"memory guard, batch {report.batch}: {rejection.line()}", markup=False, highlight=False)
     if not settings.trainer.guard:
-        console.print("memory guard off ([trainer] guard = false): candidates met only the LLM check")
+        console.print("memory guard off (trainer.guard = false): candidates met only the LLM check", markup=False)
     console.print(f"memory {directory}: version {store.version}")
     return reports
 
