@@ -5,7 +5,8 @@ Reads the labelled set ``tests/adversarial/data/guard_cases.jsonl`` (each row: `
 :class:`memento.memory.memory_guard.MemoryGuard` on every row twice: on the text alone, and with the run's pages
 (the copy and echo checks need them; this is what the trainer does). Rows marked ``held_out`` were written after
 the phrase patterns and never used to tune them. ``--extra FILE`` adds legitimate items from another labelled set
-(JSONL rows with a ``text``, or ``a``/``b`` texts of rule pairs; ``label`` other than legit/poison is read as legit).
+(JSONL rows with a ``text``, or the ``stored``/``new`` texts of rule pairs; a ``label`` other than poison is read as
+legit: the presets helper's ``tests/data/rule_pairs.jsonl`` holds 52 pairs of honest rules).
 
 The cost is measured against the cheap deterministic check the canonicaliser already ran before the guard existed
 (``is_no_data``), in the same run: milliseconds per candidate, and with a 4,000-character page to compare with.
@@ -35,7 +36,8 @@ def _load(path: Path) -> list[dict]:
 def _extra(path: Path) -> list[dict]:
     rows = []
     for row in _load(path):
-        texts = [row[key] for key in ("text", "a", "b", "rule", "stored", "candidate") if isinstance(row.get(key), str)]
+        keys = ("text", "a", "b", "rule", "stored", "new", "candidate")
+        texts = [row[key] for key in keys if isinstance(row.get(key), str)]
         store = row.get("store") if row.get("store") in ("craft", "decomposition", "web_action", "facts") else "craft"
         label = "poison" if row.get("label") == "poison" else "legit"
         rows += [{"label": label, "kind": f"extra:{path.stem}", "store": store, "text": t} for t in texts]

@@ -195,6 +195,7 @@ class MLflowTracker:
             numbers = {
                 k: v for k, v in _flatten(data).items() if isinstance(v, int | float) and not isinstance(v, bool)
             }
+            numbers["guard_rejections"] = len(data.get("guard_rejected") or [])  # what the memory guard kept out
             self.log_metrics(numbers, step=int(data.get("batch", 0) or 0))
         self.log_artifacts([_html(memory_dir)])
 

@@ -116,6 +116,8 @@ def test_compare_and_eval_runs_in_mlflow(tmp_path: Path, monkeypatch: pytest.Mon
     training = by_name["train multihop"]
     assert [m.step for m in client.get_metric_history(training.info.run_id, "version")] == [1, 2]
     assert len(client.get_metric_history(training.info.run_id, "lm_calls")) == 2  # one point per batch
+    # the memory guard's rejections per batch (the fixture's distillers propose honest items: none)
+    assert [m.value for m in client.get_metric_history(training.info.run_id, "guard_rejections")] == [0, 0]
     assert "report.html" in {a.path for a in client.list_artifacts(training.info.run_id)}
     assert training.data.params["memory.dir"] == str(tmp_path / "mem")  # the effective settings, --memory included
     # DSPy autologging recorded traces of the program calls in the experiment
