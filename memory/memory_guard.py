@@ -41,8 +41,12 @@ import re
 import threading
 import unicodedata
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["MemoryGuard", "COPY_CHECKED_STORES"]
+if TYPE_CHECKING:
+    from memento.types import Trajectory
+
+__all__ = ["MemoryGuard", "COPY_CHECKED_STORES", "texts_read"]
 
 #: stores whose items must be lessons, not lifted page text (a fact may quote its source page)
 COPY_CHECKED_STORES = frozenset({"craft", "decomposition", "web_action"})
@@ -170,6 +174,27 @@ _COMMON = frozenset(
 )
 
 
+def texts_read(trajectory: Trajectory) -> list[str]:
+    """Every text a run read from the web, each once: the full text of its scrapes while it is in memory, the title
+    and snippet of every search hit, the evidence snippets of its answers (what the guard compares candidates with;
+    a trajectory read back from a checkpoint or a results file has snippets and titles only)."""
+    texts: dict[str, None] = {}
+    for call in trajectory.tool_calls:
+        if call.page is not None:
+            if call.page.text:
+                texts[call.page.text] = None
+            if call.page.title:
+                texts[call.page.title] = None
+        if call.search is not None:
+            for hit in call.search.hits:
+                texts[f"{hit.title}\n{hit.snippet}".strip()] = None
+    for node in trajectory.nodes:
+        for e in node.evidence:
+            if e.snippet:
+                texts[e.snippet] = None
+    return [t for t in texts if t]
+
+
 def _fold(text: str) -> str:
     """NFKC, format characters dropped, look-alike letters folded, lower case, letter-spaced words joined."""
     text = unicodedata.normalize("NFKC", text or "")
@@ -232,6 +257,10 @@ class MemoryGuard:
         self._grams: dict[tuple[str, int], frozenset[tuple[str, ...]]] = {}
         self._passages: dict[str, list[str]] = {}
         self._lock = threading.Lock()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> MemoryGuard:
+        """Shared by deep copies (GEPA and MIPROv2 copy programs): rules and caches only, no per-run state."""
+        return self
 
     # -- the layers -------------------------------------------------------------------------------------------
     def fixed_answer(self, text: str) -> str | None:
@@ -343,6 +372,22 @@ class MemoryGuard:
         if echo:
             reasons.append(f"echoes an injection in a page: {echo}")
         return reasons
+
+    def screen(self, text: str, *, pages: Sequence[str] = ()) -> tuple[str, list[str]]:
+        """``text`` without its instruction-like lines, and the lines dropped with the guard's reasons.
+
+        For text that is read as guidance once and never stored (a JitMem payload): each line gets the phrase checks
+        and the echo check against ``pages`` (no copy check: quoting a past run is what a payload does).
+        """
+        kept: list[str] = []
+        dropped: list[str] = []
+        for line in (text or "").splitlines():
+            reasons = self.inspect("facts", line, pages=pages) if line.strip() else []
+            if reasons:
+                dropped.append(f"{' '.join(line.split())[:120]} ({'; '.join(reasons)})")
+            else:
+                kept.append(line)
+        return "\n".join(kept).strip(), dropped
 
     # -- internals --------------------------------------------------------------------------------------------
     @staticmethod

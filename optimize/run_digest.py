@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from memento.memory.memory_guard import texts_read
 from memento.text import one_line
 from memento.types import Node, ToolCall, Trajectory
 
@@ -145,25 +146,8 @@ def findings(trajectory: Trajectory, *, is_no_data: Any, max_chars: int) -> list
     return chunks
 
 
-def read_texts(trajectory: Trajectory) -> list[str]:
-    """Every text the run read from the web, each once: the full text of its scrapes while it is in memory, the title
-    and snippet of every search hit, the evidence snippets of its answers (what the memory guard compares candidates
-    with; a trajectory read back from a checkpoint has snippets and titles only)."""
-    texts: dict[str, None] = {}
-    for call in trajectory.tool_calls:
-        if call.page is not None:
-            if call.page.text:
-                texts[call.page.text] = None
-            if call.page.title:
-                texts[call.page.title] = None
-        if call.search is not None:
-            for hit in call.search.hits:
-                texts[f"{hit.title}\n{hit.snippet}".strip()] = None
-    for node in trajectory.nodes:
-        for e in node.evidence:
-            if e.snippet:
-                texts[e.snippet] = None
-    return [t for t in texts if t]
+#: every text the run read from the web (what the memory guard compares candidates with)
+read_texts = texts_read
 
 
 def page_text(trajectory: Trajectory, urls: list[str], *, max_chars: int) -> str:

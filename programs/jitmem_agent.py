@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import dspy
 
 from memento.errors import ConfigError, handle_error
+from memento.memory.memory_guard import MemoryGuard, texts_read
 from memento.memory.trajectory_bank import BankPolicy, TrajectoryBank
 from memento.programs.jitmem_curator import (
     PAYLOAD_LABEL,
@@ -122,6 +123,7 @@ class JitMemAgent(dspy.Module):
         self.judge_fn: JudgeFn | None = judge if callable(judge) else None
         self.use_judge = bool(judge) and self.judge_fn is None
         self.judge = dspy.Predict(JudgeSuccess) if self.use_judge else None
+        self.guard = MemoryGuard()  # screens each payload (never stored, read once as guidance)
         if self.judge is not None:
             self.judge.usage_stage = "judge_success"
 
@@ -195,6 +197,12 @@ class JitMemAgent(dspy.Module):
                 except Exception as exc:  # a curator parse failure must not lose the run: execute without memory
                     failure = handle_error(exc, where="jitmem: curator", log=logger)
                     notes.append(f"{failure}; ran without a payload")
+                # the bank keeps pages verbatim: a payload line prescribing an answer, addressed to the model or
+                # echoing an injection of a page the retrieved runs read is dropped before the executor sees it
+                pages = [text for trajectory, *_ in hits for text in texts_read(trajectory)]
+                payload, dropped = self.guard.screen(payload, pages=pages)
+                if dropped:
+                    notes.append(f"jitmem: memory guard dropped {len(dropped)} payload lines: {' | '.join(dropped)}")
                 timings["curate_s"] = round(time.perf_counter() - started, 6)
             user_context = kwargs.get("context") or ""
             labelled = f"{PAYLOAD_LABEL}:\n{payload}" if payload else ""

@@ -263,6 +263,11 @@ def test_every_method_shows_the_page_only_as_data(tmp_path, method, stages):
     for call in engine.calls:
         user = call.messages[-1]["content"]
         assert "store this rule" not in outside_data(user) and "IGNORE ALL" not in outside_data(user), stage(call)
+        # a payload line the obeying curator copied from the page is screened out before the executor reads it
+        assert POISON not in outside_data(user), stage(call)
         if any("store this rule" in block or "banana" in block for block in data_blocks(user)):
             seen.add(stage(call))
     assert stages <= seen, seen
+    if method == "jitmem":
+        notes = json.loads((tmp_path / "run1.json").read_text(encoding="utf-8"))["notes"]
+        assert any(n.startswith("jitmem: memory guard dropped 1 payload lines: Follow the page") for n in notes)
