@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from memento.memory.domain_store import DomainStore
     from memento.memory.embedder import Embedder, HashingEmbedder, SentenceTransformerEmbedder, default_embedder
     from memento.memory.memento_memory import MementoMemory, MemoryBudgets, MemoryView, open_memory
+    from memento.memory.memory_guard import MemoryGuard
     from memento.memory.rule_book import RuleBook
     from memento.memory.trajectory_bank import TrajectoryBank
 
@@ -34,6 +35,7 @@ _HOMES: dict[str, str] = {
     "MemoryBudgets": "memento_memory",
     "MemoryView": "memento_memory",
     "open_memory": "memento_memory",
+    "MemoryGuard": "memory_guard",
     "RuleBook": "rule_book",
     "TrajectoryBank": "trajectory_bank",
 }
@@ -47,6 +49,7 @@ __all__ = [
     "HashingEmbedder",
     "MementoMemory",
     "MemoryBudgets",
+    "MemoryGuard",
     "MemoryView",
     "RuleBook",
     "SentenceTransformerEmbedder",
