@@ -43,7 +43,7 @@ from typing import Any
 import dspy
 
 from memento.errors import ConfigError, DataError, handle_error
-from memento.files import atomic_write_bytes, atomic_write_text
+from memento.files import atomic_write_text
 from memento.scrub import scrub
 from memento.tasks.legal import LegalTask, row_id, term_cutoff
 
@@ -132,12 +132,13 @@ def _rows_by_id(path: Path) -> dict[str, dict[str, str]]:
 
 
 def _write_rows(path: Path, header: list[str], rows: list[dict[str, str]]) -> None:
-    """Rows written with the source's columns and values (quoted as the csv module needs), atomically."""
+    """Rows written with the source's columns and values (quoted as the csv module needs), atomically, through the
+    one scrubber of every file the project writes (the JUSTICE file holds nothing it masks)."""
     buffer = io.StringIO(newline="")
     writer = csv.DictWriter(buffer, fieldnames=header, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
-    atomic_write_bytes(path, buffer.getvalue().encode("utf-8"))
+    atomic_write_text(path, buffer.getvalue())
 
 
 class _Journal:
