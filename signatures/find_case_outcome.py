@@ -7,9 +7,12 @@ from typing import Literal
 
 import dspy
 
+from memento.signatures._fields import reads_data
+
 __all__ = ["FindCaseOutcome"]
 
 
+@reads_data  # the pages and search results it reads arrive as quoted data (BoundReAct quotes every observation)
 class FindCaseOutcome(dspy.Signature):
     """Find out whether the web already tells how a United States Supreme Court case was decided. You are given a
     neutral statement of the case's facts, with the parties' names replaced ("the petitioner" brought the case to

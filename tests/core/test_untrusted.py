@@ -104,7 +104,7 @@ UNTRUSTED_FIELDS: dict[str, set[str]] = {
 #: every input field of learned guidance (rules, craft knowledge, caller notes such as a JitMem payload)
 GUIDANCE_FIELDS = {"craft_knowledge", "decomposition_rules", "web_action_rules", "context"}
 #: ReAct agents read tool observations (quoted by BoundReAct) without a data field of their own
-AGENTS = {"SolveSubQuestion", "ExploreResearchCraft"}
+AGENTS = {"SolveSubQuestion", "ExploreResearchCraft", "FindCaseOutcome"}
 
 
 def _desc(signature: type[dspy.Signature], name: str) -> str:
