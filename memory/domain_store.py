@@ -55,7 +55,7 @@ class DomainStore:
     def about(self, entity: str, *, include_superseded: bool = False) -> list[Fact]:
         """The facts stored under exactly this entity name (case-insensitive)."""
         rows = self.db.query(
-            "SELECT data FROM items WHERE store=? AND entity=? COLLATE NOCASE ORDER BY id", (self.store, entity)
+            "SELECT data FROM items WHERE store=? AND lower(entity)=lower(?) ORDER BY id", (self.store, entity)
         )
         facts = [Fact.model_validate_json(row[0]) for row in rows]
         return facts if include_superseded else [f for f in facts if f.superseded_by is None]

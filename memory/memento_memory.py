@@ -1,9 +1,10 @@
-"""MEMENTO's dual memory in one directory: M1 craft knowledge, M2/M3 rule books, M4 domain facts.
+"""MEMENTO's dual memory in one place: M1 craft knowledge, M2/M3 rule books, M4 domain facts.
 
-:class:`MementoMemory` opens ``<dir>/memory.db`` and exposes the four stores, versions (one per training
-batch), snapshots, diffs, rollback, freezing and a deterministic export to readable markdown + JSON. It
-implements :class:`memento.protocols.MemoryProvider`; :meth:`MementoMemory.view` returns a provider that hides
-what a given task's own run wrote and records which items it injected (the trainer credits them).
+:class:`MementoMemory` opens ``<dir>/memory.db`` (or a PostgreSQL database: ``postgresql://host/db``) and exposes
+the four stores, versions (one per training batch), snapshots, diffs, rollback, freezing and a deterministic export
+to readable markdown + JSON. It implements :class:`memento.protocols.MemoryProvider`; :meth:`MementoMemory.view`
+returns a provider that hides what a given task's own run wrote and records which items it injected (the trainer
+credits them).
 
 Example:
     >>> import tempfile
@@ -33,6 +34,7 @@ from pydantic import BaseModel, Field
 from memento.files import atomic_write_text
 from memento.memory.craft_knowledge import CraftKnowledge
 from memento.memory.domain_store import DomainStore
+from memento.memory.location import LocationLike
 from memento.memory.rule_book import RuleBook
 from memento.memory.sqlite_store import SQLiteStore, Transaction, estimate_tokens
 from memento.types import CraftEntry, Fact, Rule
@@ -97,7 +99,7 @@ def budgets_from_settings(section: Any) -> MemoryBudgets:
     )
 
 
-def open_memory(section: Any, directory: str | Path | None = None, **kwargs: Any) -> MementoMemory:
+def open_memory(section: Any, directory: LocationLike | None = None, **kwargs: Any) -> MementoMemory:
     """A :class:`MementoMemory` configured by a ``[memory]`` settings section (profile, stores, budgets)."""
     return MementoMemory(
         directory if directory is not None else section.dir,
@@ -279,14 +281,16 @@ class MemoryView:
 
 
 class MementoMemory:
-    """Persistent MEMENTO memory in a directory (``<dir>/memory.db``); implements ``MemoryProvider``.
+    """Persistent MEMENTO memory in a directory (``<dir>/memory.db``) or a PostgreSQL database; implements
+    ``MemoryProvider``.
 
     Attributes ``craft`` (M1), ``decomposition`` (M2), ``web_action`` (M3) and ``facts`` (M4) are the stores.
     Deep and shallow copies return the same object (GEPA/MIPROv2 deep-copy programs; memory must not fork).
     Thread-safe: every store shares one locked connection.
 
     Args:
-        directory: The memory directory (created when missing unless ``read_only``).
+        directory: The memory's location: a directory (created when missing unless ``read_only``) or
+            ``postgresql://[user@]host[:port]/db`` (:mod:`memento.memory.location`).
         embedder: Embedder for craft re-ranking and canonicalisation (default: none for retrieval).
         budgets: Token budgets of injected memory.
         read_only: Open read-only and frozen (``memento eval`` with ``--memory``).
@@ -303,7 +307,7 @@ class MementoMemory:
 
     def __init__(
         self,
-        directory: str | Path,
+        directory: LocationLike,
         *,
         embedder: Any = None,
         budgets: MemoryBudgets | None = None,
@@ -314,14 +318,15 @@ class MementoMemory:
     ) -> None:
         from memento.errors import ConfigError
 
-        self.directory = Path(directory).expanduser()
         if profile not in ("budgeted", "paper"):
             raise ConfigError(f"unknown memory profile {profile!r}: use budgeted or paper")
         names = [PAPER_NAMES.get(str(name).strip(), str(name).strip()) for name in (stores or STORES)]
         unknown = [name for name in names if name not in STORES]
         if unknown:
             raise ConfigError(f"unknown memory store(s) {', '.join(unknown)}: use M1, M2, M3, M4")
-        self.db = SQLiteStore(self.directory, read_only=read_only)
+        self.db = SQLiteStore(directory, read_only=read_only)
+        self.directory = self.db.directory  # a Path, or the PostgreSQL location
+        self.location = self.db.location
         self.embedder = embedder
         self.budgets = budgets or MemoryBudgets()
         self.profile = profile
@@ -355,7 +360,7 @@ class MementoMemory:
     def __getstate__(self) -> dict[str, Any]:
         from memento.errors import DataError
 
-        raise DataError("MementoMemory cannot be pickled; reopen it with MementoMemory(directory)")
+        raise DataError("MementoMemory cannot be pickled; reopen it with MementoMemory(location)")
 
     # -- versions and writes -----------------------------------------------------------------------------
     @property

@@ -101,3 +101,77 @@ def openai_server(engine: ScriptedEngine) -> Iterator[OpenAICompatServer]:
     """A local OpenAI-compatible chat server on 127.0.0.1 answering from ``engine``."""
     with OpenAICompatServer(engine) as server:
         yield server
+
+
+# -- PostgreSQL: one throwaway server per test session, a fresh database per test ---------------------------------
+_pg_state: dict[str, object] = {}
+
+
+def _ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _fail_or_skip(message: str) -> None:
+    if _ci():
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A scratch PostgreSQL server (:class:`memento.local_postgres.LocalPostgres`) for the whole session.
+
+    Started as the ``postgres`` user under root, listening on 127.0.0.1, its files in a directory of ``/tmp`` that
+    user can reach (not pytest's 0700 folders). Without the server binaries or psycopg the PostgreSQL tests skip,
+    and fail instead under ``CI=true`` (.ci/run installs both).
+    """
+    import shutil
+    import tempfile
+
+    from memento.errors import ConfigError
+    from memento.extras import has_extra
+    from memento.local_postgres import LocalPostgres
+
+    if not has_extra("postgres"):
+        message = 'PostgreSQL tests need psycopg: pip install "memento-dspy[postgres]"'
+        _fail_or_skip(message)
+    root = tempfile.mkdtemp(prefix="memento-pg-", dir="/tmp")
+    try:
+        server = LocalPostgres(root).start()
+    except (ConfigError, OSError) as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        message = f"PostgreSQL tests need a local server (apt-get install postgresql): {exc}"
+        _fail_or_skip(message)
+    yield server
+    server.destroy()
+
+
+@pytest.fixture
+def pg_location(postgres_server, request: pytest.FixtureRequest):
+    """``pg_location(name="mem") -> str``: the location of a fresh database of the session's server, one per name
+    and test (the same name gives the same database within a test)."""
+    made: dict[str, str] = {}
+    counter = _pg_state.setdefault("n", [0])
+
+    def make(name: str = "mem") -> str:
+        if name not in made:
+            counter[0] += 1  # type: ignore[index]
+            made[name] = postgres_server.create_database(f"t{counter[0]}_{os.getpid()}")  # type: ignore[index]
+        return made[name]
+
+    return make
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """The storage backend a store test runs on (the tests that take it run once per backend)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def location(backend: str, tmp_path, request: pytest.FixtureRequest):
+    """``location(name="mem")``: where a test's memory lives on ``backend``: ``tmp_path / name`` (SQLite) or a
+    fresh PostgreSQL database per name (a location string)."""
+    if backend == "sqlite":
+        return lambda name="mem": tmp_path / name
+    return request.getfixturevalue("pg_location")

@@ -1,4 +1,5 @@
-"""Persistent dual memory: stores, budgets, exclusion, versions, diff, rollback, export, freeze, copies, threads."""
+"""Persistent dual memory: stores, budgets, exclusion, versions, diff, rollback, export, freeze, copies, threads;
+the store tests run on each backend (``location``: SQLite in tmp_path, a fresh PostgreSQL database)."""
 
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ def _fill(memory: MementoMemory, batch: int, tag: str) -> None:
     memory.commit_version(batch=batch, note=f"batch {batch}")
 
 
-def test_memory_implements_provider_and_reads_what_was_written(tmp_path):
-    memory = MementoMemory(tmp_path / "mem")
+def test_memory_implements_provider_and_reads_what_was_written(location):
+    memory = MementoMemory(location("mem"))
     assert isinstance(memory, MemoryProvider)
     assert memory.version == 0
     _fill(memory, 1, "company")
@@ -44,12 +45,12 @@ def test_memory_implements_provider_and_reads_what_was_written(tmp_path):
     assert "Acme Corp makes company" in memory.known_facts("What does Acme Corp make?")
     assert memory.search("acme")[0].startswith("[Acme Corp] Acme Corp makes company.")
     # reopening the directory sees the same memory
-    again = MementoMemory(tmp_path / "mem")
+    again = MementoMemory(location("mem"))
     assert again.version == 1 and len(again.web_action) == 1 and len(again.facts) == 1
 
 
-def test_rule_status_follows_counts_and_retired_rules_are_never_injected(tmp_path):
-    memory = MementoMemory(tmp_path)
+def test_rule_status_follows_counts_and_retired_rules_are_never_injected(location):
+    memory = MementoMemory(location())
     rule = memory.web_action.add("Prefer official registries over blogs.", batch=1)
     assert rule.status == "active"
     rule = memory.web_action.reinforce(rule.id, support=1, contradiction=3, task_ids=["a"], batch=2)
@@ -66,8 +67,8 @@ def test_rule_status_follows_counts_and_retired_rules_are_never_injected(tmp_pat
     assert stats["rules_contradicted"] == 1 and stats["total_contradiction"] == 3
 
 
-def test_injection_respects_budget_and_prefers_heavy_and_relevant_rules(tmp_path):
-    memory = MementoMemory(tmp_path, budgets=MemoryBudgets(decomposition=60))
+def test_injection_respects_budget_and_prefers_heavy_and_relevant_rules(location):
+    memory = MementoMemory(location(), budgets=MemoryBudgets(decomposition=60))
     with memory.transaction(batch=1) as tx:
         for i in range(300):
             memory.decomposition.add(
@@ -82,8 +83,8 @@ def test_injection_respects_budget_and_prefers_heavy_and_relevant_rules(tmp_path
     assert text.count("\n") + 1 < 300  # never the whole book
 
 
-def test_a_task_never_retrieves_what_its_own_run_wrote(tmp_path):
-    memory = MementoMemory(tmp_path)
+def test_a_task_never_retrieves_what_its_own_run_wrote(location):
+    memory = MementoMemory(location())
     memory.web_action.add("Rule learned from task one.", provenance=["task-1"])
     memory.web_action.add("Rule learned from task two.", provenance=["task-2"])
     memory.facts.add("Nile", "The Nile flows north.", provenance=["task-1"])
@@ -98,8 +99,8 @@ def test_a_task_never_retrieves_what_its_own_run_wrote(tmp_path):
     assert len(view.injected["web_action"]) == 1
 
 
-def test_versions_diff_rollback_and_deterministic_export(tmp_path):
-    memory = MementoMemory(tmp_path / "mem")
+def test_versions_diff_rollback_and_deterministic_export(location, tmp_path):
+    memory = MementoMemory(location("mem"))
     _fill(memory, 1, "company")
     memory.export(tmp_path / "v1")
     rule = memory.web_action.all()[0]
@@ -143,8 +144,8 @@ def _same_tree(a, b) -> bool:
     return all(filecmp.cmp(a / n, b / n, shallow=False) for n in names)
 
 
-def test_failed_update_leaves_previous_state(tmp_path):
-    memory = MementoMemory(tmp_path)
+def test_failed_update_leaves_previous_state(location):
+    memory = MementoMemory(location())
     memory.facts.add("Nile", "The Nile is long.")
     with pytest.raises(RuntimeError):
         with memory.transaction(batch=1) as tx:
@@ -154,8 +155,8 @@ def test_failed_update_leaves_previous_state(tmp_path):
     assert len(memory.db.changes()) == 1
 
 
-def test_freeze_makes_every_write_raise_and_read_only_open(tmp_path):
-    memory = MementoMemory(tmp_path / "m")
+def test_freeze_makes_every_write_raise_and_read_only_open(location):
+    memory = MementoMemory(location("m"))
     _fill(memory, 1, "company")
     memory.freeze()
     rule = memory.web_action.all()[0]
@@ -170,16 +171,16 @@ def test_freeze_makes_every_write_raise_and_read_only_open(tmp_path):
         with pytest.raises(MemoryFrozenError, match="frozen"):
             write()
     assert memory.web_action_rules("x")  # reads still work
-    ro = MementoMemory(tmp_path / "m", read_only=True)
+    ro = MementoMemory(location("m"), read_only=True)
     assert ro.frozen and ro.version == 1
     with pytest.raises(MemoryFrozenError):
         ro.facts.add("E", "another fact text")
     with pytest.raises(DataError, match="no memory"):
-        MementoMemory(tmp_path / "missing", read_only=True)
+        MementoMemory(location("missing"), read_only=True)
 
 
-def test_deep_copy_shares_memory(tmp_path):
-    memory = MementoMemory(tmp_path)
+def test_deep_copy_shares_memory(location):
+    memory = MementoMemory(location())
     holder = {"memory": memory, "view": memory.view()}
     clone = copy.deepcopy(holder)
     assert clone["memory"] is memory and copy.copy(memory) is memory and clone["view"] is holder["view"]
@@ -187,8 +188,8 @@ def test_deep_copy_shares_memory(tmp_path):
     assert memory.facts.all()[0].text == "Written through the copy."
 
 
-def test_parallel_readers_and_writers_are_safe(tmp_path):
-    memory = MementoMemory(tmp_path)
+def test_parallel_readers_and_writers_are_safe(location):
+    memory = MementoMemory(location())
     errors: list[BaseException] = []
 
     def writer(n: int) -> None:
@@ -224,23 +225,37 @@ def test_corrupt_database_is_a_clear_error(tmp_path):
         SQLiteStore(tmp_path)
 
 
-def test_wal_mode_and_fts_index_follow_updates(tmp_path):
-    memory = MementoMemory(tmp_path)
-    egypt = memory.facts.add("Nile", "The Nile flows through Egypt.")
-    memory.facts.add("Nile", "The Nile is long.")
+def test_wal_mode(tmp_path):
+    MementoMemory(tmp_path).facts.add("Nile", "The Nile flows through Egypt.")
     conn = sqlite3.connect(tmp_path / "memory.db")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
+
+
+def test_text_index_follows_updates_rollbacks_and_other_writers(location):
+    memory = MementoMemory(location())
+    egypt = memory.facts.add("Nile", "The Nile flows through Egypt.")
+    memory.facts.add("Nile", "The Nile is long.")
     memory.facts.put(egypt.model_copy(update={"text": "The Nile floods yearly."}))
     assert memory.facts.search("Egypt") == []
     assert memory.facts.search("floods") == ["[Nile] The Nile floods yearly."]
+    other = MementoMemory(location())  # another handle (another process's writes arrive the same way)
+    assert other.facts.search("floods") == ["[Nile] The Nile floods yearly."]
+    other.facts.add("Danube", "The Danube floods Vienna.")
+    assert len(memory.facts.search("floods")) == 2
+    with pytest.raises(RuntimeError), memory.transaction(batch=1) as tx:
+        memory.facts.add("Rhine", "The Rhine floods Cologne.", tx=tx)
+        assert len(memory.facts.search("floods")) == 3  # the transaction sees its own writes
+        raise RuntimeError("rolled back")
+    assert len(memory.facts.search("floods")) == 2  # ...and nobody sees them after the rollback
     memory.db.rollback(0)
     assert memory.facts.search("floods") == [] and memory.facts.search("long") == []
+    assert other.facts.search("floods") == []
     assert memory.db.integrity_check() == "ok"
 
 
-def test_exclusion_matches_task_ids_literally(tmp_path):
-    memory = MementoMemory(tmp_path)
+def test_exclusion_matches_task_ids_literally(location):
+    memory = MementoMemory(location())
     memory.web_action.add("Rule from the task with an underscore.", provenance=["q_1"])
     memory.web_action.add("Rule from a similar-looking task.", provenance=["qx1"])
     text = memory.view(exclude_task_id="q_1").web_action_rules("rule")
@@ -248,11 +263,11 @@ def test_exclusion_matches_task_ids_literally(tmp_path):
     assert "underscore" in memory.view(exclude_task_id="q%").web_action_rules("rule")
 
 
-def test_craft_relevance_check_keeps_what_the_llm_selects(tmp_path):
+def test_craft_relevance_check_keeps_what_the_llm_selects(location):
     from memento.memory.embedder import HashingEmbedder
     from memento.testing import ScriptedEngine, scripted_lm
 
-    memory = MementoMemory(tmp_path, embedder=HashingEmbedder())
+    memory = MementoMemory(location(), embedder=HashingEmbedder())
     memory.craft.add("For court cases, read the docket first.")
     memory.craft.add("For court cases about patents, check the patent office.")
     memory.craft.add("For films, check the studio's release notes.")
@@ -274,7 +289,7 @@ def test_craft_relevance_check_keeps_what_the_llm_selects(tmp_path):
     broken = ScriptedEngine().when(predicate=lambda c: "relevant" in c.output_fields, raw="no fields here")
     kept = memory.view(relevance=stage(scripted_lm(broken))).craft_knowledge("Who won the patent court case?")
     assert kept.count("\n") == 2  # an unusable judgement keeps the prefilter's choice
-    plain = MementoMemory(tmp_path)
+    plain = MementoMemory(location())
     import dspy
 
     with dspy.context(lm=lm):

@@ -1,0 +1,235 @@
+"""The storage layer under memento's stores: one small connection API, two backends (SQLite and PostgreSQL).
+
+The MEMENTO memory (``memory.db``), the case bank (``cbr``) and the trajectory bank (``jitmem``) each open a
+:class:`Database` on a part of a memory location (:mod:`memento.memory.location`) and speak one SQL: ``?``
+placeholders, ``ON CONFLICT`` upserts and ``RETURNING``, which both backends run; table definitions use the
+placeholders of :meth:`Database.ddl` (``{serial}``, ``{blob}``, ``{real}``, ``{now}``) for the few types they spell
+differently. Each backend lives in its own module:
+
+* :class:`~memento.memory.sqlite_database.SQLiteDatabase`: one file per part (WAL), embedded, nothing to start.
+* :class:`~memento.memory.postgres_database.PostgresDatabase`: one schema per part of a shared database (psycopg 3,
+  the ``[postgres]`` extra).
+
+The guarantees are the same on both. :meth:`Database.transaction` is one atomic write: SQLite's ``BEGIN IMMEDIATE``
+admits one writer per file, and PostgreSQL takes a transaction-level advisory lock on the part at ``BEGIN``, so
+write transactions of a part run one at a time, in the order they commit, and sequence numbers (``seq``, ``rid``)
+grow in commit order on both. The lock is held only for the transaction: appends from many processes interleave and
+none is lost. What must be serial over longer spans (a training batch's commit, a Q-gate update, rollback) takes the
+part's writer lock (:meth:`Database.writer_lock`: the OS lock of the directory, or a session advisory lock). Readers
+see committed data only.
+
+Example:
+    >>> import tempfile
+    >>> from memento.memory.database import open_database
+    >>> db = open_database(tempfile.mkdtemp(), "demo.db")
+    >>> db.create_schema("CREATE TABLE IF NOT EXISTS t (rid {serial}, x TEXT NOT NULL)")
+    >>> with db.transaction():
+    ...     rid = db.execute("INSERT INTO t (x) VALUES (?) RETURNING rid", ("a",)).fetchone()[0]
+    >>> db.query("SELECT rid, x FROM t")
+    [(1, 'a')]
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
+
+from memento.memory.location import Location, LocationLike, parse_location
+
+__all__ = ["Cursor", "Database", "DatabaseError", "IntegrityError", "WriterLock", "open_database", "writer_lock"]
+
+
+class DatabaseError(Exception):
+    """A backend error (the driver's exception is the cause); stores turn it into their one-line errors."""
+
+
+class IntegrityError(DatabaseError):
+    """A constraint was violated (a duplicate key)."""
+
+
+class Cursor(Protocol):
+    """What :meth:`Database.execute` returns (the driver's cursor)."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class WriterLock(Protocol):
+    """One writer per memory part across processes; re-entrant within a process; a context manager."""
+
+    @property
+    def held(self) -> bool: ...
+
+    def acquire(self) -> Any: ...
+
+    def release(self) -> None: ...
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class Database(abc.ABC):
+    """A connection to one part of a memory, shared by the threads of one store object.
+
+    Attributes:
+        location: The part's location.
+        backend: ``"sqlite"`` or ``"postgres"``.
+        read_only: Every write is refused by the database itself.
+        lock: Guards the connection (a store holds it around a transaction and its reads).
+    """
+
+    backend: str = ""
+    #: spellings of the DDL placeholders
+    TYPES: dict[str, str] = {}
+
+    def __init__(self, location: Location, *, read_only: bool) -> None:
+        self.location = location
+        self.read_only = read_only
+        self.lock = threading.RLock()
+        self._in_tx = 0
+
+    # -- statements ----------------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        """Run one statement (``?`` placeholders); driver errors become :class:`DatabaseError`."""
+
+    @abc.abstractmethod
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement for each row of parameters."""
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """All rows of a read, under the connection's lock."""
+        with self.lock:
+            return [tuple(row) for row in self.execute(sql, params).fetchall()]
+
+    def ddl(self, template: str) -> str:
+        """A table definition with the backend's spelling of ``{serial}``, ``{blob}``, ``{real}`` and ``{now}``."""
+        return template.format(**self.TYPES)
+
+    # -- transactions ---------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Database]:
+        """One atomic write, one at a time per part across processes (see the module docstring).
+
+        Nested use joins the outer transaction. Rolled back when the block raises.
+        """
+        with self.lock:
+            if self._in_tx:
+                self._in_tx += 1
+                try:
+                    yield self
+                finally:
+                    self._in_tx -= 1
+                return
+            self._begin()
+            self._in_tx = 1
+            try:
+                yield self
+            except BaseException:
+                self._in_tx = 0
+                self._rollback()
+                raise
+            self._in_tx = 0
+            self._commit()
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether this connection is inside :meth:`transaction`."""
+        return self._in_tx > 0
+
+    @abc.abstractmethod
+    def _begin(self) -> None: ...
+
+    @abc.abstractmethod
+    def _commit(self) -> None: ...
+
+    @abc.abstractmethod
+    def _rollback(self) -> None: ...
+
+    # -- schema --------------------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def create_schema(self, ddl: str) -> None:
+        """Run table definitions (``IF NOT EXISTS``, with :meth:`ddl` placeholders) once per part, safely when
+        several processes open the same part at once."""
+
+    @abc.abstractmethod
+    def has_table(self, table: str) -> bool:
+        """Whether the part holds ``table``."""
+
+    @abc.abstractmethod
+    def columns(self, table: str) -> set[str]:
+        """The column names of ``table`` (empty when it does not exist)."""
+
+    def add_column(self, table: str, column: str, definition: str) -> None:
+        """Add a column when missing (a migration; ``definition`` may use :meth:`ddl` placeholders)."""
+        if column not in self.columns(table):
+            self.execute(f"ALTER TABLE {table} ADD COLUMN {column} {self.ddl(definition)}")
+
+    # -- locks and lifecycle ---------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def writer_lock(self, *, wait: bool = True, on_wait: Callable[[str], None] | None = None) -> WriterLock:
+        """The part's writer lock (not taken yet)."""
+
+    @abc.abstractmethod
+    def size_bytes(self) -> int:
+        """The part's size on disk (files, or the schema's tables with their indexes and TOAST)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+
+    @property
+    @abc.abstractmethod
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+
+
+def open_database(
+    location: LocationLike, file_name: str, *, read_only: bool = False, create: bool = True, what: str = "memory"
+) -> Database:
+    """Open a part of a memory on its backend.
+
+    Args:
+        location: The part (a directory, or a PostgreSQL location with its part).
+        file_name: The SQLite file inside the directory (``memory.db``, ``cases.db``, ...); PostgreSQL ignores it.
+        read_only: Refuse every write; the database (or schema) must exist and is never created.
+        create: Create a missing directory (SQLite) or schema (PostgreSQL) when writable.
+        what: How errors name the store ("memory", "case bank", ...).
+
+    Raises:
+        memento.errors.DataError: the part cannot be opened (missing when read-only, unreachable, not a database).
+    """
+    loc = parse_location(location)
+    if loc.backend == "postgres":
+        from memento.memory.postgres_database import PostgresDatabase
+
+        return PostgresDatabase(loc, read_only=read_only, create=create, what=what)  # type: ignore[arg-type]
+    from memento.memory.sqlite_database import SQLiteDatabase
+
+    return SQLiteDatabase(loc, file_name, read_only=read_only, create=create, what=what)  # type: ignore[arg-type]
+
+
+def writer_lock(
+    location: LocationLike, *, wait: bool = True, on_wait: Callable[[str], None] | None = None
+) -> WriterLock:
+    """The writer lock of a memory part without opening its stores: the directory's OS lock
+    (:class:`~memento.memory.dir_lock.DirectoryLock`) or the part's advisory lock
+    (:class:`~memento.memory.advisory_lock.AdvisoryLock`)."""
+    loc = parse_location(location)
+    if loc.backend == "postgres":
+        from memento.memory.advisory_lock import AdvisoryLock
+
+        return AdvisoryLock(loc, wait=wait, on_wait=on_wait)  # type: ignore[arg-type]
+    from memento.memory.dir_lock import DirectoryLock
+
+    return DirectoryLock(loc.path, wait=wait, on_wait=on_wait)  # type: ignore[union-attr]
