@@ -2,12 +2,13 @@
 
 :class:`CaseBank` is the facade; its parts live one per module:
 
-* :mod:`~memento.memory.case_store` — ``cases.db`` (SQLite, WAL), the source of truth: every case with its embedding
-  (computed once at insert), the logged (query, case, reward) pairs the Q-gate learned from, and a per-namespace
-  write generation.
-* :mod:`~memento.memory.case_index` — ``index/<namespace>.faiss`` (+ ``.json``), one FAISS inner-product index per
-  namespace (:mod:`~memento.memory.namespace_index`): exact while small, HNSW past ``hnsw_threshold`` cases, caught
-  up from the stored embeddings when it lags the database, rebuilt when missing. Nothing is ever re-embedded.
+* :mod:`~memento.memory.case_store` — the database (``cases.db``, or the ``cbr`` part of a PostgreSQL memory), the
+  source of truth: every case with its embedding (computed once at insert), the logged (query, case, reward) pairs
+  the Q-gate learned from, and a per-namespace write generation.
+* :mod:`~memento.memory.case_index` — one FAISS inner-product index per namespace
+  (:mod:`~memento.memory.namespace_index`), a per-process mirror of the table: exact while small, approximate past
+  ``hnsw_threshold`` cases, caught up with the rows other processes added since its generation, rebuilt when
+  missing (a directory bank saves it as ``index/<namespace>.faiss``). Nothing is ever re-embedded.
 * :mod:`~memento.memory.retrieval_policy` — ``cosine`` (FAISS top-k), ``q`` (FAISS prefilter to ``prefilter``
   candidates, then rank by the gate's ``Q = p(useful | query, case)``), ``softmax`` (k draws without replacement
   from ``softmax(logit(Q) / alpha)``; alpha is a temperature: -> 0 is greedy Q, large is uniform). The gate ranks
@@ -17,14 +18,17 @@
 * :mod:`~memento.memory.case_eviction` — beyond the paper (flags): ``capacity`` + ``eviction=True`` keeps at most
   ``capacity`` live cases in the namespace, evicting the least useful first.
 * ``qgate.pt`` — the Q-gate's state_dict and optimizer (:mod:`~memento.memory.q_gate`; atomic write after each
-  online update). The replay buffer is refilled from the logged pairs on open.
+  online update; a PostgreSQL bank keeps the same bytes in its ``gate_state`` table). The replay buffer is refilled
+  from the logged pairs on open.
 
 A bank opened with ``base_namespace`` searches that shared namespace alongside its own and merges by score.
 
-Concurrent writers (several processes on one directory): every write takes the directory lock
-(:class:`memento.memory.dir_lock.DirectoryLock`); under it the namespace index catches up with the database and a
-gate saved by another writer is reloaded before this one updates and saves it, so no update is lost to a
-last-writer-wins save.
+Concurrent writers (several processes, on one machine or, with PostgreSQL, many): adding cases is a short
+transaction (one at a time per bank, in commit order), so processes append at once and none is lost; each one's
+index catches up with the others' rows when it next reads. A Q-gate update and an eviction take the bank's writer
+lock (:meth:`memento.memory.database.Database.writer_lock`: the directory's OS lock or a PostgreSQL advisory lock),
+under which a gate saved by another writer is reloaded before this one updates and saves it, so no update is lost
+to a last-writer-wins save.
 
 Example:
     >>> import tempfile
@@ -40,7 +44,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -52,8 +55,9 @@ from memento.errors import ConfigError, DataError, MemoryFrozenError
 from memento.extras import require
 from memento.memory.case_eviction import EvictionPolicy, usefulness
 from memento.memory.case_index import CaseIndex
-from memento.memory.case_store import DB_NAME, CaseBankError, CaseStore
+from memento.memory.case_store import DB_NAME, CaseBankError, CaseStore, bank_exists
 from memento.memory.embedder import Embedder, default_embedder
+from memento.memory.location import LocationLike, PostgresLocation, parse_location
 from memento.memory.namespace_index import NamespaceIndex
 from memento.memory.retrieval_policy import RetrievalPolicy, check_policy, pick, q_logits, sample_softmax
 from memento.memory.stored_embedder import StoredEmbedder
@@ -79,7 +83,7 @@ logger = logging.getLogger(__name__)
 GATE_FILE = "qgate.pt"
 
 
-def _stamp(path: Path) -> tuple[int, int, int]:
+def _stamp(path: Path) -> tuple[int, ...]:
     """What changes when a file is replaced or rewritten: inode (atomic renames), mtime and size."""
     st = path.stat()
     return (st.st_ino, st.st_mtime_ns, st.st_size)
@@ -92,7 +96,7 @@ class CaseBank:
     that deep-copy programs never fork the memory. One writer process per directory.
 
     Args:
-        dir: Bank directory (created if missing, unless ``frozen``).
+        dir: Bank location: a directory (created if missing, unless ``frozen``) or a PostgreSQL location.
         embedder: Text embedder (default :func:`~memento.memory.embedder.default_embedder`). The bank records the
             embedder's ``name``/``dim`` and refuses another one (stored vectors would be meaningless).
         namespace: Namespace this bank writes to and reads from (e.g. one per client).
@@ -125,7 +129,7 @@ class CaseBank:
 
     def __init__(
         self,
-        dir: str | os.PathLike,
+        dir: LocationLike,
         embedder: Embedder | None = None,
         *,
         namespace: str = "default",
@@ -153,11 +157,13 @@ class CaseBank:
             raise ConfigError(f"case bank min_pairs must be >= 0, got {min_pairs}")
         if base_namespace == namespace:
             base_namespace = None
-        self.dir = Path(dir)
-        if frozen and not (self.dir / DB_NAME).is_file():
+        self.location = parse_location(dir)
+        #: the bank's directory, or its PostgreSQL location
+        self.dir: Path | PostgresLocation = (
+            self.location if isinstance(self.location, PostgresLocation) else self.location.path
+        )
+        if frozen and not bank_exists(self.location):
             raise CaseBankError(f"no case bank at {self.dir} (missing {DB_NAME}); a frozen bank is never created")
-        if not frozen:
-            self.dir.mkdir(parents=True, exist_ok=True)
         self.embedder = embedder if embedder is not None else default_embedder()
         self.namespace = namespace
         self.base_namespace = base_namespace
@@ -173,12 +179,13 @@ class CaseBank:
         self._custom_gate = gate
         self._gate_options = dict(gate_options or {})
         self._learner: QGateLearner | None = None
-        self._gate_stamp: tuple[int, int, int] | None = None  # (inode, mtime_ns, size) of the gate file last seen
+        # what identifies the saved gate last loaded or saved: (inode, mtime_ns, size) of qgate.pt, or its version
+        self._gate_stamp: tuple[int, ...] | None = None
         self._lock = threading.RLock()
         name = str(getattr(self.embedder, "name", type(self.embedder).__name__))
-        self._store = CaseStore(self.dir, embedder_name=name, dim=self.dim, lock=self._lock, frozen=frozen)
+        self._store = CaseStore(self.location, embedder_name=name, dim=self.dim, lock=self._lock, frozen=frozen)
         self._indexes = CaseIndex(
-            self.dir,
+            self.dir if isinstance(self.dir, Path) else None,
             self._store,
             lock=self._lock,
             hnsw_threshold=hnsw_threshold,
@@ -275,13 +282,15 @@ class CaseBank:
             return []
         embs = self.embedder.embed([c.task_text for c in recs]).astype(np.float32)
         metas = list(metas) if metas is not None else [{}] * len(recs)
-        # one writer at a time (threads: the bank's lock; processes: the directory lock), and the index catches up
-        # with other writers' commits before this one, so its update follows its own commit
-        with self._lock, self._writer():
+        # an insert is one short transaction (processes append at once); the index catches up with other writers'
+        # commits first, so this insert applies to it directly unless another one committed in between (then the
+        # next read catches up with both)
+        with self._lock:
             index = self._indexes.get(self.namespace)
             rids, gen = self._store.insert(recs, embs, metas)
             self._indexes.added(self.namespace, index, rids, embs, gen)
-            if self.eviction and self.capacity is not None:
+        if self.eviction and self.capacity is not None:
+            with self._lock, self._writer():  # evictions are serial: two writers never evict for the same excess
                 self._evict_if_needed()
         return recs
 
@@ -346,39 +355,59 @@ class CaseBank:
                 opts = {"seed": self.seed, **self._gate_options}
                 # the default gate is built by the learner after seeding torch: identical weights in every process
                 learner = QGateLearner(self._custom_gate, dim=self.dim, **opts)
-                path = self.dir / GATE_FILE
-                if path.exists():
-                    self._load_gate(learner, path)
+                if self._gate_saved_stamp() is not None:
+                    self._load_gate(learner)
                 self._refill_replay(learner)
                 self._learner = learner
             return self._learner
 
-    def _load_gate(self, learner: QGateLearner, path: Path) -> None:
-        stamp = _stamp(path)
+    def _gate_saved_stamp(self) -> tuple[int, ...] | None:
+        """What identifies the saved gate now (None: none saved): qgate.pt's stamp, or the stored version."""
+        if isinstance(self.dir, Path):
+            path = self.dir / GATE_FILE
+            return _stamp(path) if path.exists() else None
+        version = self._store.gate_version()
+        return None if version is None else (version,)
+
+    def _load_gate(self, learner: QGateLearner) -> None:
         try:
-            learner.load(path)
+            if isinstance(self.dir, Path):
+                path = self.dir / GATE_FILE
+                stamp: tuple[int, ...] | None = _stamp(path)
+                learner.load(path)
+                source = str(path)
+            else:
+                saved = self._store.gate_state()
+                if saved is None:
+                    return
+                stamp, source = (saved[0],), f"the Q-gate stored in {self.dir}"
+                learner.loads(saved[1], source=source)
         except (RuntimeError, ValueError, KeyError) as exc:
-            raise CaseBankError(f"saved Q-gate {path} does not fit this gate: {exc}".splitlines()[0]) from exc
+            where = self.dir / GATE_FILE if isinstance(self.dir, Path) else f"Q-gate of {self.dir}"
+            raise CaseBankError(f"saved Q-gate {where} does not fit this gate: {exc}".splitlines()[0]) from exc
         self._gate_stamp = stamp
 
     def _reload_gate_if_changed(self) -> None:
         """Reload the saved gate when another writer saved it after this bank last loaded or saved it."""
-        path = self.dir / GATE_FILE
-        if self._learner is not None and path.exists() and _stamp(path) != self._gate_stamp:
+        if self._learner is None:
+            return
+        stamp = self._gate_saved_stamp()
+        if stamp is not None and stamp != self._gate_stamp:
             logger.info("case bank %s: Q-gate saved by another writer; reloading it before updating", self.dir)
-            self._load_gate(self._learner, path)
+            self._load_gate(self._learner)
 
     def _save_gate(self) -> None:
-        path = self.dir / GATE_FILE
-        self.gate.save(path, include_replay=False)
-        self._gate_stamp = _stamp(path)
+        if isinstance(self.dir, Path):
+            path = self.dir / GATE_FILE
+            self.gate.save(path, include_replay=False)
+            self._gate_stamp = _stamp(path)
+        else:
+            self._gate_stamp = (self._store.save_gate_state(self.gate.dumps(include_replay=False)),)
 
     @contextlib.contextmanager
     def _writer(self):
-        """The directory lock (one writing process at a time; re-entrant within this process)."""
-        from memento.memory.dir_lock import DirectoryLock
-
-        with DirectoryLock(self.dir):
+        """The bank's writer lock (one writing process at a time; re-entrant within this process)."""
+        with self._store.db.writer_lock():
             yield
 
     def _refill_replay(self, learner: QGateLearner) -> None:
@@ -393,7 +422,8 @@ class CaseBank:
     @property
     def gate_trained(self) -> bool:
         """Whether the gate has learned from any pair (online or offline)."""
-        return (self.dir / GATE_FILE).exists() or (self._learner is not None and self._learner.pairs_trained > 0)
+        saved = self._gate_saved_stamp() is not None
+        return saved or (self._learner is not None and self._learner.pairs_trained > 0)
 
     def pairs_logged(self) -> int:
         """Logged (query, case, reward) pairs, every namespace (the gate is shared by the directory)."""
@@ -575,7 +605,7 @@ class CaseBank:
 
 
 def open_case_bank(
-    directory: str | os.PathLike,
+    directory: LocationLike,
     settings: Any,
     *,
     frozen: bool,
@@ -600,8 +630,7 @@ def open_case_bank(
     """
     from memento.memory.embedder import embedder_for
 
-    directory = Path(directory)
-    exists = (directory / DB_NAME).is_file()
+    exists = bank_exists(directory)
     if frozen and not exists:
         raise DataError(f"no case bank at {directory}: {missing}")
     if embedder is None:

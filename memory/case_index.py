@@ -1,10 +1,12 @@
-"""The case bank's FAISS indexes: one per namespace, kept in step with ``cases.db`` and saved beside it.
+"""The case bank's FAISS indexes: one per namespace, a per-process mirror of the database's live cases.
 
-``index/<namespace>.faiss`` (+ ``.json``) holds one :class:`~memento.memory.namespace_index.NamespaceIndex`: exact
-while small, HNSW past ``hnsw_threshold`` live cases; updated incrementally on insert and eviction, and written
-atomically (temp file + rename) by :meth:`CaseIndex.save`. On first use, an index whose generation lags the database
-is caught up from the stored embeddings (added / removed ids); a missing or unreadable index is rebuilt. Nothing is
-ever re-embedded.
+Each namespace has one :class:`~memento.memory.namespace_index.NamespaceIndex` (exact while small, HNSW past
+``hnsw_threshold`` live cases) that reflects one write generation of the database. It follows the table
+incrementally: this process's own inserts and evictions are applied as they commit, and another process's are read
+back as the rows of the generations after the index's (:meth:`~memento.memory.case_store.CaseStore.changes_since`),
+so a query never reloads the bank. A directory bank also saves the indexes (``index/<namespace>.faiss`` + ``.json``,
+written atomically by :meth:`CaseIndex.save`) so that reopening it is fast; a PostgreSQL bank builds its mirror from
+the stored embeddings when first used. A missing or unreadable index is rebuilt. Nothing is ever re-embedded.
 
 Example:
     >>> import tempfile, threading
@@ -49,7 +51,7 @@ class CaseIndex:
     """Per-namespace FAISS indexes over a :class:`~memento.memory.case_store.CaseStore`'s live cases.
 
     Args:
-        dir: The bank directory (indexes live in ``dir/index``).
+        dir: The bank directory (indexes saved in ``dir/index``), or None: nothing saved (a PostgreSQL bank).
         store: The bank's store (source of truth: generations, live rowids, stored embeddings).
         lock: The bank's re-entrant lock.
         hnsw_threshold: Live-case count from which a namespace index switches from exact to HNSW.
@@ -67,7 +69,7 @@ class CaseIndex:
 
     def __init__(
         self,
-        dir: Path,
+        dir: Path | None,
         store: CaseStore,
         *,
         lock: threading.RLock,
@@ -87,7 +89,8 @@ class CaseIndex:
         self.loaded: dict[str, NamespaceIndex] = {}
 
     def paths(self, namespace: str) -> tuple[Path, Path]:
-        """The index file and its JSON sidecar for ``namespace``."""
+        """The index file and its JSON sidecar for ``namespace`` (a directory bank)."""
+        assert self.dir is not None, "a PostgreSQL bank saves no index files"
         base = self.dir / "index" / _ns_file(namespace)
         return base.with_suffix(".faiss"), base.with_suffix(".json")
 
@@ -110,6 +113,10 @@ class CaseIndex:
     def _load(self, namespace: str) -> NamespaceIndex:
         import faiss
 
+        if self.dir is None:  # a mirror only: built from the database at first use
+            index = self._new(False)
+            index.generation = -1
+            return index
         fpath, jpath = self.paths(namespace)
         if fpath.exists() and jpath.exists():
             try:
@@ -135,31 +142,31 @@ class CaseIndex:
         return index
 
     def _catch_up(self, namespace: str, index: NamespaceIndex) -> None:
-        """Make ``index`` hold exactly the namespace's live cases (add missing, drop evicted) from stored vectors."""
-        gen = self.store.generation(namespace)
-        live = self.store.live_rids(namespace)
-        have = set(index.ids().tolist()) - index.tombstones
-        want = set(live.tolist())
-        extra = have - want
-        missing = np.asarray(sorted(want - have), dtype=np.int64)
-        if index.hnsw and len(index.tombstones) + len(extra) > 0.1 * max(1, len(want)):
-            self.rebuild(namespace, live)
+        """Bring ``index`` to the database's generation: add the rows inserted and drop the rows evicted since its
+        generation (read from the database, nothing else), or rebuild it when it has none or too many tombstones."""
+        if index.generation < 0 or index.generation > self.store.generation(namespace):
+            self.rebuild(namespace)
             return
-        index.remove(extra)
-        if len(missing):
-            index.add(missing, self.store.stored_embeddings(missing))
+        gen, added, embs, removed = self.store.changes_since(namespace, index.generation)
+        if index.hnsw and len(index.tombstones) + len(removed) > 0.1 * max(1, index.live + len(added)):
+            self.rebuild(namespace)
+            return
+        index.remove(removed)
+        index.add(added, embs)
         index.generation = gen
         self._maybe_upgrade(namespace)
-        if extra or len(missing):
-            logger.info("case bank %s/%s index caught up: +%d -%d", self.dir, namespace, len(missing), len(extra))
+        if removed or len(added):
+            logger.info("case bank %s/%s index caught up: +%d -%d", self.dir, namespace, len(added), len(removed))
 
     def rebuild(self, namespace: str, live: np.ndarray | None = None) -> None:
         """Rebuild a namespace's index from the stored embeddings of its live cases."""
-        live = self.store.live_rids(namespace) if live is None else live
-        index = self._new(len(live) >= self.hnsw_threshold)
-        index.add(live, self.store.stored_embeddings(live))
-        index.generation = self.store.generation(namespace)
-        self.loaded[namespace] = index
+        with self.lock:
+            gen = self.store.generation(namespace)  # first: the rows read next are at least this generation's
+            live = self.store.live_rids(namespace, max_generation=gen) if live is None else live
+            index = self._new(len(live) >= self.hnsw_threshold)
+            index.add(live, self.store.stored_embeddings(live))
+            index.generation = gen
+            self.loaded[namespace] = index
         logger.info("case bank %s/%s index rebuilt (%d cases, hnsw=%s)", self.dir, namespace, len(live), index.hnsw)
 
     def _maybe_upgrade(self, namespace: str) -> None:
@@ -192,6 +199,8 @@ class CaseIndex:
         """Write every loaded namespace index that changed, atomically."""
         import faiss
 
+        if self.dir is None:
+            return
         with self.lock:
             for namespace, index in list(self.loaded.items()):
                 fpath, jpath = self.paths(namespace)

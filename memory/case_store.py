@@ -1,9 +1,13 @@
-"""The SQLite side of the case bank: ``cases.db``, the source of truth for cases, embeddings and logged gate pairs.
+"""The database side of the case bank: the source of truth for cases, embeddings and logged gate pairs.
 
-``cases.db`` (WAL) holds every case with its embedding (a float32 blob, computed once at insert), the logged
-(query, case, reward) pairs the Q-gate learns from, the embedder the bank was built with, and a per-namespace write
-generation that tells a FAISS index (:mod:`memento.memory.case_index`) whether it lags the database. A frozen store
-opens the file read-only (:func:`~memento.memory.sqlite_connect.connect_sqlite`) and never creates it.
+``cases.db`` (SQLite, WAL) or the ``memento_cbr`` schema of a PostgreSQL memory (:mod:`memento.memory.database`)
+holds every case with its embedding (a float32 blob, computed once at insert), the logged (query, case, reward)
+pairs the Q-gate learns from, the Q-gate itself on PostgreSQL (a directory keeps ``qgate.pt``), the embedder the bank
+was built with, and a per-namespace write generation. Each case records the generation that inserted it and the one
+that evicted it, so a FAISS index (:mod:`memento.memory.case_index`) that reflects generation G catches up with the
+rows of later generations only: another process's appends cost what they add. Inserts are short transactions (one
+at a time per bank, in commit order), so many processes append at once and none is lost. A frozen store opens the
+database read-only and never creates it.
 
 Example:
     >>> import tempfile, threading
@@ -23,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -32,44 +35,48 @@ from typing import Any
 import numpy as np
 
 from memento.errors import DataError
-from memento.memory.sqlite_connect import connect_sqlite, read_meta
+from memento.memory.database import Database, DatabaseError, IntegrityError, open_database
+from memento.memory.location import DirectoryLocation, LocationLike, PostgresLocation, parse_location
 from memento.types import Case, utcnow
 
-__all__ = ["DB_NAME", "CaseBankError", "CaseStore", "content_items"]
+__all__ = ["DB_NAME", "CaseBankError", "CaseStore", "bank_exists", "content_items", "read_embedder_info"]
 
 DB_NAME = "cases.db"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS cases (
-    rid INTEGER PRIMARY KEY AUTOINCREMENT,
+    rid {serial},
     id TEXT NOT NULL UNIQUE,
     namespace TEXT NOT NULL,
     task_text TEXT NOT NULL,
     plan TEXT NOT NULL,
-    reward REAL NOT NULL,
+    reward {real} NOT NULL,
     created_at TEXT NOT NULL,
     trajectory_ref TEXT,
-    meta TEXT NOT NULL DEFAULT '{}',
+    meta TEXT NOT NULL DEFAULT '{{}}',
     evicted_at TEXT,
-    emb BLOB NOT NULL
+    emb {blob} NOT NULL
 );
 CREATE INDEX IF NOT EXISTS cases_ns ON cases (namespace, evicted_at, rid);
 CREATE INDEX IF NOT EXISTS cases_ref ON cases (trajectory_ref);
 CREATE TABLE IF NOT EXISTS gate_pairs (
-    pid INTEGER PRIMARY KEY AUTOINCREMENT,
+    pid {serial},
     namespace TEXT NOT NULL,
     task_id TEXT,
     query TEXT NOT NULL,
     case_id TEXT NOT NULL,
-    reward REAL NOT NULL,
-    q_score REAL,
-    cosine REAL NOT NULL,
+    reward {real} NOT NULL,
+    q_score {real},
+    cosine {real} NOT NULL,
     created_at TEXT NOT NULL,
-    q_emb BLOB NOT NULL,
-    c_emb BLOB NOT NULL
+    q_emb {blob} NOT NULL,
+    c_emb {blob} NOT NULL
 );
+CREATE TABLE IF NOT EXISTS gate_state (name TEXT PRIMARY KEY, version BIGINT NOT NULL, state {blob} NOT NULL);
 """
+#: generation columns (added to banks written before them; their saved indexes are rebuilt once)
+_GEN_COLUMNS = (("gen", "BIGINT NOT NULL DEFAULT 0"), ("evicted_gen", "BIGINT"))
 
 _CASE_COLS = "id, namespace, task_text, plan, reward, created_at, trajectory_ref"
 
@@ -78,35 +85,49 @@ class CaseBankError(DataError):
     """A case bank cannot be used as asked (embedder mismatch, unknown case, bad argument)."""
 
 
-def unusable(path: Path, exc: BaseException) -> CaseBankError:
-    """The one-line error for a ``cases.db`` SQLite cannot read (not a database, corrupt, wrong schema)."""
+def unusable(path: object, exc: BaseException) -> CaseBankError:
+    """The one-line error for a case bank database that cannot be read (not a database, corrupt, wrong schema)."""
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return CaseBankError(f"{path} is not a usable case bank ({reason})")
 
 
-def read_embedder_info(dir: Path) -> tuple[str, int]:
+def bank_exists(location: LocationLike) -> bool:
+    """Whether a case bank is stored at ``location`` (``cases.db`` in the directory, or its PostgreSQL schema with
+    a ``cases`` table); nothing is created."""
+    loc = parse_location(location)
+    if isinstance(loc, DirectoryLocation):
+        return (loc.path / DB_NAME).is_file()
+    try:
+        with contextlib.closing(open_database(loc, DB_NAME, read_only=True, what="case bank")) as db:
+            return db.has_table("cases")
+    except DataError:
+        return False
+
+
+def read_embedder_info(dir: LocationLike) -> tuple[str, int]:
     """The ``(name, dim)`` of the embedder recorded in the bank at ``dir`` (read-only; nothing is created)."""
-    path = dir / DB_NAME
-    if not path.is_file():
-        raise CaseBankError(f"no case bank at {dir} (missing {DB_NAME})")
+    loc = parse_location(dir)
+    if not bank_exists(loc):
+        raise CaseBankError(f"no case bank at {loc.label} (missing {DB_NAME})")
     try:
-        stored = read_meta(path, "embedder")
-    except sqlite3.DatabaseError as exc:
-        raise unusable(path, exc) from None
-    if stored is None:
-        raise CaseBankError(f"case bank {dir} records no embedder")
+        with contextlib.closing(open_database(loc, DB_NAME, read_only=True, what="case bank")) as db:
+            rows = db.query("SELECT value FROM meta WHERE key='embedder'")
+    except DatabaseError as exc:
+        raise unusable(loc.label, exc) from None
+    if not rows:
+        raise CaseBankError(f"case bank {loc.label} records no embedder")
     try:
-        info = json.loads(stored)
+        info = json.loads(rows[0][0])
         return str(info["name"]), int(info["dim"])
     except (ValueError, KeyError, TypeError) as exc:
-        raise CaseBankError(f"case bank {dir} records an unreadable embedder ({exc})") from None
+        raise CaseBankError(f"case bank {loc.label} records an unreadable embedder ({exc})") from None
 
 
 def _vectors(blobs: Sequence[bytes]) -> np.ndarray:
     return np.stack([np.frombuffer(b, dtype=np.float32) for b in blobs])
 
 
-def _row_to_case(row: sqlite3.Row | tuple) -> Case:
+def _row_to_case(row: Sequence[Any]) -> Case:
     cid, ns, task_text, plan, reward, created_at, traj = row[:7]
     return Case(
         id=cid,
@@ -120,10 +141,11 @@ def _row_to_case(row: sqlite3.Row | tuple) -> Case:
 
 
 class CaseStore:
-    """``cases.db`` of one bank directory: cases, their embeddings, logged gate pairs and write generations.
+    """The case bank's database: cases, their embeddings, logged gate pairs and write generations.
 
     Args:
-        dir: The bank directory (must exist unless ``frozen``, which also needs ``cases.db`` to exist).
+        dir: The bank's location: a directory (``cases.db`` inside; must exist unless ``frozen``, which also needs
+            ``cases.db``) or a PostgreSQL location (its ``cbr`` part).
         embedder_name / dim: Identity of the bank's embedder: recorded on first open, and every later open must match.
         lock: The bank's re-entrant lock (transactions run under it).
         frozen: Open read-only (nothing created, no schema or meta write).
@@ -137,31 +159,57 @@ class CaseStore:
         ([], 0)
     """
 
-    def __init__(self, dir: Path, *, embedder_name: str, dim: int, lock: threading.RLock, frozen: bool) -> None:
-        self.dir = dir
-        self.path = dir / DB_NAME
+    def __init__(self, dir: LocationLike, *, embedder_name: str, dim: int, lock: threading.RLock, frozen: bool) -> None:
+        self.location = parse_location(dir)
+        #: the directory (SQLite) or the PostgreSQL location: what messages name
+        self.dir: Path | PostgresLocation = (
+            self.location if isinstance(self.location, PostgresLocation) else self.location.path
+        )
+        self.path = self.dir / DB_NAME
         self.dim = int(dim)
         self.frozen = frozen
         self.lock = lock
-        self.conn: sqlite3.Connection | None = connect_sqlite(self.path, read_only=frozen)
+        try:
+            self.conn: Database | None = open_database(self.location, DB_NAME, read_only=frozen, what="case bank")
+        except DataError as exc:
+            raise CaseBankError(str(exc)) from None
+        except DatabaseError as exc:
+            raise unusable(self.path, exc) from None
         try:
             if not frozen:  # a frozen bank opens read-only: no schema or meta write
-                self.conn.execute("PRAGMA journal_mode=WAL")
-                self.conn.execute("PRAGMA synchronous=NORMAL")
-                self.conn.executescript(_SCHEMA)
+                self._migrate()
             self._check_embedder(embedder_name)
-        except sqlite3.DatabaseError as exc:
+        except DatabaseError as exc:
             self.conn.close()
             raise unusable(self.path, exc) from None
         except BaseException:
             self.conn.close()
             raise
 
+    def _migrate(self) -> None:
+        db = self.db
+        if db.backend == "sqlite" and db.has_table("cases") and "gen" not in db.columns("cases"):
+            import shutil
+
+            # a bank from before generations: its saved FAISS indexes are rebuilt once from the stored embeddings
+            shutil.rmtree(self.location.path / "index", ignore_errors=True)  # type: ignore[union-attr]
+        db.create_schema(_SCHEMA)
+        with self.tx():
+            for column, definition in _GEN_COLUMNS:
+                db.add_column("cases", column, definition)
+            db.execute("CREATE INDEX IF NOT EXISTS cases_gen ON cases (namespace, gen)")
+            db.execute("CREATE INDEX IF NOT EXISTS cases_evicted_gen ON cases (namespace, evicted_gen)")
+
     @property
-    def db(self) -> sqlite3.Connection:
+    def db(self) -> Database:
         if self.conn is None:
             raise CaseBankError(f"case bank {self.dir} is closed")
         return self.conn
+
+    @property
+    def backend(self) -> str:
+        """``"sqlite"`` or ``"postgres"``."""
+        return self.db.backend
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -170,14 +218,20 @@ class CaseStore:
                 self.conn.close()
                 self.conn = None
 
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self.db.query(sql, params)
+
     # -- meta and generations --------------------------------------------------------------------------------
 
     def meta(self, key: str) -> str | None:
-        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return row[0] if row else None
+        rows = self._rows("SELECT value FROM meta WHERE key=?", (key,))
+        return rows[0][0] if rows else None
 
     def _set_meta(self, key: str, value: str) -> None:
-        self.db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+        self.db.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value=excluded.value",
+            (key, value),
+        )
 
     def _check_embedder(self, name: str) -> None:
         stored = self.meta("embedder")
@@ -185,9 +239,12 @@ class CaseStore:
             if self.frozen:
                 raise CaseBankError(f"case bank {self.dir} records no embedder")
             with self.tx():
-                self._set_meta("embedder", json.dumps({"name": name, "dim": self.dim}))
-            return
-        info = json.loads(stored)
+                self.db.execute(
+                    "INSERT INTO meta(key, value) VALUES ('embedder', ?) ON CONFLICT (key) DO NOTHING",
+                    (json.dumps({"name": name, "dim": self.dim}),),
+                )
+            stored = self.meta("embedder")  # another process may have recorded its embedder first
+        info = json.loads(stored or "{}")
         if info.get("name") != name or int(info.get("dim", -1)) != self.dim:
             raise CaseBankError(
                 f"case bank {self.dir} was built with embedder {info.get('name')} (dim {info.get('dim')}); "
@@ -195,17 +252,11 @@ class CaseStore:
             )
 
     @contextlib.contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
-        """One ``BEGIN IMMEDIATE`` transaction under the bank's lock: committed on success, rolled back on error."""
-        with self.lock:
-            conn = self.db
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+    def tx(self) -> Iterator[Database]:
+        """One write transaction under the bank's lock (one at a time per bank across processes): committed on
+        success, rolled back on error."""
+        with self.lock, self.db.transaction() as db:
+            yield db
 
     def generation(self, namespace: str) -> int:
         """The namespace's write generation (bumped by every insert or eviction)."""
@@ -220,15 +271,17 @@ class CaseStore:
     # -- writes ----------------------------------------------------------------------------------------------
 
     def insert(self, cases: Sequence[Case], embs: np.ndarray, metas: Sequence[dict]) -> tuple[list[int], int]:
-        """Insert cases with their embeddings in one transaction; returns their rowids and the new generation."""
+        """Insert cases with their embeddings in one transaction; returns their rowids and the new generation
+        (several namespaces: the highest of theirs)."""
         rids: list[int] = []
-        namespaces = {c.namespace for c in cases}
-        with self.tx() as conn:
+        namespaces = sorted({c.namespace for c in cases})
+        with self.tx() as db:
+            gens = {ns: self._bump_generation(ns) for ns in namespaces}
             for case, emb, meta in zip(cases, embs, metas, strict=True):
                 try:
-                    cur = conn.execute(
+                    row = db.execute(
                         "INSERT INTO cases (id, namespace, task_text, plan, reward, created_at, trajectory_ref,"
-                        " meta, emb) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        " meta, emb, gen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING rid",
                         (
                             case.id,
                             case.namespace,
@@ -239,36 +292,39 @@ class CaseStore:
                             case.trajectory_ref,
                             json.dumps(meta or {}),
                             np.asarray(emb, dtype=np.float32).tobytes(),
+                            gens[case.namespace],
                         ),
-                    )
-                except sqlite3.IntegrityError as exc:
+                    ).fetchone()
+                except IntegrityError as exc:
                     raise CaseBankError(f"case id {case.id!r} already exists in {self.dir}") from exc
-                rids.append(int(cur.lastrowid or 0))
-            gen = max(self._bump_generation(ns) for ns in namespaces)
-        return rids, gen
+                rids.append(int(row[0]))
+        return rids, max(gens.values())
 
     def set_reward(self, case_id: str, reward: float) -> None:
         """Change a stored case's reward."""
-        with self.tx() as conn:
-            cur = conn.execute("UPDATE cases SET reward=? WHERE id=?", (float(reward), case_id))
+        with self.tx() as db:
+            cur = db.execute("UPDATE cases SET reward=? WHERE id=?", (float(reward), case_id))
             if cur.rowcount == 0:
                 raise CaseBankError(f"no case {case_id!r} in {self.dir}")
 
     def mark_evicted(self, namespace: str, case_ids: Sequence[str]) -> tuple[list[int], int]:
         """Mark cases evicted (they stay stored); returns their rowids and the namespace's new generation."""
         now = utcnow().isoformat()
-        with self.tx() as conn:
-            conn.executemany("UPDATE cases SET evicted_at=? WHERE id=?", [(now, v) for v in case_ids])
+        with self.tx() as db:
             gen = self._bump_generation(namespace)
+            db.executemany(
+                "UPDATE cases SET evicted_at=?, evicted_gen=? WHERE id=? AND evicted_at IS NULL",
+                [(now, gen, v) for v in case_ids],
+            )
         marks = ",".join("?" * len(case_ids))
-        rids = [int(r[0]) for r in self.db.execute(f"SELECT rid FROM cases WHERE id IN ({marks})", list(case_ids))]
+        rids = [int(r[0]) for r in self._rows(f"SELECT rid FROM cases WHERE id IN ({marks})", list(case_ids))]
         return rids, gen
 
     def log_pairs(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """Append logged gate pairs: ``(namespace, task_id, query, case_id, reward, q_score, cosine, created_at,
         q_emb, c_emb)`` rows."""
-        with self.tx() as conn:
-            conn.executemany(
+        with self.tx() as db:
+            db.executemany(
                 "INSERT INTO gate_pairs (namespace, task_id, query, case_id, reward, q_score, cosine, created_at,"
                 " q_emb, c_emb) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
@@ -277,29 +333,28 @@ class CaseStore:
     # -- reads -----------------------------------------------------------------------------------------------
 
     def get(self, case_id: str) -> Case:
-        row = self.db.execute(f"SELECT {_CASE_COLS} FROM cases WHERE id=?", (case_id,)).fetchone()
+        rows = self._rows(f"SELECT {_CASE_COLS} FROM cases WHERE id=?", (case_id,))
+        row = rows[0] if rows else None
         if row is None:
             raise CaseBankError(f"no case {case_id!r} in {self.dir}")
         return _row_to_case(row)
 
     def namespaces(self) -> list[str]:
-        rows = self.db.execute("SELECT DISTINCT namespace FROM cases WHERE evicted_at IS NULL ORDER BY 1")
-        return [r[0] for r in rows.fetchall()]
+        rows = self._rows("SELECT DISTINCT namespace FROM cases WHERE evicted_at IS NULL ORDER BY 1")
+        return [r[0] for r in rows]
 
     def count(self, namespace: str) -> int:
-        row = self.db.execute(
-            "SELECT COUNT(*) FROM cases WHERE namespace=? AND evicted_at IS NULL", (namespace,)
-        ).fetchone()
-        return int(row[0])
+        rows = self._rows("SELECT COUNT(*) FROM cases WHERE namespace=? AND evicted_at IS NULL", (namespace,))
+        return int(rows[0][0])
 
     def cases(self, namespace: str, *, include_evicted: bool = False) -> list[Case]:
         sql = f"SELECT {_CASE_COLS} FROM cases WHERE namespace=?"
         if not include_evicted:
             sql += " AND evicted_at IS NULL"
-        return [_row_to_case(r) for r in self.db.execute(sql + " ORDER BY rid", (namespace,)).fetchall()]
+        return [_row_to_case(r) for r in self._rows(sql + " ORDER BY rid", (namespace,))]
 
     def case_ids_for_ref(self, trajectory_ref: str) -> list[str]:
-        rows = self.db.execute("SELECT id FROM cases WHERE trajectory_ref=?", (trajectory_ref,)).fetchall()
+        rows = self._rows("SELECT id FROM cases WHERE trajectory_ref=?", (trajectory_ref,))
         return [r[0] for r in rows]
 
     def embeddings(self, case_ids: Sequence[str]) -> np.ndarray:
@@ -307,7 +362,7 @@ class CaseStore:
         if not case_ids:
             return np.zeros((0, self.dim), dtype=np.float32)
         marks = ",".join("?" * len(case_ids))
-        rows = dict(self.db.execute(f"SELECT id, emb FROM cases WHERE id IN ({marks})", list(case_ids)).fetchall())
+        rows = {cid: emb for cid, emb in self._rows(f"SELECT id, emb FROM cases WHERE id IN ({marks})", list(case_ids))}
         missing = [c for c in case_ids if c not in rows]
         if missing:
             raise CaseBankError(f"no case {missing[0]!r} in {self.dir}")
@@ -317,16 +372,17 @@ class CaseStore:
         if not rids:
             return {}
         marks = ",".join("?" * len(rids))
-        rows = self.db.execute(
-            f"SELECT rid, {_CASE_COLS} FROM cases WHERE rid IN ({marks})", [int(r) for r in rids]
-        ).fetchall()
+        rows = self._rows(f"SELECT rid, {_CASE_COLS} FROM cases WHERE rid IN ({marks})", [int(r) for r in rids])
         return {int(r[0]): _row_to_case(r[1:]) for r in rows}
 
-    def live_rids(self, namespace: str) -> np.ndarray:
-        """Rowids of the namespace's live cases, oldest first."""
-        rows = self.db.execute(
-            "SELECT rid FROM cases WHERE namespace=? AND evicted_at IS NULL ORDER BY rid", (namespace,)
-        ).fetchall()
+    def live_rids(self, namespace: str, *, max_generation: int | None = None) -> np.ndarray:
+        """Rowids of the namespace's live cases, oldest first (only those inserted up to ``max_generation``)."""
+        sql = "SELECT rid FROM cases WHERE namespace=? AND evicted_at IS NULL"
+        params: list[Any] = [namespace]
+        if max_generation is not None:
+            sql += " AND gen <= ?"
+            params.append(max_generation)
+        rows = self._rows(sql + " ORDER BY rid", params)
         return np.asarray([r[0] for r in rows], dtype=np.int64)
 
     def stored_embeddings(self, rids: np.ndarray) -> np.ndarray:
@@ -337,37 +393,77 @@ class CaseStore:
         for start in range(0, len(rids), chunk):
             part = [int(r) for r in rids[start : start + chunk]]
             marks = ",".join("?" * len(part))
-            for rid, blob in self.db.execute(f"SELECT rid, emb FROM cases WHERE rid IN ({marks})", part):
+            for rid, blob in self._rows(f"SELECT rid, emb FROM cases WHERE rid IN ({marks})", part):
                 out[pos[int(rid)]] = np.frombuffer(blob, dtype=np.float32)
         return out
 
+    def changes_since(self, namespace: str, generation: int) -> tuple[int, np.ndarray, np.ndarray, list[int]]:
+        """What an index reflecting ``generation`` lacks: ``(current generation, rowids added since and still
+        live, their embeddings, rowids evicted since that it holds)``. Reads only the rows of later generations."""
+        with self.lock:
+            current = self.generation(namespace)
+            added = self._rows(
+                "SELECT rid, emb FROM cases WHERE namespace=? AND gen > ? AND gen <= ? AND evicted_at IS NULL "
+                "ORDER BY rid",
+                (namespace, generation, current),
+            )
+            removed = self._rows(
+                "SELECT rid FROM cases WHERE namespace=? AND evicted_gen > ? AND evicted_gen <= ? AND gen <= ?",
+                (namespace, generation, current, generation),
+            )
+        rids = np.asarray([int(r[0]) for r in added], dtype=np.int64)
+        embs = _vectors([r[1] for r in added]) if added else np.zeros((0, self.dim), dtype=np.float32)
+        return current, rids, embs, [int(r[0]) for r in removed]
+
+    # -- the Q-gate's saved state (PostgreSQL banks; a directory keeps qgate.pt) ------------------------------------
+
+    def gate_state(self) -> tuple[int, bytes] | None:
+        """``(version, bytes)`` of the saved gate, or None."""
+        rows = self._rows("SELECT version, state FROM gate_state WHERE name='qgate'")
+        return (int(rows[0][0]), bytes(rows[0][1])) if rows else None
+
+    def gate_version(self) -> int | None:
+        """The saved gate's version (bumped by every save), or None."""
+        rows = self._rows("SELECT version FROM gate_state WHERE name='qgate'")
+        return int(rows[0][0]) if rows else None
+
+    def save_gate_state(self, state: bytes) -> int:
+        """Store the gate's bytes; returns the new version."""
+        with self.tx() as db:
+            row = db.execute(
+                "INSERT INTO gate_state (name, version, state) VALUES ('qgate', 1, ?) ON CONFLICT (name) "
+                "DO UPDATE SET version = gate_state.version + 1, state = excluded.state RETURNING version",
+                (state,),
+            ).fetchone()
+        return int(row[0])
+
     def live_rewards(self, namespace: str) -> tuple[list[str], np.ndarray, np.ndarray]:
         """Ids, rewards and embeddings of the namespace's live cases, oldest first."""
-        rows = self.db.execute(
+        rows = self._rows(
             "SELECT id, reward, emb FROM cases WHERE namespace=? AND evicted_at IS NULL ORDER BY rid", (namespace,)
-        ).fetchall()
+        )
         if not rows:
             return [], np.zeros((0,)), np.zeros((0, self.dim), dtype=np.float32)
         return [r[0] for r in rows], np.asarray([r[1] for r in rows], dtype=np.float64), _vectors([r[2] for r in rows])
 
     def pairs_logged(self) -> int:
         """Logged pairs, every namespace."""
-        return int(self.db.execute("SELECT COUNT(*) FROM gate_pairs").fetchone()[0])
+        return int(self._rows("SELECT COUNT(*) FROM gate_pairs")[0][0])
 
     def recent_pairs(self, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The ``limit`` most recent logged pairs, newest first, as ``(q, c, reward)`` arrays (None: no pairs)."""
-        rows = self.db.execute(
-            "SELECT q_emb, c_emb, reward FROM gate_pairs ORDER BY pid DESC LIMIT ?", (limit,)
-        ).fetchall()
+        rows = self._rows("SELECT q_emb, c_emb, reward FROM gate_pairs ORDER BY pid DESC LIMIT ?", (limit,))
         if not rows:
             return None
         return _vectors([r[0] for r in rows]), _vectors([r[1] for r in rows]), np.asarray([r[2] for r in rows])
 
     def recent_queries(self, limit: int) -> list[np.ndarray]:
         """Embeddings of the ``limit`` most recent distinct logged queries."""
-        rows = self.db.execute(
-            "SELECT q_emb FROM gate_pairs GROUP BY query ORDER BY MAX(pid) DESC LIMIT ?", (limit,)
-        ).fetchall()
+        rows = self._rows(
+            "SELECT g.q_emb FROM gate_pairs g JOIN (SELECT MAX(pid) AS pid FROM gate_pairs GROUP BY query "
+            "ORDER BY MAX(pid) DESC LIMIT ?) latest ON g.pid = latest.pid ORDER BY g.pid DESC",
+            (limit,),
+        )
         return [np.frombuffer(r[0], dtype=np.float32) for r in rows]
 
     def logged_pairs(self, namespace: str | None = None) -> dict[str, np.ndarray]:
@@ -376,7 +472,7 @@ class CaseStore:
         args: tuple = ()
         if namespace is not None:
             sql, args = sql + " WHERE namespace=?", (namespace,)
-        rows = self.db.execute(sql + " ORDER BY pid", args).fetchall()
+        rows = self._rows(sql + " ORDER BY pid", args)
         if not rows:
             z = np.zeros((0, self.dim), dtype=np.float32)
             e = np.zeros((0,), dtype=np.float64)
@@ -390,7 +486,7 @@ class CaseStore:
         }
 
 
-def content_items(bank: Path) -> Iterator[Any]:
+def content_items(bank: LocationLike) -> Iterator[Any]:
     """Every case and logged gate pair of the bank at ``bank`` as normalised records (read-only; no embedder, index
     or torch needed), to compare two memories by content (:func:`memento.memory.memory_contents.diff_items`).
 
@@ -399,17 +495,17 @@ def content_items(bank: Path) -> Iterator[Any]:
     """
     from memento.memory.memory_contents import ItemRecord
 
-    path = bank / DB_NAME
+    loc = parse_location(bank)
     try:
-        with contextlib.closing(connect_sqlite(path, read_only=True)) as conn:
-            cases = conn.execute(
+        with contextlib.closing(open_database(loc, DB_NAME, read_only=True, what="case bank")) as db:
+            cases = db.query(
                 "SELECT id, namespace, task_text, plan, reward, trajectory_ref, evicted_at FROM cases ORDER BY rid"
-            ).fetchall()
-            pairs = conn.execute(
+            )
+            pairs = db.query(
                 "SELECT namespace, task_id, query, case_id, reward, q_score, cosine FROM gate_pairs ORDER BY pid"
-            ).fetchall()
-    except sqlite3.DatabaseError as exc:
-        raise unusable(path, exc) from None
+            )
+    except DatabaseError as exc:
+        raise unusable(loc.label, exc) from None
     named: dict[str, dict[str, str]] = {}
     for cid, namespace, task_text, plan, reward, ref, evicted_at in cases:
         named[cid] = {"task_text": task_text, "plan": plan}

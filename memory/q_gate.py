@@ -23,10 +23,12 @@ Example:
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -290,10 +292,24 @@ class QGateLearner:
             torch.save(self.state(include_replay=include_replay), tmp)
         return path
 
+    def dumps(self, *, include_replay: bool = True) -> bytes:
+        """:meth:`state` as bytes (what :meth:`save` writes; a database stores them as they are)."""
+        buffer = io.BytesIO()
+        torch.save(self.state(include_replay=include_replay), buffer)
+        return buffer.getvalue()
+
     def load(self, path: str | os.PathLike) -> None:
         """Restore from :meth:`save` output (the gate's architecture must match)."""
+        self._restore(Path(path), str(path))
+
+    def loads(self, data: bytes, *, source: str = "stored Q-gate") -> None:
+        """Restore from :meth:`dumps` output; ``source`` names it in errors."""
+        self._restore(io.BytesIO(data), source)
+
+    def _restore(self, file: Any, source: str) -> None:
+        path = source
         try:
-            state = torch.load(Path(path), map_location="cpu", weights_only=True)
+            state = torch.load(file, map_location="cpu", weights_only=True)
         except Exception as exc:  # garbage bytes, a truncated file, another format: never a traceback
             raise ValueError(f"{path} is not a saved Q-gate ({type(exc).__name__}: {exc})".splitlines()[0]) from None
         if not isinstance(state, dict) or not {"dim", "gate", "optimizer", "replay"} <= state.keys():

@@ -78,9 +78,9 @@ class SQLiteDatabase(Database):
             if not read_only:
                 self.conn.execute("PRAGMA journal_mode=WAL")
                 self.conn.execute("PRAGMA synchronous=NORMAL")
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.DatabaseError as exc:  # not a database: the store says so in its words
             self.conn.close()
-            raise DataError(f"{self.path} is not a usable {what} database: {exc}") from None
+            raise DatabaseError(str(exc)) from None
 
     @property
     def db(self) -> sqlite3.Connection:

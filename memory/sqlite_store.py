@@ -38,7 +38,7 @@ from typing import Any
 
 from memento.errors import DataError, MemoryFrozenError
 from memento.memory.database import Database, DatabaseError, open_database
-from memento.memory.location import LocationLike, PostgresLocation, parse_location
+from memento.memory.location import DirectoryLocation, LocationLike, PostgresLocation, parse_location
 from memento.memory.text_index import TextIndex, query_terms
 
 __all__ = [
@@ -322,8 +322,11 @@ class SQLiteStore:
             self.location if isinstance(self.location, PostgresLocation) else self.location.path
         )
         self.frozen = read_only
-        self.db = open_database(self.location, DB_NAME, read_only=read_only, what="memory")
-        self.path = getattr(self.db, "path", None)
+        self.path = self.location.path / DB_NAME if isinstance(self.location, DirectoryLocation) else None
+        try:
+            self.db = open_database(self.location, DB_NAME, read_only=read_only, what="memory")
+        except DatabaseError as exc:
+            raise DataError(f"{self.path or self.location.label} is not a usable memory database: {exc}") from None
         self.lock = self.db.lock
         self._text = TextIndex()
         try:
@@ -339,7 +342,7 @@ class SQLiteStore:
             self.db.execute("SELECT count(*) FROM items").fetchone()
         except DatabaseError as exc:
             self.db.close()
-            raise DataError(f"{self.location.label} is not a usable memory database: {exc}") from None
+            raise DataError(f"{self.path or self.location.label} is not a usable memory database: {exc}") from None
 
     @property
     def conn(self) -> Database:

@@ -13,12 +13,10 @@ Example:
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 
 from memento.memory.case_store import CaseBankError, read_embedder_info
+from memento.memory.location import LocationLike
 
 __all__ = ["StoredEmbedder"]
 
@@ -39,9 +37,9 @@ class StoredEmbedder:
         self.dim = int(dim)
 
     @classmethod
-    def of(cls, dir: str | os.PathLike) -> StoredEmbedder:
-        """The embedder identity recorded in the bank at ``dir``."""
-        name, dim = read_embedder_info(Path(dir))
+    def of(cls, dir: LocationLike) -> StoredEmbedder:
+        """The embedder identity recorded in the bank at ``dir`` (a directory or a PostgreSQL location)."""
+        name, dim = read_embedder_info(dir)
         return cls(name, dim)
 
     def embed(self, texts: list[str]) -> np.ndarray:

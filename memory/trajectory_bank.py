@@ -35,7 +35,6 @@ import json
 import logging
 import os
 import shutil
-import sqlite3
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -48,7 +47,8 @@ from pydantic import ValidationError
 
 from memento.bm25 import BM25Engine, RankBM25Scorer, check_engine
 from memento.errors import ConfigError, DataError, MemoryFrozenError
-from memento.memory.sqlite_connect import connect_sqlite, read_meta
+from memento.memory.database import Database, DatabaseError, open_database
+from memento.memory.location import DirectoryLocation, LocationLike, PostgresLocation, parse_location
 from memento.types import Trajectory
 
 __all__ = [
@@ -72,25 +72,27 @@ _INDEX_DIR = "bm25_index"
 _WATERMARK = "watermark.json"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS trajectories (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq {serial},
     task_id TEXT NOT NULL,
     task_text TEXT NOT NULL,
     label INTEGER NOT NULL,
-    stored_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    stored_at TEXT NOT NULL DEFAULT {now}
 );
 CREATE INDEX IF NOT EXISTS trajectories_task_id ON trajectories(task_id);
 CREATE TABLE IF NOT EXISTS records (
-    seq INTEGER PRIMARY KEY REFERENCES trajectories(seq),
+    seq BIGINT PRIMARY KEY REFERENCES trajectories(seq),
     record TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS applied_batches (key TEXT PRIMARY KEY, version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS applied_batches (key TEXT PRIMARY KEY, version BIGINT NOT NULL);
 CREATE TABLE IF NOT EXISTS pages (
     sha256 TEXT PRIMARY KEY,
-    chars INTEGER NOT NULL,
-    text TEXT NOT NULL
+    chars BIGINT NOT NULL,
+    text {page_text} NOT NULL
 );
 """
+#: SQLite keeps page texts as TEXT; PostgreSQL as UTF-8 bytes (its TEXT cannot hold a NUL character, a page can)
+_PAGE_TEXT = {"sqlite": "TEXT", "postgres": "BYTEA"}
 #: the layout this code writes: 2 adds the ``pages`` table (content-addressed page texts)
 SCHEMA_VERSION = 2
 #: A buffered write: ``{"task_id", "task_text", "accepted", "record"}`` (``record``: the trajectory's JSON).
@@ -141,41 +143,65 @@ def _tree_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def disk_usage(directory: str | Path) -> BankDiskUsage | None:
+def _bank_exists(loc: DirectoryLocation | PostgresLocation) -> bool:
+    if isinstance(loc, DirectoryLocation):
+        return (loc.path / _DB_NAME).is_file()
+    try:
+        with contextlib.closing(open_database(loc, _DB_NAME, read_only=True, what="trajectory bank")) as db:
+            return db.has_table("trajectories")
+    except DataError:
+        return False
+
+
+def _page_bytes_sql(db: Database) -> str:
+    return "LENGTH(CAST(text AS BLOB))" if db.backend == "sqlite" else "octet_length(text)"
+
+
+def disk_usage(directory: LocationLike) -> BankDiskUsage | None:
     """The size on disk of the trajectory bank in ``directory`` (``None`` when there is no bank there).
 
     Reads the database read-only (nothing is created or changed); a bank from before the page store counts
-    no pages.
+    no pages. A PostgreSQL bank counts its tables (indexes and TOAST included) and has no index files.
 
     Example:
         >>> disk_usage("/nonexistent") is None
         True
     """
-    directory = Path(directory)
-    db = directory / _DB_NAME
-    if not db.is_file():
+    loc = parse_location(directory)
+    if not _bank_exists(loc):
         return None
-    pages = page_bytes = 0
-    conn = connect_sqlite(db, read_only=True)
+    pages = page_bytes = db_bytes = 0
     try:
-        pages, page_bytes = conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(text AS BLOB))), 0) FROM pages"
-        ).fetchone()
-    except sqlite3.OperationalError:  # a bank from before the page store
-        pass
-    except sqlite3.DatabaseError as exc:
-        raise TrajectoryBankError(f"{db} is not a trajectory bank: {exc}") from exc
+        db = open_database(loc, _DB_NAME, read_only=True, what="trajectory bank")
+    except DataError as exc:
+        raise TrajectoryBankError(str(exc)) from None
+    except DatabaseError as exc:
+        raise TrajectoryBankError(f"{loc.label} is not a trajectory bank: {exc}") from exc
+    try:
+        if db.has_table("pages"):  # a bank from before the page store has none
+            pages, page_bytes = db.query(f"SELECT COUNT(*), COALESCE(SUM({_page_bytes_sql(db)}), 0) FROM pages")[0]
+        if isinstance(loc, PostgresLocation):
+            db_bytes = db.size_bytes()
+    except DatabaseError as exc:
+        raise TrajectoryBankError(f"{loc.label} is not a trajectory bank: {exc}") from exc
     finally:
-        conn.close()
-    db_bytes = sum(_tree_bytes(directory / (_DB_NAME + suffix)) for suffix in ("", "-wal", "-shm"))
+        db.close()
+    if isinstance(loc, PostgresLocation):
+        return BankDiskUsage(str(loc), int(db_bytes), int(page_bytes), int(pages), 0, int(db_bytes))
+    db_bytes = sum(_tree_bytes(loc.path / (_DB_NAME + suffix)) for suffix in ("", "-wal", "-shm"))
     return BankDiskUsage(
-        directory=str(directory),
+        directory=str(loc.path),
         db_bytes=int(db_bytes),
         page_bytes=int(page_bytes),
         pages=int(pages),
-        index_bytes=_tree_bytes(directory / _INDEX_DIR),
-        total_bytes=_tree_bytes(directory),
+        index_bytes=_tree_bytes(loc.path / _INDEX_DIR),
+        total_bytes=_tree_bytes(loc.path),
     )
+
+
+def _page_str(value: Any) -> str:
+    """A stored page text (PostgreSQL keeps UTF-8 bytes)."""
+    return bytes(value).decode() if isinstance(value, bytes | memoryview) else str(value)
 
 
 def _pages_of(trajectory: Trajectory) -> dict[str, str]:
@@ -276,7 +302,9 @@ class TrajectoryBank:
     """A lossless store of past trajectories with BM25 retrieval over task descriptions.
 
     Args:
-        directory: where the bank lives (created if missing): ``trajectories.sqlite3`` and ``bm25_index/``.
+        directory: where the bank lives: a directory (created if missing) holding ``trajectories.sqlite3`` and
+            ``bm25_index/``, or a PostgreSQL location (the ``jitmem`` part of a memory; the index is then a
+            per-process mirror, rebuilt when the stored set changed).
         policy: ``"success_only"`` (default, as in the paper: rejected trajectories are dropped) or
             ``"all_with_labels"`` (the paper's ablation: every trajectory is kept with its accept/reject label,
             which :meth:`retrieve` returns so the curator can see it).
@@ -300,7 +328,7 @@ class TrajectoryBank:
 
     def __init__(
         self,
-        directory: str | Path,
+        directory: LocationLike,
         *,
         policy: BankPolicy = "success_only",
         read_only: bool = False,
@@ -309,41 +337,44 @@ class TrajectoryBank:
         self.bm25 = check_engine(bm25)
         if policy not in ("success_only", "all_with_labels"):
             raise ConfigError(f"unknown trajectory bank policy {policy!r}; use success_only or all_with_labels")
-        self.directory = Path(directory)
+        self.location = parse_location(directory)
+        #: the bank's directory, or its PostgreSQL location
+        self.directory: Path | PostgresLocation = (
+            self.location if isinstance(self.location, PostgresLocation) else self.location.path
+        )
         self.read_only = bool(read_only)
         self.policy: BankPolicy = policy
         self._lock = threading.RLock()
         self._pending: list[tuple[str, str, bool, str]] | None = None
         self._pending_pages: dict[str, str] = {}
         self._has_pages = True  # False for a read-only bank written before the page store
+        self._has_batches = True  # False for a read-only bank written before batch keys
         self._dropped = 0
         self._index: _Index | None = None
         self._index_max_seq = 0
-        db = self.directory / _DB_NAME
-        if self.read_only:
-            if not db.is_file():
-                raise TrajectoryBankError(f"no trajectory bank at {self.directory}: {_DB_NAME} is missing")
-            self._conn = connect_sqlite(db, read_only=True)
-        else:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._conn = connect_sqlite(db)
+        if self.read_only and not _bank_exists(self.location):
+            raise TrajectoryBankError(f"no trajectory bank at {self.directory}: {_DB_NAME} is missing")
+        try:
+            self._db = open_database(self.location, _DB_NAME, read_only=self.read_only, what="trajectory bank")
+        except DataError as exc:
+            raise TrajectoryBankError(str(exc)) from None
+        except DatabaseError as exc:
+            raise TrajectoryBankError(f"{self._db_label} is not a trajectory bank: {exc}") from exc
         try:
             if self.read_only:
-                self._conn.execute("SELECT seq, task_id, task_text, label FROM trajectories LIMIT 1").fetchall()
-                self._conn.execute("SELECT key, value FROM meta LIMIT 1").fetchall()
-                try:
-                    self._conn.execute("SELECT sha256 FROM pages LIMIT 1").fetchall()
-                except sqlite3.OperationalError:  # written before the page store: its records carry no page hashes
-                    self._has_pages = False
+                self._db.query("SELECT seq, task_id, task_text, label FROM trajectories LIMIT 1")
+                self._db.query("SELECT key, value FROM meta LIMIT 1")
+                # written before the page store: its records carry no page hashes
+                self._has_pages = self._db.has_table("pages")
+                self._has_batches = self._db.has_table("applied_batches")
             else:
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                self._conn.execute("PRAGMA synchronous=NORMAL")
-                self._conn.executescript(_SCHEMA)  # also the migration of an older bank: adds the pages table
+                # also the migration of an older bank: adds the pages table
+                self._db.create_schema(_SCHEMA.replace("{page_text}", _PAGE_TEXT[self._db.backend]))
                 if self._meta("schema") != str(SCHEMA_VERSION):
                     self._set_meta("schema", str(SCHEMA_VERSION))
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
-            raise TrajectoryBankError(f"{db} is not a trajectory bank: {exc}") from exc
+        except DatabaseError as exc:
+            self._db.close()
+            raise TrajectoryBankError(f"{self._db_label} is not a trajectory bank: {exc}") from exc
         stored_policy = self._meta("policy")
         if stored_policy is None:
             if not self.read_only:
@@ -354,21 +385,22 @@ class TrajectoryBank:
             )
 
     @classmethod
-    def open_read_only(cls, directory: str | Path) -> TrajectoryBank:
+    def open_read_only(cls, directory: LocationLike) -> TrajectoryBank:
         """An existing bank opened read-only with the policy it was created with.
 
         Raises:
             TrajectoryBankError: there is no bank at ``directory``, or it cannot be read.
         """
-        db = Path(directory) / _DB_NAME
-        if not db.is_file():
-            raise TrajectoryBankError(f"no trajectory bank at {directory}: {_DB_NAME} is missing")
+        loc = parse_location(directory)
+        if not _bank_exists(loc):
+            raise TrajectoryBankError(f"no trajectory bank at {loc.label}: {_DB_NAME} is missing")
         try:
-            stored = read_meta(db, "policy")
-        except sqlite3.DatabaseError as exc:
-            raise TrajectoryBankError(f"{db} is not a trajectory bank: {exc}") from exc
-        policy: BankPolicy = "all_with_labels" if stored == "all_with_labels" else "success_only"
-        return cls(directory, policy=policy, read_only=True)
+            with contextlib.closing(open_database(loc, _DB_NAME, read_only=True, what="trajectory bank")) as db:
+                rows = db.query("SELECT value FROM meta WHERE key = 'policy'")
+        except (DataError, DatabaseError) as exc:
+            raise TrajectoryBankError(f"{loc.label} is not a trajectory bank: {exc}") from exc
+        policy: BankPolicy = "all_with_labels" if rows and rows[0][0] == "all_with_labels" else "success_only"
+        return cls(loc, policy=policy, read_only=True)
 
     def content_items(self) -> Iterator[Any]:
         """Every stored trajectory with its accept/reject label as a normalised record, to compare two memories by
@@ -398,12 +430,19 @@ class TrajectoryBank:
             raise TrajectoryBankFrozenError(f"trajectory bank {self.directory} is read-only (frozen); nothing stored")
 
     # -- meta ----------------------------------------------------------------------------------------------------
+    @property
+    def _db_label(self) -> str:
+        return str(self.directory / _DB_NAME) if isinstance(self.directory, Path) else self.location.label
+
     def _meta(self, key: str) -> str | None:
-        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
+        rows = self._db.query("SELECT value FROM meta WHERE key = ?", (key,))
+        return rows[0][0] if rows else None
 
     def _set_meta(self, key: str, value: str) -> None:
-        self._conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+        self._db.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value=excluded.value",
+            (key, value),
+        )
 
     @property
     def version(self) -> int:
@@ -419,7 +458,9 @@ class TrajectoryBank:
         with self._lock:
             stored, accepted = self._meta("count"), self._meta("accepted")
             if stored is None or accepted is None:
-                n, a = self._conn.execute("SELECT COUNT(*), COALESCE(SUM(label = 1), 0) FROM trajectories").fetchone()
+                n, a = self._db.query(
+                    "SELECT COUNT(*), COALESCE(SUM(CASE WHEN label = 1 THEN 1 ELSE 0 END), 0) FROM trajectories"
+                )[0]
                 if not self.read_only:
                     self._set_meta("count", str(n))
                     self._set_meta("accepted", str(a))
@@ -433,7 +474,7 @@ class TrajectoryBank:
             stored, accepted = self._counts()
             pages, chars = 0, 0
             if self._has_pages:
-                pages, chars = self._conn.execute("SELECT COUNT(*), COALESCE(SUM(chars), 0) FROM pages").fetchone()
+                pages, chars = self._db.query("SELECT COUNT(*), COALESCE(SUM(chars), 0) FROM pages")[0]
             return BankStats(
                 stored=int(stored),
                 accepted=int(accepted),
@@ -456,15 +497,15 @@ class TrajectoryBank:
         """The stored text of a page by its content hash (``None`` when no such page is stored)."""
         if not self._has_pages:
             return None
-        with self._lock:
-            row = self._conn.execute("SELECT text FROM pages WHERE sha256 = ?", (sha256,)).fetchone()
-        return row[0] if row else None
+        rows = self._db.query("SELECT text FROM pages WHERE sha256 = ?", (sha256,))
+        return _page_str(rows[0][0]) if rows else None
 
     def _store_pages(self, pages: dict[str, str]) -> None:
         """Insert page texts not stored yet (inside the caller's transaction)."""
-        self._conn.executemany(
-            "INSERT OR IGNORE INTO pages(sha256, chars, text) VALUES (?, ?, ?)",
-            [(sha, len(text), text) for sha, text in pages.items()],
+        as_bytes = self._db.backend != "sqlite"
+        self._db.executemany(
+            "INSERT INTO pages(sha256, chars, text) VALUES (?, ?, ?) ON CONFLICT (sha256) DO NOTHING",
+            [(sha, len(text), text.encode() if as_bytes else text) for sha, text in pages.items()],
         )
 
     def _load(self, record: str) -> Trajectory:
@@ -474,8 +515,8 @@ class TrajectoryBank:
         if pages and self._has_pages:
             wanted = sorted({page.sha256 for page in pages})
             marks = ",".join("?" * len(wanted))
-            with self._lock:
-                texts = dict(self._conn.execute(f"SELECT sha256, text FROM pages WHERE sha256 IN ({marks})", wanted))
+            rows = self._db.query(f"SELECT sha256, text FROM pages WHERE sha256 IN ({marks})", wanted)
+            texts = {sha: _page_str(text) for sha, text in rows}
             for page in pages:
                 if page.sha256 in texts:
                     page.text = texts[page.sha256]
@@ -547,13 +588,8 @@ class TrajectoryBank:
                         if ok and before_apply is not None and rows:
                             # the staged rows (a checkpoint) carry page hashes only: their texts are stored first,
                             # so rows re-applied from the checkpoint after a crash find them
-                            self._conn.execute("BEGIN IMMEDIATE")
-                            try:
+                            with self._db.transaction():
                                 self._store_pages(pages)
-                                self._conn.execute("COMMIT")
-                            except BaseException:
-                                self._conn.execute("ROLLBACK")
-                                raise
                         if ok and before_apply is not None:
                             before_apply([_staged(row) for row in rows])
                         if ok and rows:
@@ -578,12 +614,9 @@ class TrajectoryBank:
 
     def applied(self, key: str) -> bool:
         """Whether a batch with this key has been applied."""
-        with self._lock:
-            try:
-                row = self._conn.execute("SELECT 1 FROM applied_batches WHERE key = ?", (key,)).fetchone()
-            except sqlite3.OperationalError:  # a read-only bank written before batch keys existed
-                return False
-            return row is not None
+        if not self._has_batches:  # a read-only bank written before batch keys existed
+            return False
+        return bool(self._db.query("SELECT 1 FROM applied_batches WHERE key = ?", (key,)))
 
     @property
     def pending(self) -> int:
@@ -596,56 +629,50 @@ class TrajectoryBank:
     ) -> bool:
         self._check_writable()
         with self._lock:
-            stored, accepted = self._counts()
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                if key is not None:
-                    if self._conn.execute("SELECT 1 FROM applied_batches WHERE key = ?", (key,)).fetchone():
-                        self._conn.execute("ROLLBACK")
-                        logger.info("batch %s is already in %s: not applied again", key, self.directory)
-                        return False
+            with self._db.transaction() as db:  # one writer at a time per bank: the counts read here stay true
+                if key is not None and db.query("SELECT 1 FROM applied_batches WHERE key = ?", (key,)):
+                    logger.info("batch %s is already in %s: not applied again", key, self.directory)
+                    return False
+                stored, accepted = self._counts()
                 # task texts (what the index reads) and records (gigabytes at scale) live in separate tables, so
                 # re-indexing scans only the narrow one
                 for tid, text, label, record in rows:
-                    cursor = self._conn.execute(
-                        "INSERT INTO trajectories(task_id, task_text, label) VALUES (?, ?, ?)", (tid, text, int(label))
-                    )
-                    self._conn.execute("INSERT INTO records(seq, record) VALUES (?, ?)", (cursor.lastrowid, record))
+                    seq = db.execute(
+                        "INSERT INTO trajectories(task_id, task_text, label) VALUES (?, ?, ?) RETURNING seq",
+                        (tid, text, int(label)),
+                    ).fetchone()[0]
+                    db.execute("INSERT INTO records(seq, record) VALUES (?, ?)", (int(seq), record))
                 if pages:  # in the same transaction as the trajectories that read them; each text stored once
                     self._store_pages(pages)
                 version = int(self._meta("version") or 0) + 1
                 self._set_meta("version", str(version))
                 if key is not None:
-                    self._conn.execute("INSERT INTO applied_batches(key, version) VALUES (?, ?)", (key, version))
+                    db.execute("INSERT INTO applied_batches(key, version) VALUES (?, ?)", (key, version))
                 self._set_meta("count", str(stored + len(rows)))
                 self._set_meta("accepted", str(accepted + sum(1 for row in rows if row[2])))
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
             self._index = None  # re-indexed at the next retrieval (several batches without reads cost one build)
             return True
 
     # -- reading -------------------------------------------------------------------------------------------------
     def _max_seq(self) -> int:
-        return int(self._conn.execute("SELECT COALESCE(MAX(seq), 0) FROM trajectories").fetchone()[0])
+        return int(self._db.query("SELECT COALESCE(MAX(seq), 0) FROM trajectories")[0][0])
 
     def _ensure_index(self) -> _Index:
         with self._lock:
             max_seq = self._max_seq()  # the watermark: another handle (or process) may have written since
             if self._index is not None and self._index_max_seq == max_seq:
                 return self._index
-            index_dir = self.directory / _INDEX_DIR
-            index = _Index.load(index_dir, max_seq=max_seq) if self.bm25 == "bm25s" else None
+            index_dir = self.directory / _INDEX_DIR if isinstance(self.directory, Path) else None
+            index = _Index.load(index_dir, max_seq=max_seq) if self.bm25 == "bm25s" and index_dir else None
             if index is None:
-                rows = self._conn.execute("SELECT seq, task_id, task_text FROM trajectories ORDER BY seq").fetchall()
+                rows = self._db.query("SELECT seq, task_id, task_text FROM trajectories ORDER BY seq")
                 index = _Index.build([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], engine=self.bm25)
                 max_seq = int(index.seqs.max()) if len(index.seqs) else 0
                 if not self.read_only:  # a read-only bank keeps the rebuilt index in memory
-                    if index.persistent:
+                    if index.persistent and index_dir is not None:  # PostgreSQL: a per-process mirror
                         index.save(index_dir)
                     if self._meta("count") != str(len(rows)):  # rows written behind the bank's back: recount
-                        self._conn.execute("DELETE FROM meta WHERE key IN ('count', 'accepted')")
+                        self._db.execute("DELETE FROM meta WHERE key IN ('count', 'accepted')")
             self._index, self._index_max_seq = index, max_seq
             return index
 
@@ -655,11 +682,11 @@ class TrajectoryBank:
         A read-only bank rebuilds the index in memory and leaves its files alone.
         """
         with self._lock:
-            if not self.read_only:
+            if not self.read_only and isinstance(self.directory, Path):
                 shutil.rmtree(self.directory / _INDEX_DIR, ignore_errors=True)
             self._index = None
             if self.read_only:
-                rows = self._conn.execute("SELECT seq, task_id, task_text FROM trajectories ORDER BY seq").fetchall()
+                rows = self._db.query("SELECT seq, task_id, task_text FROM trajectories ORDER BY seq")
                 index = _Index.build([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], engine=self.bm25)
                 self._index, self._index_max_seq = index, int(index.seqs.max()) if len(index.seqs) else 0
                 return
@@ -689,7 +716,7 @@ class TrajectoryBank:
             placeholders = ",".join("?" * len(seqs))
             rows = {
                 seq: (label, record)
-                for seq, label, record in self._conn.execute(
+                for seq, label, record in self._db.query(
                     "SELECT t.seq, t.label, r.record FROM trajectories t JOIN records r ON r.seq = t.seq "
                     f"WHERE t.seq IN ({placeholders})",
                     seqs,
@@ -708,20 +735,17 @@ class TrajectoryBank:
 
     def get(self, task_id: str) -> list[Trajectory]:
         """Every stored trajectory of one task id, oldest first."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT r.record FROM trajectories t JOIN records r ON r.seq = t.seq "
-                "WHERE t.task_id = ? ORDER BY t.seq",
-                (task_id,),
-            ).fetchall()
+        rows = self._db.query(
+            "SELECT r.record FROM trajectories t JOIN records r ON r.seq = t.seq WHERE t.task_id = ? ORDER BY t.seq",
+            (task_id,),
+        )
         return [self._load(r[0]) for r in rows]
 
     def iter_all(self) -> Iterator[tuple[Trajectory, bool]]:
         """Every stored ``(trajectory, accepted)`` pair, in storage order."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT t.label, r.record FROM trajectories t JOIN records r ON r.seq = t.seq ORDER BY t.seq"
-            ).fetchall()
+        rows = self._db.query(
+            "SELECT t.label, r.record FROM trajectories t JOIN records r ON r.seq = t.seq ORDER BY t.seq"
+        )
         for label, record in rows:
             yield self._load(record), bool(label)
 
@@ -732,11 +756,11 @@ class TrajectoryBank:
         """
         with self._lock:
             if self.read_only:
-                self._conn.close()
+                self._db.close()
                 return
             if self._pending:
                 rows, self._pending = self._pending, None
                 pages, self._pending_pages = self._pending_pages, {}
                 self._apply(rows, pages=pages)
             self._ensure_index()
-            self._conn.close()
+            self._db.close()

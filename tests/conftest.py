@@ -148,15 +148,18 @@ def postgres_server():
 
 @pytest.fixture
 def pg_location(postgres_server, request: pytest.FixtureRequest):
-    """``pg_location(name="mem") -> str``: the location of a fresh database of the session's server, one per name
-    and test (the same name gives the same database within a test)."""
-    made: dict[str, str] = {}
+    """``pg_location(name="mem")``: the location (a :class:`~memento.memory.location.PostgresLocation`; ``str()`` gives
+    the DSN) of a fresh database of the session's server, one per name and test (the same name gives the same
+    database within a test)."""
+    from memento.memory.location import parse_location
+
+    made: dict[str, object] = {}
     counter = _pg_state.setdefault("n", [0])
 
     def make(name: str = "mem") -> str:
         if name not in made:
             counter[0] += 1  # type: ignore[index]
-            made[name] = postgres_server.create_database(f"t{counter[0]}_{os.getpid()}")  # type: ignore[index]
+            made[name] = parse_location(postgres_server.create_database(f"t{counter[0]}_{os.getpid()}"))  # type: ignore[index]
         return made[name]
 
     return make

@@ -1,5 +1,5 @@
 """CaseBank: storage, namespaces, persistence (identical retrievals after reload), index catch-up, HNSW, eviction,
-softmax sampling frequencies, hooks and thread safety."""
+softmax sampling frequencies, hooks and thread safety; the store tests run on each backend (``location``)."""
 
 from __future__ import annotations
 
@@ -38,8 +38,9 @@ def _ids(hits):
     return [c.id for c, _ in hits]
 
 
-def test_add_get_and_cosine_retrieval_include_failures(tmp_path):
-    bank = CaseBank(tmp_path, HashingEmbedder(dim=128))
+def test_add_get_and_cosine_retrieval_include_failures(location):
+    loc = location()
+    bank = CaseBank(loc, HashingEmbedder(dim=128))
     ok = bank.add("Who founded the Acme corporation?", "1. search 'Acme founder'", reward=1.0)
     bad = bank.add("Acme corporation founder and year", "1. guess", reward=0.0)
     bank.add("Rainfall in Lima during 2019", "1. search weather archive", reward=1.0)
@@ -56,12 +57,13 @@ def test_add_get_and_cosine_retrieval_include_failures(tmp_path):
         bank.add("x", "y", reward=1.5)
 
 
-def test_namespaces_with_shared_base(tmp_path):
+def test_namespaces_with_shared_base(location):
+    loc = location()
     emb = HashingEmbedder(dim=128)
-    base = CaseBank(tmp_path, emb, namespace="shared")
+    base = CaseBank(loc, emb, namespace="shared")
     shared = base.add("Eiffel tower height in metres", "search official site", reward=1.0)
-    a = CaseBank(tmp_path, emb, namespace="client-a", base_namespace="shared")
-    b = CaseBank(tmp_path, emb, namespace="client-b")
+    a = CaseBank(loc, emb, namespace="client-a", base_namespace="shared")
+    b = CaseBank(loc, emb, namespace="client-b")
     own = a.add("Eiffel tower height with antenna", "search encyclopedia", reward=0.0)
     b.add("Eiffel tower height today", "search news", reward=1.0)
     assert set(_ids(a.retrieve("Eiffel tower height", k=5))) == {shared.id, own.id}
@@ -72,9 +74,10 @@ def test_namespaces_with_shared_base(tmp_path):
     assert later.id in _ids(a.retrieve("Eiffel tower height feet", k=5))
 
 
-def test_reload_gives_identical_retrievals_for_every_policy(tmp_path):
+def test_reload_gives_identical_retrievals_for_every_policy(location):
+    loc = location()
     emb = HashingEmbedder(dim=128)
-    bank = CaseBank(tmp_path, emb, seed=3)
+    bank = CaseBank(loc, emb, seed=3)
     _fill(bank, 40)
     for i, topic in enumerate(TOPICS):
         hits = bank.retrieve(topic, k=4)
@@ -85,7 +88,7 @@ def test_reload_gives_identical_retrievals_for_every_policy(tmp_path):
         for p in ("cosine", "q", "softmax")
     }
     bank.close()
-    again = CaseBank(tmp_path, emb, seed=3)
+    again = CaseBank(loc, emb, seed=3)
     after = {
         p: [[(c.id, round(s, 6)) for c, s in again.retrieve(q, k=4, policy=p, seed=7)] for q in queries]
         for p in ("cosine", "q", "softmax")
@@ -132,21 +135,23 @@ def test_hnsw_past_threshold_and_reload(tmp_path):
     assert [_ids(again.retrieve(t, k=4)) for t in TOPICS] == before
 
 
-def test_embedder_mismatch_and_frozen_are_typed_errors(tmp_path):
-    CaseBank(tmp_path, HashingEmbedder(dim=64)).add("a task", "a plan", reward=1.0)
+def test_embedder_mismatch_and_frozen_are_typed_errors(location):
+    loc = location()
+    CaseBank(loc, HashingEmbedder(dim=64)).add("a task", "a plan", reward=1.0)
     with pytest.raises(CaseBankError, match="same embedder"):
-        CaseBank(tmp_path, HashingEmbedder(dim=32))
-    frozen = CaseBank(tmp_path, HashingEmbedder(dim=64), frozen=True)
+        CaseBank(loc, HashingEmbedder(dim=32))
+    frozen = CaseBank(loc, HashingEmbedder(dim=64), frozen=True)
     assert len(frozen.retrieve("a task", k=1)) == 1
     with pytest.raises(MemoryFrozenError):
         frozen.add("b", "c", reward=0.0)
     with pytest.raises(ConfigError, match="needs a capacity"):
-        CaseBank(tmp_path, HashingEmbedder(dim=64), eviction=True)
+        CaseBank(loc, HashingEmbedder(dim=64), eviction=True)
 
 
-def test_eviction_least_useful_first_and_evicted_stay_in_db(tmp_path):
+def test_eviction_least_useful_first_and_evicted_stay_in_db(location):
+    loc = location()
     emb = HashingEmbedder(dim=64)
-    bank = CaseBank(tmp_path, emb, capacity=10, eviction=True, eviction_slack=0.0)
+    bank = CaseBank(loc, emb, capacity=10, eviction=True, eviction_slack=0.0)
     cases = [bank.add(f"{TOPICS[i % 6]} item {i}", f"plan {i}", reward=(i % 4) / 3) for i in range(16)]
     assert len(bank) == 10
     survivors = {c.id for c in bank.cases()}
@@ -159,12 +164,13 @@ def test_eviction_least_useful_first_and_evicted_stay_in_db(tmp_path):
     for topic in TOPICS:
         assert not set(_ids(bank.retrieve(topic, k=10))) - survivors
     bank.close()
-    assert {c.id for c, _ in CaseBank(tmp_path, emb).retrieve(TOPICS[0], k=20)} <= survivors
+    assert {c.id for c, _ in CaseBank(loc, emb).retrieve(TOPICS[0], k=20)} <= survivors
 
 
-def test_eviction_by_q_score_once_the_gate_has_learned(tmp_path):
+def test_eviction_by_q_score_once_the_gate_has_learned(location):
+    loc = location()
     emb = HashingEmbedder(dim=64)
-    bank = CaseBank(tmp_path, emb, capacity=12, eviction=True, eviction_slack=0.0, gate_options={"lr": 5e-3})
+    bank = CaseBank(loc, emb, capacity=12, eviction=True, eviction_slack=0.0, gate_options={"lr": 5e-3})
     good = [bank.add(f"good strategy official registry {i}", "search registry", reward=0.0) for i in range(6)]
     bad = [bank.add(f"bad strategy random blog {i}", "search blogs", reward=1.0) for i in range(6)]
     # experience says the registry cases help and the blog cases do not (opposite to their stored rewards)
@@ -199,8 +205,9 @@ def test_sample_softmax_frequencies_match_softmax():
     assert np.max(np.abs(second_given_first0 / second_given_first0.sum() - cond)) < 0.02
 
 
-def test_retrieve_softmax_follows_gate_q(tmp_path):
-    bank = CaseBank(tmp_path, HashingEmbedder(dim=64), seed=0, gate_options={"lr": 1e-2})
+def test_retrieve_softmax_follows_gate_q(location):
+    loc = location()
+    bank = CaseBank(loc, HashingEmbedder(dim=64), seed=0, gate_options={"lr": 1e-2})
     cases = [bank.add(f"{TOPICS[0]} variant {i}", f"plan {i}", reward=1.0) for i in range(4)]
     for _ in range(15):
         bank.record(TOPICS[0], cases, rewards=[1.0, 0.7, 0.3, 0.0])
@@ -222,8 +229,9 @@ def test_retrieve_softmax_follows_gate_q(tmp_path):
     assert top[0][0].id == cases[0].id
 
 
-def test_forward_hook_sees_every_gate_score(tmp_path):
-    bank = CaseBank(tmp_path, HashingEmbedder(dim=64), min_pairs=0)
+def test_forward_hook_sees_every_gate_score(location):
+    loc = location()
+    bank = CaseBank(loc, HashingEmbedder(dim=64), min_pairs=0)
     cases = _fill(bank, 12)
     bank.record(TOPICS[1], cases[:4], rewards=1.0)
     seen: list[np.ndarray] = []
@@ -234,7 +242,8 @@ def test_forward_hook_sees_every_gate_score(tmp_path):
     assert [round(s, 5) for _, s in hits] == [round(float(x), 5) for x in np.sort(seen[0])[::-1][:3]]
 
 
-def test_custom_gate_module_without_logits(tmp_path):
+def test_custom_gate_module_without_logits(location):
+    loc = location()
     import torch
 
     class CosineOnly(torch.nn.Module):
@@ -247,7 +256,7 @@ def test_custom_gate_module_without_logits(tmp_path):
         def forward(self, q, c):
             return torch.sigmoid(self.scale * (q * c).sum(-1))
 
-    bank = CaseBank(tmp_path, HashingEmbedder(dim=64), gate=CosineOnly())
+    bank = CaseBank(loc, HashingEmbedder(dim=64), gate=CosineOnly())
     cases = _fill(bank, 6)
     loss = bank.record(TOPICS[0], cases[:2], rewards=[1.0, 0.0])
     assert loss is not None and np.isfinite(loss)
@@ -255,8 +264,9 @@ def test_custom_gate_module_without_logits(tmp_path):
     assert len(bank.retrieve(TOPICS[0], k=2, policy="q")) == 2
 
 
-def test_deepcopy_shares_the_bank_and_threads_are_safe(tmp_path):
-    bank = CaseBank(tmp_path, HashingEmbedder(dim=64))
+def test_deepcopy_shares_the_bank_and_threads_are_safe(location):
+    loc = location()
+    bank = CaseBank(loc, HashingEmbedder(dim=64))
     assert copy.deepcopy(bank) is bank
 
     def work(i: int) -> int:
@@ -292,8 +302,9 @@ def test_unchanged_index_is_not_rewritten_on_close(tmp_path):
     assert index_file.stat().st_mtime_ns != stamp
 
 
-def test_gate_ranks_only_after_min_pairs_logged_pairs(tmp_path):
-    bank = CaseBank(tmp_path, HashingEmbedder(dim=64), seed=0, min_pairs=12, gate_options={"lr": 5e-2})
+def test_gate_ranks_only_after_min_pairs_logged_pairs(location):
+    loc = location()
+    bank = CaseBank(loc, HashingEmbedder(dim=64), seed=0, min_pairs=12, gate_options={"lr": 5e-2})
     query = TOPICS[0]
     # distinct cosine similarities (no ties), falling with i: cosine ranks 0, 1, 2, 3
     cases = [bank.add(query + "".join(f" extra{j}" for j in range(i)), f"plan {i}", reward=1.0) for i in range(6)]
@@ -332,8 +343,9 @@ def test_softmax_alpha_to_zero_is_greedy_and_large_alpha_is_uniform():
     assert np.max(np.abs(firsts - odds / odds.sum())) < 0.015
 
 
-def test_bank_retrieve_softmax_at_tiny_alpha_equals_greedy_q(tmp_path):
-    bank = CaseBank(tmp_path, HashingEmbedder(dim=64), seed=0, min_pairs=0, gate_options={"lr": 1e-2})
+def test_bank_retrieve_softmax_at_tiny_alpha_equals_greedy_q(location):
+    loc = location()
+    bank = CaseBank(loc, HashingEmbedder(dim=64), seed=0, min_pairs=0, gate_options={"lr": 1e-2})
     cases = [bank.add(f"{TOPICS[0]} variant {i}", f"plan {i}", reward=1.0) for i in range(6)]
     for _ in range(5):
         bank.record(TOPICS[0], cases, rewards=[1.0, 0.8, 0.6, 0.4, 0.2, 0.0])
@@ -342,13 +354,14 @@ def test_bank_retrieve_softmax_at_tiny_alpha_equals_greedy_q(tmp_path):
         assert [c.id for c, _ in bank.retrieve(TOPICS[0], k=4, policy="softmax", alpha=1e-8, seed=seed)] == greedy
 
 
-def test_two_writers_on_one_directory_lose_no_gate_update_or_case(tmp_path):
+def test_two_writers_on_one_memory_lose_no_gate_update_or_case(location, backend):
+    loc = location()
     emb = HashingEmbedder(dim=64)
-    a = CaseBank(tmp_path, emb, seed=0, min_pairs=0)
-    b = CaseBank(tmp_path, emb, seed=0, min_pairs=0)  # a second writer (another process in real use)
+    a = CaseBank(loc, emb, seed=0, min_pairs=0)
+    b = CaseBank(loc, emb, seed=0, min_pairs=0)  # a second writer (another process in real use)
     ca = a.add(TOPICS[0], "plan a", reward=1.0)
     cb = b.add(TOPICS[1], "plan b", reward=0.0)
-    # each sees the other's case: the index catches up under the directory lock
+    # each sees the other's case: the index catches up with the other's rows
     assert {c.id for c, _ in a.retrieve(TOPICS[1], k=4)} == {ca.id, cb.id}
     assert {c.id for c, _ in b.retrieve(TOPICS[0], k=4)} == {ca.id, cb.id}
     a.gate  # noqa: B018 - both gates loaded before either update
@@ -356,7 +369,8 @@ def test_two_writers_on_one_directory_lose_no_gate_update_or_case(tmp_path):
     a.record(TOPICS[0], [ca], 1.0)
     b.record(TOPICS[1], [cb], 0.0)  # b reloads a's saved gate first, then learns and saves on top of it
     a.record(TOPICS[2], [ca, cb], [1.0, 0.0])
-    reopened = CaseBank(tmp_path, emb, seed=0)
+    reopened = CaseBank(loc, emb, seed=0)
     assert reopened.gate.updates == 3 and reopened.gate.pairs_trained == a.gate.pairs_trained
     assert reopened.pairs_logged() == 4
-    assert (tmp_path / ".memento.lock").exists()
+    if backend == "sqlite":  # the gate updates took the directory's OS lock (PostgreSQL: an advisory lock)
+        assert (loc / ".memento.lock").exists()

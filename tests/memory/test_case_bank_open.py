@@ -4,7 +4,6 @@ frozen bank, read-only and corrupt case banks, copies, empty cases, and `memento
 from __future__ import annotations
 
 import copy
-import sqlite3
 
 import pytest
 from typer.testing import CliRunner
@@ -13,6 +12,7 @@ from memento.cli import app
 from memento.config import load_settings
 from memento.errors import DataError, MemoryFrozenError
 from memento.memory.case_bank import DB_NAME, CaseBank, CaseBankError, StoredEmbedder
+from memento.memory.database import DatabaseError
 from memento.memory.embedder import HashingEmbedder
 from memento.memory.memento_memory import MementoMemory
 from memento.memory.sqlite_store import SQLiteStore
@@ -114,18 +114,20 @@ def test_frozen_cbr_on_a_missing_bank_is_a_one_line_error_and_creates_nothing(tm
     assert not typo.exists()
 
 
-def test_frozen_bank_opens_read_only(tmp_path):
-    with CaseBank(tmp_path, HashingEmbedder(dim=32)) as bank:
+def test_frozen_bank_opens_read_only(location, backend):
+    loc = location()
+    with CaseBank(loc, HashingEmbedder(dim=32)) as bank:
         case = bank.add("Who founded Acme?", "1. search", reward=1.0)
-    before = (tmp_path / DB_NAME).read_bytes()
-    frozen = CaseBank(tmp_path, HashingEmbedder(dim=32), frozen=True)
+    before = (loc / DB_NAME).read_bytes() if backend == "sqlite" else None
+    frozen = CaseBank(loc, HashingEmbedder(dim=32), frozen=True)
     assert [c.id for c, _ in frozen.retrieve("Acme founder", k=2)] == [case.id]
-    with pytest.raises(sqlite3.OperationalError, match="readonly"):
-        frozen._store.db.execute("CREATE TABLE probe (x)")  # the connection itself refuses writes
+    with pytest.raises(DatabaseError, match="readonly|read-only"):
+        frozen._store.db.execute("CREATE TABLE probe (x TEXT)")  # the connection itself refuses writes
     with pytest.raises(MemoryFrozenError):
         frozen.add("another", "plan", reward=0.0)
     frozen.close()
-    assert (tmp_path / DB_NAME).read_bytes() == before
+    if backend == "sqlite":
+        assert (loc / DB_NAME).read_bytes() == before
 
 
 # -- 4. a corrupt cases.db is one typed line --------------------------------------------------------------------

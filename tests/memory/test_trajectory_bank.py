@@ -36,8 +36,9 @@ def _traj(task_text: str, *, task_id: str | None = None, body: str = "") -> Traj
     )
 
 
-def test_lossless_round_trip_and_task_text_only_retrieval(tmp_path):
-    bank = TrajectoryBank(tmp_path)
+def test_lossless_round_trip_and_task_text_only_retrieval(location):
+    loc = location()
+    bank = TrajectoryBank(loc)
     original = _traj("Who founded the city of Lyon in Roman Gaul?", body="volcano eruption Pompeii")
     bank.add(original, accepted=True)
     bank.add(_traj("What is the boiling point of water at sea level?"), accepted=True)
@@ -51,8 +52,9 @@ def test_lossless_round_trip_and_task_text_only_retrieval(tmp_path):
     assert bank.retrieve("volcano eruption Pompeii", k=3) == []
 
 
-def test_success_only_drops_rejected_trajectories(tmp_path):
-    bank = TrajectoryBank(tmp_path)
+def test_success_only_drops_rejected_trajectories(location):
+    loc = location()
+    bank = TrajectoryBank(loc)
     assert bank.add(_traj("Capital of Australia?", task_id="bad"), accepted=False) is False
     assert bank.add(_traj("Capital of Austria?", task_id="good"), accepted=True) is True
     assert len(bank) == 1
@@ -62,8 +64,9 @@ def test_success_only_drops_rejected_trajectories(tmp_path):
     assert (stats.stored, stats.dropped, stats.rejected_stored) == (1, 1, 0)
 
 
-def test_all_with_labels_keeps_rejected_with_label(tmp_path):
-    bank = TrajectoryBank(tmp_path, policy="all_with_labels")
+def test_all_with_labels_keeps_rejected_with_label(location):
+    loc = location()
+    bank = TrajectoryBank(loc, policy="all_with_labels")
     bank.add(_traj("Capital of Australia?", task_id="bad"), accepted=False)
     bank.add(_traj("Capital of Australia and its population?", task_id="good"), accepted=True)
     labels = {t.task_id: label for t, label, _ in bank.retrieve("capital Australia", k=5)}
@@ -71,8 +74,9 @@ def test_all_with_labels_keeps_rejected_with_label(tmp_path):
     assert bank.stats().rejected_stored == 1
 
 
-def test_bank_does_not_change_within_a_batch(tmp_path):
-    bank = TrajectoryBank(tmp_path)
+def test_bank_does_not_change_within_a_batch(location):
+    loc = location()
+    bank = TrajectoryBank(loc)
     bank.add(_traj("Tallest mountain in Europe?", task_id="old"), accepted=True)
     before = bank.retrieve("tallest mountain Europe Alps", k=3)
     version = bank.version
@@ -93,8 +97,9 @@ def test_bank_does_not_change_within_a_batch(tmp_path):
     assert "new1" in [t.task_id for t, _, _ in bank.retrieve("tallest mountain Alps", k=3)]
 
 
-def test_add_serialises_at_add_time(tmp_path):
-    bank = TrajectoryBank(tmp_path)
+def test_add_serialises_at_add_time(location):
+    loc = location()
+    bank = TrajectoryBank(loc)
     trajectory = _traj("Who painted the Mona Lisa?")
     with bank.batch():
         bank.add(trajectory, accepted=True)
@@ -122,8 +127,9 @@ def test_index_persists_and_is_rebuilt_when_stale(tmp_path):
     assert len(third) == 4 and third.stats().accepted == 4
 
 
-def test_exclude_own_task_and_k_and_deepcopy(tmp_path):
-    bank = TrajectoryBank(tmp_path)
+def test_exclude_own_task_and_k_and_deepcopy(location):
+    loc = location()
+    bank = TrajectoryBank(loc)
     bank.add(_traj("Population of Lyon?", task_id="self"), accepted=True)
     bank.add(_traj("Population of Lyon in 1900?", task_id="other"), accepted=True)
     assert [t.task_id for t, _, _ in bank.retrieve("Population of Lyon?", k=3, exclude_task_id="self")] == ["other"]
@@ -132,14 +138,15 @@ def test_exclude_own_task_and_k_and_deepcopy(tmp_path):
     assert copy.deepcopy(bank) is bank
 
 
-def test_empty_bank_and_bad_inputs(tmp_path):
-    bank = TrajectoryBank(tmp_path)
+def test_empty_bank_and_bad_inputs(location):
+    loc = location()
+    bank = TrajectoryBank(loc)
     assert bank.retrieve("anything at all", k=3) == []
     assert bank.retrieve("the of and", k=3) == []  # stopwords only
     with pytest.raises(DataError, match="expects a Trajectory"):
         bank.add({"task_text": "x"}, accepted=True)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="unknown trajectory bank policy"):
-        TrajectoryBank(tmp_path / "b", policy="everything")  # type: ignore[arg-type]
+        TrajectoryBank(location("b"), policy="everything")  # type: ignore[arg-type]
 
 
 def test_policy_mismatch_and_corrupt_file(tmp_path):
@@ -153,8 +160,9 @@ def test_policy_mismatch_and_corrupt_file(tmp_path):
         TrajectoryBank(broken)
 
 
-def test_batch_is_all_or_nothing(tmp_path):
-    bank = TrajectoryBank(tmp_path)
+def test_batch_is_all_or_nothing(location):
+    loc = location()
+    bank = TrajectoryBank(loc)
     bank.add(_traj("Earlier task about glaciers?", task_id="earlier"), accepted=True)
     with pytest.raises(RuntimeError, match="LM went away"):
         with bank.batch():

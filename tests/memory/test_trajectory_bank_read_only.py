@@ -96,8 +96,9 @@ def test_eval_with_a_mistyped_memory_dir_fails_in_one_line(tmp_path):
     assert server.chat_requests == 0
 
 
-def test_batch_key_applies_once_and_before_apply_runs_first(tmp_path):
-    bank = TrajectoryBank(tmp_path)
+def test_batch_key_applies_once_and_before_apply_runs_first(location):
+    loc = location()
+    bank = TrajectoryBank(loc)
     staged: list[list[dict]] = []
 
     def keep(rows: list[dict]) -> None:
@@ -121,14 +122,15 @@ def test_batch_key_applies_once_and_before_apply_runs_first(tmp_path):
         pass
 
 
-def test_a_long_lived_handle_sees_rows_written_through_another(tmp_path):
-    reader = TrajectoryBank(tmp_path)
-    writer = TrajectoryBank(tmp_path)
+def test_a_long_lived_handle_sees_rows_written_through_another(location):
+    loc = location()
+    reader = TrajectoryBank(loc)
+    writer = TrajectoryBank(loc)
     writer.add(_traj("Who founded the city of Lyon?", "lyon"), accepted=True)
     assert [t.task_id for t, _, _ in reader.retrieve("Lyon founded", k=3)] == ["lyon"]  # index built now
     writer.add(_traj("Who founded the city of Lyon again in Gaul?", "lyon2"), accepted=True)
     assert {t.task_id for t, _, _ in reader.retrieve("Lyon founded", k=3)} == {"lyon", "lyon2"}  # stale: reloaded
-    frozen = TrajectoryBank(tmp_path, read_only=True)
+    frozen = TrajectoryBank(loc, read_only=True)
     assert len(frozen.retrieve("Lyon", k=5)) == 2
     writer.add(_traj("Lyon and its founders in Gaul", "lyon3"), accepted=True)
     assert len(frozen.retrieve("Lyon", k=5)) == 3  # a read-only handle follows the writer too

@@ -64,8 +64,9 @@ def test_a_page_read_by_two_trajectories_is_stored_once_and_given_back_whole(tmp
     assert "thought: read the Lyon page" in rendered and PAGE[:100].strip() in rendered and PAGE not in rendered
 
 
-def test_pages_of_a_checkpointed_batch_survive_a_crash_before_it_was_applied(tmp_path):
-    bank = TrajectoryBank(tmp_path / "bank")
+def test_pages_of_a_checkpointed_batch_survive_a_crash_before_it_was_applied(location):
+    loc = location()
+    bank = TrajectoryBank(loc / "bank")
     staged: list[dict] = []
 
     def checkpoint_then_crash(rows):
