@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, Valid
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from memento.errors import ConfigError
+from memento.memory.location import DirectoryLocation, MemoryLocation
 from memento.scrub import scrub
 
 __all__ = [
@@ -155,7 +156,8 @@ class MemorySettings(_Section):
     drop one to mask it).
     """
 
-    dir: Path = Path("memento_memory")
+    # a directory (SQLite) or postgresql://[user@]host[:port]/db (memory/location.py; no password: PGPASSWORD)
+    dir: MemoryLocation = DirectoryLocation(Path("memento_memory"))
     profile: Literal["budgeted", "paper"] = "budgeted"
     stores: list[Literal["M1", "M2", "M3", "M4"]] = Field(default_factory=_every_store)
     craft_tokens: int = Field(default=300, ge=0)

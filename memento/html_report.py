@@ -373,7 +373,7 @@ _STORE_LABEL = {"craft": "M1 craft", "decomposition": "M2 decomposition", "web_a
                 "facts": "M4 facts"}  # fmt: skip
 
 
-def _memory_page(directory: Path, diff: tuple[int, int] | None) -> str:
+def _memory_page(directory: Any, diff: tuple[int, int] | None) -> str:
     from memento.memory.memento_memory import MementoMemory
 
     mem = MementoMemory(directory, read_only=True)
@@ -470,7 +470,11 @@ def _memory_diff(mem: Any, a: int, b: int) -> str:
 
 # -- entry point -------------------------------------------------------------------------------------------------
 def report_kind(path: str | Path) -> ReportKind:
-    """What ``path`` holds, or a one-line :class:`DataError`."""
+    """What ``path`` holds, or a one-line :class:`DataError` (a ``postgresql://`` location is a memory)."""
+    from memento.memory.location import is_postgres
+
+    if is_postgres(path):
+        return "memory"
     path = Path(path)
     if path.is_dir():
         if (path / "memory.db").exists():
@@ -535,5 +539,11 @@ def write_report(path: str | Path, *, out: str | Path | None = None, diff: tuple
     Raises:
         DataError: ``path`` is missing or holds none of these.
     """
+    from memento.memory.location import is_postgres, parse_location
+
+    if is_postgres(path):  # a memory in PostgreSQL: the report goes to ``out`` or ./report.html
+        target = Path(out) if out is not None else Path("report.html")
+        atomic_write_text(target, _memory_page(parse_location(path), diff))
+        return target
     path = Path(path)
     return _write(path, report_kind(path), Path(out) if out is not None else None, diff)

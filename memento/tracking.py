@@ -188,7 +188,7 @@ class MLflowTracker:
         )
         self.log_artifacts([out_dir / "results.json", out_dir / "trajectories.jsonl", _html(out_dir)])
 
-    def log_training(self, reports: list[Any], memory_dir: Path) -> None:
+    def log_training(self, reports: list[Any], memory_dir: Any) -> None:
         """A :class:`memento.optimize.memento_trainer.MementoTrainer`'s batch reports (one step per batch)."""
         for report in reports:
             data = report.model_dump(mode="json") if hasattr(report, "model_dump") else dict(vars(report))
@@ -298,12 +298,17 @@ class CompareTracking:
         t.log_artifacts([*files, _html(out_dir)])
 
 
-def _html(path: Path) -> Path:
-    """Write the HTML report of ``path`` (to log it as an artifact); a failure is logged, never raised."""
-    from memento.html_report import write_report
+def _html(path: Any) -> Path:
+    """Write the HTML report of ``path`` (to log it as an artifact); a failure is logged, never raised. A memory in
+    PostgreSQL gets its report in a temporary directory."""
+    import tempfile
 
+    from memento.html_report import write_report
+    from memento.memory.location import is_postgres
+
+    out = Path(tempfile.mkdtemp(prefix="memento-report-")) / "report.html" if is_postgres(path) else None
     try:
-        return write_report(path)
+        return write_report(path, out=out)
     except Exception as exc:
         logger.warning("no HTML report for %s: %s", path, exc)
-        return path / "report.html"
+        return out or Path(path) / "report.html"

@@ -142,6 +142,21 @@ class Database(abc.ABC):
             self._in_tx = 0
             self._commit()
 
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[Database]:
+        """Reads that see one consistent state of the part (a read transaction; writers are not blocked)."""
+        with self.lock:
+            self.execute(self.SNAPSHOT)
+            self._in_tx = 1
+            try:
+                yield self
+            finally:
+                self._in_tx = 0
+                self._rollback()
+
+    #: the statement that opens a read transaction
+    SNAPSHOT = "BEGIN"
+
     @property
     def in_transaction(self) -> bool:
         """Whether this connection is inside :meth:`transaction`."""

@@ -33,8 +33,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
+
+from pydantic import BeforeValidator, PlainSerializer
 
 from memento.errors import ConfigError
 
@@ -42,6 +44,7 @@ __all__ = [
     "DirectoryLocation",
     "Location",
     "LocationLike",
+    "MemoryLocation",
     "PostgresLocation",
     "is_postgres",
     "parse_location",
@@ -219,3 +222,11 @@ def _parse_dsn(text: str) -> PostgresLocation:
         params=params,
     )
     return location / "/".join(pieces[1:]) if len(pieces) > 1 else location
+
+
+#: a settings field holding a memory location (``[memory] dir``): parsed on assignment, written back as its string
+MemoryLocation = Annotated[
+    DirectoryLocation | PostgresLocation,
+    BeforeValidator(parse_location),
+    PlainSerializer(str, return_type=str),
+]

@@ -52,6 +52,7 @@ __all__ = [
     "index_columns",
     "FTS_STORES",
     "DB_NAME",
+    "memory_exists",
 ]
 
 logger = logging.getLogger(__name__)
@@ -203,6 +204,22 @@ def _now() -> str:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def memory_exists(location: LocationLike) -> bool:
+    """Whether a MEMENTO memory is stored at ``location`` (``memory.db`` in the directory, or the ``items`` table of
+    its PostgreSQL schema); nothing is created."""
+    loc = parse_location(location)
+    if isinstance(loc, DirectoryLocation):
+        return (loc.path / DB_NAME).exists()
+    try:
+        db = open_database(loc, DB_NAME, read_only=True, what="memory")
+    except DataError:
+        return False
+    try:
+        return db.has_table("items")
+    finally:
+        db.close()
 
 
 class VersionInfo(dict):

@@ -43,13 +43,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import dspy
 
 from memento.errors import ConfigError, MemoryFrozenError, handle_error
 from memento.memory.case_bank import CaseBank, RetrievalPolicy, open_case_bank
+from memento.memory.location import Location
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
 from memento.programs.registry import register_method
 from memento.programs.research_program import ResearchCall, ResearchProgram
@@ -565,7 +565,7 @@ def build_cbr(
     settings: Settings,
     roles: Roles | None = None,
     trainset: list[Any] | None = None,
-    memory_dir: Path | None = None,
+    memory_dir: Location | None = None,
     policy: RetrievalPolicy | None = None,
     frozen: bool = False,
     embedder: Any = None,
@@ -586,7 +586,7 @@ def build_cbr(
     from memento.web.factory import web_tools_factory
 
     cbr = settings.cbr
-    root = Path(memory_dir or settings.memory.dir)
+    root = memory_dir or settings.memory.dir
     bank = open_case_bank(
         root / "cbr",
         settings,

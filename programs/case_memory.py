@@ -25,13 +25,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import dspy
 
 from memento.errors import ConfigError
 from memento.memory.case_bank import CaseBank, RetrievalPolicy, open_case_bank
+from memento.memory.location import Location
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD
 from memento.programs.baselines import ClosedBook, FewShot, _join_context
 from memento.programs.case_based_agent import render_cases
@@ -151,7 +151,7 @@ def _build(
     settings: Settings,
     roles: Roles | None,
     trainset: list[Any] | None,
-    memory_dir: Path | None,
+    memory_dir: Location | None,
     frozen: bool,
     few_shot: bool,
     embedder: Any = None,
@@ -160,7 +160,7 @@ def _build(
         raise ConfigError("method few_shot_cases needs a training set for its demonstrations (`memento eval --train`)")
     cbr = settings.cbr
     bank = open_case_bank(
-        Path(memory_dir or settings.memory.dir) / "cbr",
+        (memory_dir or settings.memory.dir) / "cbr",
         settings,
         frozen=frozen,
         embedder=embedder,
@@ -188,7 +188,7 @@ def build_closed_book_cases(
     settings: Settings,
     roles: Roles | None = None,
     trainset: list[Any] | None = None,
-    memory_dir: Path | None = None,
+    memory_dir: Location | None = None,
     frozen: bool = False,
     embedder: Any = None,
 ) -> CaseMemoryBaseline:
@@ -203,7 +203,7 @@ def build_few_shot_cases(
     settings: Settings,
     roles: Roles | None = None,
     trainset: list[Any] | None = None,
-    memory_dir: Path | None = None,
+    memory_dir: Location | None = None,
     frozen: bool = False,
     embedder: Any = None,
 ) -> CaseMemoryBaseline:

@@ -33,12 +33,12 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dspy
 
 from memento.errors import ConfigError, handle_error
+from memento.memory.location import Location
 from memento.memory.memory_guard import MemoryGuard, texts_read
 from memento.memory.trajectory_bank import BankPolicy, TrajectoryBank
 from memento.programs.jitmem_curator import (
@@ -280,7 +280,7 @@ def build_jitmem(
     settings: Settings,
     roles: Roles | None,
     trainset: list[Any] | None = None,
-    memory_dir: Path | None = None,
+    memory_dir: Location | None = None,
     executor: str | None = None,
     policy: BankPolicy | None = None,
     frozen: bool = False,
@@ -300,7 +300,7 @@ def build_jitmem(
         raise ConfigError("jitmem.executor cannot be jitmem itself")
     inner = build_program(name, task=task, settings=settings, roles=roles)
     bank = TrajectoryBank(
-        Path(memory_dir or settings.memory.dir) / "jitmem", policy=policy or jit.policy, read_only=frozen, bm25=jit.bm25
+        (memory_dir or settings.memory.dir) / "jitmem", policy=policy or jit.policy, read_only=frozen, bm25=jit.bm25
     )
     curator = JitMemCurator(payload_tokens=jit.payload_tokens)
     return JitMemAgent(inner, bank, curator, k=jit.k, judge=True, roles=roles, task=task, store=not frozen)

@@ -33,10 +33,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from memento.errors import ConfigError, DataError, handle_error
+from memento.memory.location import Location
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree, _TreeRun
 from memento.programs.exploration_agent import ExplorationAgent
 from memento.programs.registry import register_method
@@ -189,7 +189,7 @@ def _build_memento(
     settings: Settings,
     roles: Roles | None = None,
     trainset=None,
-    memory_dir: Path | None = None,
+    memory_dir: Location | None = None,
     frozen: bool = True,
     embedder: Any = None,
     web: Any = None,
@@ -204,9 +204,10 @@ def _build_memento(
     steps per sample. ``web`` replaces the settings' web-tools factory (e.g. a counting wrapper).
     """
     from memento.memory.memento_memory import open_memory
+    from memento.memory.sqlite_store import memory_exists
     from memento.web.factory import web_tools_factory
 
-    directory = Path(memory_dir) if memory_dir is not None else Path(settings.memory.dir)
+    directory = memory_dir if memory_dir is not None else settings.memory.dir
     tools = web if web is not None else web_tools_factory(settings)
     if not frozen:
         from memento.programs.memento_learner import MementoLearner
@@ -224,7 +225,7 @@ def _build_memento(
             roles=roles,
             stages=learner,
         )
-    if not (directory / "memory.db").exists():
+    if not memory_exists(directory):
         raise DataError(f"no trained memory at {directory}: run `memento train --memory {directory}` first")
     return Memento(
         task,

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import dspy
 
 from memento.errors import ConfigError
+from memento.memory.location import Location
 from memento.programs.bound_react import BoundReAct
 from memento.programs.registry import register_method
 from memento.programs.research_program import ResearchCall, ResearchProgram
@@ -199,9 +200,11 @@ def _build_react_rewrite_rerank(*, task, settings, roles=None, trainset=None, me
 
 
 @register_method("react_memory", reads="memento")
-def _build_react_memory(*, task, settings, roles=None, trainset=None, memory_dir: Path | None = None) -> ReActAgent:
+def _build_react_memory(*, task, settings, roles=None, trainset=None, memory_dir: Location | None = None) -> ReActAgent:
+    from memento.memory.sqlite_store import memory_exists
+
     memory_dir = memory_dir or settings.memory.dir
-    if memory_dir is None or not Path(memory_dir).expanduser().exists():
+    if memory_dir is None or not memory_exists(memory_dir):
         raise ConfigError(
             f"method react_memory needs an existing memory directory (--memory DIR); {memory_dir} does not exist"
         )

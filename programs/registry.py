@@ -26,10 +26,10 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memento.errors import ConfigError
+from memento.memory.location import LocationLike, parse_location
 from memento.tasks.task import Task, get_task
 
 if TYPE_CHECKING:
@@ -206,7 +206,7 @@ def build_program(
     settings: Settings,
     roles: Roles | None = None,
     trainset: list[Any] | None = None,
-    memory_dir: str | Path | None = None,
+    memory_dir: LocationLike | None = None,
     frozen: bool | None = None,
     **injected: Any,
 ) -> dspy.Module:
@@ -244,6 +244,6 @@ def build_program(
         settings=settings,
         roles=roles,
         trainset=trainset,
-        memory_dir=Path(memory_dir) if memory_dir is not None else None,
+        memory_dir=parse_location(memory_dir) if memory_dir is not None else None,
         **extra,
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
@@ -137,17 +136,18 @@ def cancellable(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def memory_lock(directory: Path | str, *, no_wait: bool = False) -> Any:
-    """The write lock of a memory directory (:class:`~memento.memory.dir_lock.DirectoryLock`) with the CLI's message.
+def memory_lock(directory: Any, *, no_wait: bool = False) -> Any:
+    """The writer lock of a memory (a directory's OS lock, or a PostgreSQL advisory lock:
+    :func:`memento.memory.database.writer_lock`) with the CLI's message.
 
     Waiting prints one line on stderr; with ``no_wait`` a held lock is a one-line error naming the holder.
     """
-    from memento.memory.dir_lock import DirectoryLock
+    from memento.memory.database import writer_lock
 
     def _say(message: str) -> None:
         err_console.print(f"memento: {message}", markup=False, highlight=False)
 
-    return DirectoryLock(directory, wait=not no_wait, on_wait=_say)
+    return writer_lock(directory, wait=not no_wait, on_wait=_say)
 
 
 def not_available(name: str) -> None:

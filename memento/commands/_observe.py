@@ -138,7 +138,7 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
-def report_hint(path: Path, *, quiet: bool = False) -> str:
+def report_hint(path: Path | str | Any, *, quiet: bool = False) -> str:
     """Print (unless ``quiet``) and return the command that writes the HTML report of ``path``."""
     command = f"memento report {shlex.quote(str(path))}"
     if not quiet:

@@ -20,6 +20,7 @@ from memento.commands._common import METHODS_HELP, cancellable, cli_errors, cons
 from memento.commands._observe import JsonOpt, eval_payload, observe, print_json, report_hint
 from memento.commands._options import Flags, LimitOpt, MetricOpt, TaskOpt, with_flags
 from memento.errors import Cancelled, ConfigError, DataError, LMUnavailableError, MementoError
+from memento.memory.location import DirectoryLocation, Location, parse_location
 from memento.paths import writable_dir
 from memento.text import one_line
 from memento.usage import UsageMeter
@@ -80,7 +81,8 @@ def eval_(
         Path | None, typer.Option("--program", help="A saved program state (program.save) to load first.")
     ] = None,
     memory: Annotated[
-        Path | None, typer.Option("--memory", help="Memory directory (memory-using methods); opened frozen.")
+        str | None,
+        typer.Option("--memory", help="Memory: a directory or postgresql://[user@]host[:port]/db; opened frozen."),
     ] = None,
     train: Annotated[
         Path | None, typer.Option("--train", help="Labelled examples for methods that need them (few_shot demos).")
@@ -124,6 +126,7 @@ def eval_(
     if train is not None and not train.exists():
         raise DataError(f"training file not found: {train}")
     settings = flags.settings()
+    location = parse_location(memory) if memory is not None else None  # one line for a bad location, before any call
     stream_protocol = method == "jitmem" and settings.jitmem.protocol == "stream"
     if stream_protocol and settings.jitmem.warm and memory is None:
         raise ConfigError("--warm starts the test stream from a training bank: give it with --memory DIR")
@@ -159,13 +162,13 @@ def eval_(
     data_files = {"data": data, "train": train, "program": program_file}
     finish = _Finish(settings, data_files, started_at, out_dir=out_dir, fallback_dir=fallback_dir, seen=seen)
     if stream_protocol:  # JitMem's test protocol: the bank grows over the test stream, over seeded orderings
-        streamed = _eval_jitmem_stream(task_spec, examples, score, settings=settings, roles=roles, memory=memory,
+        streamed = _eval_jitmem_stream(task_spec, examples, score, settings=settings, roles=roles, memory=location,
                                        out_dir=out_dir, metric_name=f"{task_spec.name} {metric} metric")  # fmt: skip
         finish(streamed.model_copy(update={"run_key": key}), method=method, as_json=as_json)
         return
     # evaluation is test time: memory-bearing methods read their memory and never write to it
     program = build_program(
-        method, task=task_spec, settings=settings, roles=roles, trainset=trainset, memory_dir=memory, frozen=True
+        method, task=task_spec, settings=settings, roles=roles, trainset=trainset, memory_dir=location, frozen=True
     )
     if program_file is not None:
         try:
@@ -275,7 +278,7 @@ def _eval_jitmem_stream(
     *,
     settings: Any,
     roles: Any,
-    memory: Path | None,
+    memory: Location | None,
     out_dir: Path,
     metric_name: str,
 ) -> Any:
@@ -285,7 +288,9 @@ def _eval_jitmem_stream(
     from memento.programs.registry import build_program
 
     jit = settings.jitmem
-    warm_bank = memory / "jitmem" if jit.warm and memory is not None else None
+    if jit.warm and memory is not None and not isinstance(memory, DirectoryLocation):
+        raise ConfigError("--warm copies the training bank into each stream: give a directory memory (--memory DIR)")
+    warm_bank = memory.path / "jitmem" if jit.warm and isinstance(memory, DirectoryLocation) else None
     if warm_bank is not None and not (warm_bank / "trajectories.sqlite3").is_file():
         raise DataError(f"no JitMem bank at {warm_bank} to start the stream from")
     tasks = [task_spec.preprocess(ex) for ex in examples]

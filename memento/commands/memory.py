@@ -27,6 +27,7 @@ from memento.commands._common import (
 from memento.commands._observe import JsonOpt, print_json
 from memento.commands._options import ConfigOpt, NoWaitOpt
 from memento.config import load_settings
+from memento.memory.location import Location, parse_location
 from memento.text import one_line
 
 __all__ = ["register", "app"]
@@ -35,14 +36,22 @@ logger = logging.getLogger(__name__)
 
 app = typer.Typer(help="Inspect and manage a MEMENTO memory directory (M1-M4, versions).", no_args_is_help=True)
 
-MemoryOpt = Annotated[Path | None, typer.Option("--memory", help="Memory directory (default: settings.memory.dir).")]
+MemoryOpt = Annotated[
+    str | None,
+    typer.Option("--memory", help="Memory: a directory or postgresql://[user@]host[:port]/db ([memory] dir)."),
+]
 
 
-def _open(memory: Path | None, config: Path | None, *, write: bool = False) -> Any:
+def _location(memory: str | Location | None, config: Path | None) -> Location:
+    """The memory ``--memory`` names (one parser: :func:`memento.memory.location.parse_location`), else the
+    settings' ``[memory] dir``."""
+    return parse_location(memory) if memory is not None else load_settings(config).memory.dir
+
+
+def _open(memory: str | Location | None, config: Path | None, *, write: bool = False) -> Any:
     from memento.memory.memento_memory import MementoMemory
 
-    directory = memory or load_settings(config).memory.dir
-    return MementoMemory(directory, read_only=not write)
+    return MementoMemory(_location(memory, config), read_only=not write)
 
 
 @app.command("show")
@@ -99,12 +108,12 @@ def stats(
     config: ConfigOpt = None,
 ) -> None:
     """Counts per store and the version history; the JitMem trajectory bank's size on disk when there is one."""
-    from memento.memory.sqlite_store import DB_NAME
+    from memento.memory.sqlite_store import memory_exists
     from memento.memory.trajectory_bank import disk_usage
 
-    directory = Path(memory or load_settings(config).memory.dir).expanduser()
+    directory = _location(memory, config)
     bank = disk_usage(directory / "jitmem")  # where `run`/`eval --method jitmem` keep the bank (programs/jitmem_agent)
-    if bank is not None and not (directory / DB_NAME).exists():  # a JitMem memory directory: the bank alone
+    if bank is not None and not memory_exists(directory):  # a JitMem memory: the bank alone
         if as_json:
             print_json({"directory": str(directory), "jitmem_bank": asdict(bank)})
         else:
@@ -275,7 +284,7 @@ def rollback(
     config: ConfigOpt = None,
 ) -> None:
     """Restore a version (the change log keeps everything; later versions are marked rolled back)."""
-    directory = memory or load_settings(config).memory.dir
+    directory = _location(memory, config)
     with memory_lock(directory, no_wait=no_wait):  # never while a trainer writes the same memory
         with _open(directory, config, write=True) as mem:
             before = mem.version
@@ -298,6 +307,10 @@ def export(
             f"exported memory version {version if version is not None else mem.version} to {escape(str(path))}"
         )
 
+
+from memento.commands.memory_copy import memory_copy  # noqa: E402 - registered with the group below
+
+app.command("copy")(memory_copy)
 
 try:  # the Q-gate statistics live with the case bank (helper module, optional)
     from memento.commands.memory_qgate import qgate_stats

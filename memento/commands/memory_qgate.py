@@ -21,18 +21,21 @@ from memento.commands._common import (
 )
 from memento.commands._options import ConfigOpt
 from memento.config import load_settings
+from memento.memory.location import Location, parse_location
 
 __all__ = ["qgate_stats", "resolve_bank_dir"]
 
 
-def resolve_bank_dir(path: Path) -> Path:
-    """The case bank directory for ``--memory``: ``path`` itself or ``path/cbr``."""
+def resolve_bank_dir(path: str | Path | Location) -> Location:
+    """The case bank for ``--memory``: ``path`` itself or ``path/cbr`` (a directory or a PostgreSQL location)."""
     from memento.memory.case_bank import DB_NAME, CaseBankError
+    from memento.memory.case_store import bank_exists
 
-    for candidate in (path, path / "cbr"):
-        if (candidate / DB_NAME).is_file():
+    location = parse_location(path)
+    for candidate in (location, location / "cbr"):
+        if bank_exists(candidate):
             return candidate
-    raise CaseBankError(f"no case bank under {path} (looked for {DB_NAME} in it and in {path / 'cbr'})")
+    raise CaseBankError(f"no case bank under {location} (looked for {DB_NAME} in it and in {location / 'cbr'})")
 
 
 def _fmt(value: float) -> str:
@@ -41,7 +44,9 @@ def _fmt(value: float) -> str:
 
 @cli_errors
 def qgate_stats(
-    memory: Annotated[Path, typer.Option("--memory", help="Case bank directory, or a memory dir holding cbr/.")],
+    memory: Annotated[
+        str, typer.Option("--memory", help="Case bank, or a memory holding cbr/ (a directory or postgresql://...).")
+    ],
     namespace: Annotated[
         str | None, typer.Option("--namespace", help="Only pairs logged in this namespace (default: all).")
     ] = None,

@@ -37,7 +37,7 @@ PROGRAM_FILE = "program.json"
 def optimize_curator_command(
     task: TaskOpt,
     memory: Annotated[
-        Path, typer.Option("--memory", help="Memory directory holding the JitMem bank (jitmem/); read only.")
+        str, typer.Option("--memory", help="Memory holding the JitMem bank (jitmem/): a directory or postgresql://.")
     ],
     train: Annotated[Path, typer.Option("--train", help="Labelled examples the curator is tuned on.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output directory: program.json and curator.json.")],

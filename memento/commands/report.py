@@ -21,7 +21,10 @@ __all__ = ["register", "report"]
 
 @cli_errors
 def report(
-    path: Annotated[Path, typer.Argument(help="A trajectory JSON file, or an eval, compare or memory directory.")],
+    path: Annotated[
+        str,
+        typer.Argument(help="A trajectory JSON file, an eval, compare or memory directory, or a postgresql:// memory."),
+    ],
     out: Annotated[Path | None, typer.Option("--out", "-o", help="The HTML file to write.")] = None,
     diff: Annotated[
         tuple[int, int] | None,

@@ -7,7 +7,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import importlib
 import json
@@ -26,6 +25,7 @@ from memento.commands._observe import JsonOpt, observe, print_json, report_hint
 from memento.commands._options import Flags, NoWaitOpt, TaskOpt, with_flags
 from memento.errors import ConfigError, DataError
 from memento.files import atomic_write_text
+from memento.memory.location import Location, parse_location
 from memento.paths import writable_dir
 from memento.text import one_line
 
@@ -255,7 +255,10 @@ def run(
     cutoff: Annotated[
         str | None, typer.Option("--cutoff", help="Hide sources published on or after this date (YYYY-MM-DD).")
     ] = None,
-    memory: Annotated[Path | None, typer.Option("--memory", help="Memory directory (memory-using methods).")] = None,
+    memory: Annotated[
+        str | None,
+        typer.Option("--memory", help="Memory: a directory or postgresql://[user@]host[:port]/db (memory methods)."),
+    ] = None,
     no_wait: NoWaitOpt = False,
     as_json: JsonOpt = False,
     *,
@@ -279,13 +282,14 @@ def run(
 
     require_method_extras(method)  # a missing extra is one line before the memory directory is created or locked
     info = method_info(method)
-    lock: Any = contextlib.nullcontext()
-    if info is not None and info.writes:  # their runs add to the bank: one writer per memory directory, open to save
-        lock = memory_lock(Path(memory or settings.memory.dir), no_wait=no_wait)
-    with lock:
-        pred, program = _run_program(
-            method, task_spec, settings, roles, memory, task_inputs, cutoff=cutoff, trace=trace
-        )
+    location = parse_location(memory) if memory is not None else None  # a bad location: one line, before any LM call
+    if info is not None and info.writes and no_wait:
+        # a run appends cases/trajectories in short transactions (many runs at once); --no-wait still refuses to
+        # start while another process holds the memory's writer lock (a training run), naming it
+        part = (location or settings.memory.dir) / ("cbr" if method == "cbr" else "jitmem")
+        with memory_lock(part, no_wait=True):
+            pass
+    pred, program = _run_program(method, task_spec, settings, roles, location, task_inputs, cutoff=cutoff, trace=trace)
     trajectory: Trajectory = pred.trajectory
     trajectory.method = trajectory.method or method
     trajectory.provenance = provenance(settings, started_at=started_at)
@@ -305,7 +309,7 @@ def _run_program(
     task_spec: Task,
     settings: Any,
     roles: Any,
-    memory: Path | None,
+    memory: Location | None,
     task_inputs: dict[str, Any],
     *,
     cutoff: str | None,

@@ -48,7 +48,10 @@ def train(
     task: TaskOpt,
     data: Annotated[Path, typer.Option("--data", help="The task's training data file.")],
     memory: Annotated[
-        Path | None, typer.Option("--memory", help="Memory directory (default: settings.memory.dir).")
+        str | None,
+        typer.Option(
+            "--memory", help="Memory: a directory or postgresql://[user@]host[:port]/db (default: [memory] dir)."
+        ),
     ] = None,
     limit: LimitOpt = None,
     metric: MetricOpt = "default",
@@ -72,17 +75,17 @@ def train(
     if not examples:
         raise DataError(f"no examples in {data}")
     score = task_spec.make_metric(metric, roles=roles)
-    directory = memory or settings.memory.dir
+    directory = settings.memory.dir  # the location --memory gave (parsed with the settings), else [memory] dir
     vectors = embedder_named(embedder)
-    with memory_lock(directory, no_wait=no_wait):  # one writer per memory directory, for all of its writes
+    with memory_lock(directory, no_wait=no_wait):  # one writer per memory, for all of its writes
         reports = _fit(directory, vectors, task_spec, examples, score, settings, roles)
     if seen.tracker is not None:
-        seen.tracker.log_training(reports, Path(directory))
-    report_hint(Path(directory))
+        seen.tracker.log_training(reports, directory)
+    report_hint(directory)
 
 
 def _fit(
-    directory: Path,
+    directory: Any,
     vectors: Any,
     task_spec: Any,
     examples: list[Any],

@@ -53,7 +53,7 @@ def test_wheel_declares_pins_and_console_script(wheel: Path) -> None:
         assert f'Requires-Dist: torch==2.13.0; extra == "{extra}"' in text
     assert 'Requires-Dist: optuna>=3.0; extra == "miprov2"' in text
     assert 'Requires-Dist: matplotlib>=3.8; extra == "plots"' in text
-    assert 'Requires-Dist: memento-dspy[cbr,embeddings,miprov2,mlflow,plots]; extra == "dev"' in text
+    assert 'Requires-Dist: memento-dspy[cbr,embeddings,miprov2,mlflow,plots,postgres]; extra == "dev"' in text
     entry = next(n for n in zf.namelist() if n.endswith("entry_points.txt"))
     assert "memento = memento.cli:main" in zf.read(entry).decode()
 
