@@ -344,4 +344,3 @@ def _gate_bytes(location: Location) -> bytes | None:
 def _check_gate(src: Location, dst: Location) -> None:
     if _gate_bytes(src) != _gate_bytes(dst):
         raise DataError(f"the Q-gate copied to {dst} differs from its source")
-
