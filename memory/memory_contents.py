@@ -27,7 +27,10 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memento.memory.location import Location
 
 __all__ = [
     "ItemRecord",
@@ -145,15 +148,17 @@ def diff_items(this: Iterable[ItemRecord], other: Iterable[ItemRecord]) -> Conte
     return diff
 
 
-def memory_items(directory: str | Path) -> list[ItemRecord]:
-    """Every item of the memory at ``directory`` (each store that exists there), read-only.
+def memory_items(directory: str | Path | Location) -> list[ItemRecord]:
+    """Every item of the memory at ``directory`` (a directory or a PostgreSQL location; each store that exists
+    there), read-only.
 
     Raises:
-        DataError: the directory holds no memory store at all.
+        DataError: the location holds no memory store at all.
     """
     from memento.errors import DataError
+    from memento.memory.location import parse_location
 
-    root = Path(directory).expanduser()
+    root = parse_location(directory)
     items: list[ItemRecord] = []
     found = False
     for reader in (_memento_items, _case_items, _trajectory_items):
@@ -166,28 +171,28 @@ def memory_items(directory: str | Path) -> list[ItemRecord]:
     return items
 
 
-def _memento_items(root: Path) -> list[ItemRecord] | None:
+def _memento_items(root: Location) -> list[ItemRecord] | None:
     from memento.memory.memento_memory import MementoMemory
-    from memento.memory.sqlite_store import DB_NAME
+    from memento.memory.sqlite_store import memory_exists
 
-    if not (root / DB_NAME).is_file():
+    if not memory_exists(root):
         return None
     with MementoMemory(root, read_only=True) as memory:
         return list(memory.content_items())
 
 
-def _case_items(root: Path) -> list[ItemRecord] | None:
-    from memento.memory.case_store import DB_NAME, content_items
+def _case_items(root: Location) -> list[ItemRecord] | None:
+    from memento.memory.case_store import bank_exists, content_items
 
     bank = root / "cbr"
-    return list(content_items(bank)) if (bank / DB_NAME).is_file() else None
+    return list(content_items(bank)) if bank_exists(bank) else None
 
 
-def _trajectory_items(root: Path) -> list[ItemRecord] | None:
-    from memento.memory.trajectory_bank import TrajectoryBank
+def _trajectory_items(root: Location) -> list[ItemRecord] | None:
+    from memento.memory.trajectory_bank import TrajectoryBank, bank_exists
 
     bank = root / "jitmem"
-    if not (bank / "trajectories.sqlite3").is_file():
+    if not bank_exists(bank):
         return None
     reader = TrajectoryBank.open_read_only(bank)
     try:

@@ -58,6 +58,7 @@ __all__ = [
     "BankDiskUsage",
     "RetrievedTrajectory",
     "StagedRow",
+    "bank_exists",
     "disk_usage",
     "SCHEMA_VERSION",
 ]
@@ -141,6 +142,11 @@ def _tree_bytes(path: Path) -> int:
     if not path.is_dir():
         return 0
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def bank_exists(location: LocationLike) -> bool:
+    """Whether a trajectory bank is stored at ``location`` (nothing is created)."""
+    return _bank_exists(parse_location(location))
 
 
 def _bank_exists(loc: DirectoryLocation | PostgresLocation) -> bool:

@@ -179,11 +179,11 @@ def diff(
     b: Annotated[int | None, typer.Argument(help="The newer version.")] = None,
     memory: MemoryOpt = None,
     against: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--against",
-            help="Compare with another memory directory by content (M1-M4, case bank, trajectory bank), ignoring "
-            "ids and timestamps; exit 1 when they differ.",
+            help="Compare with another memory (a directory or postgresql://...) by content (M1-M4, case bank, "
+            "trajectory bank), ignoring ids and timestamps; exit 1 when they differ.",
         ),
     ] = None,
     as_json: JsonOpt = False,
@@ -199,7 +199,7 @@ def diff(
             from memento.errors import ConfigError
 
             raise ConfigError("memory diff --against compares the current contents of two memories: give no versions")
-        _diff_against(Path(memory or load_settings(config).memory.dir), against, as_json=as_json)
+        _diff_against(_location(memory, config), parse_location(against), as_json=as_json)
         return
     if a is None or b is None:
         from memento.errors import ConfigError
@@ -242,7 +242,7 @@ def diff(
                     )
 
 
-def _diff_against(this: Path, other: Path, *, as_json: bool) -> None:
+def _diff_against(this: Location, other: Location, *, as_json: bool) -> None:
     """Print the content diff of two memory directories (``--json``: as JSON); exit 1 when they differ."""
     from memento.memory.memory_contents import diff_items, memory_items
 

@@ -80,6 +80,10 @@ def test_copy_to_postgres_and_back_is_lossless(tmp_path, pg_location):
     assert set(digests) == {"memory", "cbr", "jitmem"} and digests["jitmem"]["pages"][0] == 1
     assert table_digests(dsn) == digests and table_digests(back) == digests
     assert gate_bytes(dsn) == gate_bytes(back) == (source / "cbr" / "qgate.pt").read_bytes()
+    runner = CliRunner()  # memento memory diff --against: the same contents, read through each backend
+    for one, other in ((source, dsn), (dsn, back)):
+        same = runner.invoke(app, ["memory", "diff", "--memory", str(one), "--against", str(other)])
+        assert same.exit_code == 0 and "same contents" in same.output, same.output
     expected = _reads(source)
     assert _reads(dsn) == expected and _reads(back) == expected
     # the copy keeps working as a memory: a new version continues the numbering, rows continue after the copied ones
