@@ -389,6 +389,8 @@ class OpenAICompatServer:
         self.max_in_flight = 0  # the most chat requests served at once
         self.known_models = known_models  # None: any model name is served
         self.requests: list[dict[str, Any]] = []
+        # the server's log of answered chat requests: (started, ended, prompt text), monotonic seconds
+        self.timeline: list[tuple[float, float, str]] = []
         self.chat_requests = 0
         self._lock = threading.Lock()
         self._status_sequence = list(status_sequence or [])
@@ -459,11 +461,14 @@ class OpenAICompatServer:
                     outer.chat_requests += 1
                     outer.in_flight += 1
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                started = time.monotonic()
                 try:
                     payload = self._answer(body)
                 finally:  # counted in flight until answered, not until the client has read the answer
+                    prompt = "\n".join(_content_text(m.get("content")) for m in body.get("messages", []))
                     with outer._lock:
                         outer.in_flight -= 1
+                        outer.timeline.append((started, time.monotonic(), prompt))
                 self._send(200, payload)
 
             def _answer(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -33,13 +33,23 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from memento.memory.location import Location, LocationLike, parse_location
 
-__all__ = ["Cursor", "Database", "DatabaseError", "IntegrityError", "WriterLock", "open_database", "writer_lock"]
+__all__ = [
+    "Cursor",
+    "Database",
+    "DatabaseError",
+    "IntegrityError",
+    "WriterLock",
+    "open_database",
+    "writer_lock",
+    "writer_lock_holder",
+]
 
 
 class DatabaseError(Exception):
@@ -92,9 +102,10 @@ class Database(abc.ABC):
     #: spellings of the DDL placeholders
     TYPES: dict[str, str] = {}
 
-    def __init__(self, location: Location, *, read_only: bool) -> None:
+    def __init__(self, location: Location, *, read_only: bool, what: str = "memory") -> None:
         self.location = location
         self.read_only = read_only
+        self.what = what
         self.lock = threading.RLock()
         self._in_tx = 0
 
@@ -140,6 +151,7 @@ class Database(abc.ABC):
                 self._rollback()
                 raise
             self._in_tx = 0
+            _crash_point(self.what)
             self._commit()
 
     @contextlib.contextmanager
@@ -207,6 +219,42 @@ class Database(abc.ABC):
     @abc.abstractmethod
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
+
+
+_commits: dict[str, int] = {}
+_commits_lock = threading.Lock()
+
+
+def _crash_point(what: str) -> None:
+    """A test hook: ``MEMENTO_TEST_CRASH_AT_COMMIT="memory:3"`` ends the process (exit 70, no cleanup) just before
+    the 3rd commit of a ``memory`` transaction (``case bank``, ``trajectory bank``: the other parts), every write of
+    that transaction sent but not committed, as a crash or a lost machine would."""
+    spec = os.environ.get("MEMENTO_TEST_CRASH_AT_COMMIT")
+    if not spec:
+        return
+    part, _, nth = spec.rpartition(":")
+    if part != what:
+        return
+    with _commits_lock:
+        _commits[what] = _commits.get(what, 0) + 1
+        if _commits[what] == int(nth):
+            os._exit(70)
+
+
+def writer_lock_holder(location: LocationLike) -> str | None:
+    """Who holds the writer lock of a memory part (``"pid 123 ..."``), or None: the directory's lock file, or the
+    PostgreSQL session holding the part's advisory lock."""
+    loc = parse_location(location)
+    if loc.backend == "postgres":
+        from memento.memory.advisory_lock import advisory_lock_holder
+        from memento.memory.postgres_database import connect
+
+        with contextlib.closing(connect(loc)) as conn:  # type: ignore[arg-type]
+            holder = advisory_lock_holder(conn, loc)  # type: ignore[arg-type]
+        return holder.removeprefix("memento ") if holder else None
+    from memento.memory.dir_lock import lock_holder
+
+    return lock_holder(loc.path)  # type: ignore[union-attr]
 
 
 def open_database(

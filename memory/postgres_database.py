@@ -107,7 +107,7 @@ class PostgresDatabase(Database):
     def __init__(
         self, location: PostgresLocation, *, read_only: bool, create: bool = True, what: str = "memory"
     ) -> None:
-        super().__init__(parse_location(location), read_only=read_only)
+        super().__init__(parse_location(location), read_only=read_only, what=what)
         self.pg_location: PostgresLocation = location
         self.schema = location.schema
         self.what = what

@@ -55,7 +55,7 @@ class SQLiteDatabase(Database):
     def __init__(
         self, location: DirectoryLocation, file_name: str, *, read_only: bool, create: bool = True, what: str = "memory"
     ) -> None:
-        super().__init__(location, read_only=read_only)
+        super().__init__(location, read_only=read_only, what=what)
         self.directory = location.path
         self.path = self.directory / file_name
         if self.directory.exists() and not self.directory.is_dir():

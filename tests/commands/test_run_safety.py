@@ -1,13 +1,17 @@
-"""`memento run`: concurrent CBR runs on one bank keep every case; any task's inputs; the live-web notice."""
+"""`memento run`: concurrent CBR and JitMem runs on one memory (a directory or PostgreSQL) keep every case and
+trajectory and do not wait for each other; any task's inputs; the live-web notice."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
@@ -27,36 +31,55 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def test_three_concurrent_cbr_runs_keep_all_three_cases(tmp_path: Path) -> None:
-    from memento.memory.case_bank import CaseBank
+class _Rendezvous(ScriptedEngine):
+    """A scripted LM whose first call of each of ``n`` runs (told apart by "book number i" in the prompt) waits
+    until all ``n`` runs have a call in flight: runs serialised by a lock would never meet (the wait times out)."""
 
-    memory = tmp_path / "mem"
-    with OpenAICompatServer(latency=0.05) as server:
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+        self.seen: set[str] = set()
+        self.met = False
+        self._cond = threading.Condition()
+
+    def reply(self, system: str, messages: list[dict[str, str]]) -> str:
+        found = re.search(r"book number (\d+)", " ".join(m["content"] for m in messages))
+        if found is not None:
+            with self._cond:
+                self.seen.add(found.group(1))
+                self._cond.notify_all()
+                self.met = self._cond.wait_for(lambda: len(self.seen) >= self.n, timeout=120) or self.met
+        return super().reply(system, messages)
+
+
+def _overlapping_runs(timeline: list[tuple[float, float, str]]) -> set[frozenset[str]]:
+    """The pairs of runs (by question number) with LM calls in flight at the same time, from the server's log."""
+    spans = []
+    for started, ended, prompt in timeline:
+        found = re.search(r"book number (\d+)", prompt)
+        if found is not None:
+            spans.append((started, ended, found.group(1)))
+    return {
+        frozenset((a[2], b[2]))
+        for a in spans
+        for b in spans
+        if a[2] != b[2] and a[0] < b[1] and b[0] < a[1]
+    }
+
+
+@pytest.mark.parametrize("method", ["cbr", "jitmem"])
+def test_three_concurrent_runs_keep_every_case_and_trajectory_and_overlap(tmp_path: Path, location, method) -> None:
+    memory = location("mem")
+    engine = _Rendezvous(3)
+    with OpenAICompatServer(engine, latency=0.05) as server:
         procs = [
             subprocess.Popen(
                 [
-                    sys.executable,
-                    "-m",
-                    "memento.cli",
-                    "run",
-                    "--task",
-                    "qa",
-                    "--method",
-                    "cbr",
-                    "--question",
-                    f"Who wrote book number {i}?",
-                    "--memory",
-                    str(memory),
-                    "--corpus",
-                    str(CORPUS),
-                    "--lm",
-                    "openai/x",
-                    "--api-base",
-                    server.api_base,
-                    "--out",
-                    str(tmp_path / f"run{i}.json"),
+                    sys.executable, "-m", "memento.cli", "run", "--task", "qa", "--method", method,
+                    "--question", f"Who wrote book number {i}?", "--memory", str(memory), "--corpus", str(CORPUS),
+                    "--lm", "openai/x", "--api-base", server.api_base, "--out", str(tmp_path / f"run{i}.json"),
                 ],
-                env=_env(tmp_path),
+                env={**_env(tmp_path), "MEMENTO_JITMEM_TRAIN_GATE": "ground_truth"},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -67,6 +90,20 @@ def test_three_concurrent_cbr_runs_keep_all_three_cases(tmp_path: Path) -> None:
     for proc, (_, err) in zip(procs, results, strict=True):
         assert proc.returncode == 0, err[-2000:]
         assert "Traceback" not in err
+    # no run waited for another: the three met at the server, and its log shows their LM calls overlapping
+    assert engine.met and len(_overlapping_runs(server.timeline)) == 3
+    if method == "cbr":
+        _check_cases(memory)
+    else:
+        _check_trajectories(memory)
+    for i in range(3):
+        saved = json.loads((tmp_path / f"run{i}.json").read_text())
+        assert saved["provenance"]["roles"]["lm"]["model"] == "openai/x"
+
+
+def _check_cases(memory) -> None:
+    from memento.memory.case_bank import CaseBank
+
     cases = CaseBank(memory / "cbr", frozen=True).cases()
     assert len(cases) == 3
     assert all(any(f"book number {i}?" in c.task_text for c in cases) for i in range(3))
@@ -75,10 +112,15 @@ def test_three_concurrent_cbr_runs_keep_all_three_cases(tmp_path: Path) -> None:
     bank = CaseBank(memory / "cbr", namespace=namespace, frozen=True)
     for i in range(3):
         assert len(bank.retrieve(f"Who wrote book number {i}?", k=3)) == 3
-    for i in range(3):
-        saved = json.loads((tmp_path / f"run{i}.json").read_text())
-        assert saved["provenance"]["roles"]["lm"]["model"] == "openai/x"
-        assert saved["provenance"]["started_at"] <= saved["provenance"]["ended_at"]  # ISO times of this run
+
+
+def _check_trajectories(memory) -> None:
+    from memento.memory.trajectory_bank import TrajectoryBank
+
+    bank = TrajectoryBank.open_read_only(memory / "jitmem")
+    stored = sorted(t.task_text for t, _ in bank.iter_all())
+    assert len(stored) == 3 and all(any(f"book number {i}?" in t for t in stored) for i in range(3)), stored
+    assert len(bank.retrieve("Who wrote book number 1?", k=3)) == 3
 
 
 def test_run_takes_any_task_inputs(tmp_path: Path) -> None:

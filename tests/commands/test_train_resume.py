@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
+from memento.errors import DataError
 from memento.memory.memento_memory import MementoMemory
 from memento.testing import OpenAICompatServer
 
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shar
 from memento_training_fixture import make_engine, write_data  # noqa: E402
 
 
-def _command(data: Path, corpus: Path, memory: Path, server: OpenAICompatServer) -> list[str]:
+def _command(data: Path, corpus: Path, memory: object, server: OpenAICompatServer) -> list[str]:
     return [
         sys.executable, "-m", "memento.cli", "train",
         "--task", "multihop", "--data", str(data), "--memory", str(memory), "--batch-size", "3",
@@ -47,22 +47,23 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _phase(db: Path, key: str) -> str | None:
-    if not db.exists():
-        return None
-    try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
-        try:
-            row = conn.execute("SELECT value FROM checkpoints WHERE key=?", (key,)).fetchone()
-        finally:
-            conn.close()
-    except sqlite3.OperationalError:
-        return None
-    if row is None:
-        return None
+def _phase(memory: object, key: str) -> str | None:
+    """The phase a trainer's checkpoint records, read the way a second process would (None: nothing yet)."""
     import json
 
-    return json.loads(row[0])["phase"]
+    from memento.memory.database import DatabaseError, open_database
+
+    try:
+        db = open_database(memory, "memory.db", read_only=True)  # type: ignore[arg-type]
+    except (DataError, DatabaseError):
+        return None
+    try:
+        rows = db.query("SELECT value FROM checkpoints WHERE key=?", (key,))
+    except DatabaseError:  # the tables are not there yet
+        return None
+    finally:
+        db.close()
+    return json.loads(rows[0][0])["phase"] if rows else None
 
 
 def _summary(memory_dir: Path) -> dict:
@@ -84,7 +85,8 @@ def _summary(memory_dir: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_sigkill_mid_batch_then_rerun_equals_uninterrupted_run(tmp_path):
+def test_sigkill_mid_batch_then_rerun_equals_uninterrupted_run(tmp_path, location):
+    victim_memory = location("victim")
     corpus, data = write_data(tmp_path / "data")
     env = _env(tmp_path)
     with OpenAICompatServer(make_engine(delay=0.02)) as server:
@@ -97,9 +99,8 @@ def test_sigkill_mid_batch_then_rerun_equals_uninterrupted_run(tmp_path):
         assert "A: M3 web rules: runs seen" in ref.stdout and "C: M2 rules: runs seen" in ref.stdout  # the audit
 
         # the victim: killed once batch 2's forward pass is checkpointed, before the batch is applied
-        db = tmp_path / "victim" / "memory.db"
         proc = subprocess.Popen(
-            _command(data, corpus, tmp_path / "victim", server),
+            _command(data, corpus, victim_memory, server),
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -107,7 +108,7 @@ def test_sigkill_mid_batch_then_rerun_equals_uninterrupted_run(tmp_path):
         deadline = time.monotonic() + 240
         killed_at = None
         while time.monotonic() < deadline and proc.poll() is None:
-            phase = _phase(db, "trainer/batch/00002")
+            phase = _phase(victim_memory, "trainer/batch/00002")
             if phase in ("forward", "consolidated", "scored"):
                 proc.send_signal(signal.SIGKILL)
                 killed_at = phase
@@ -116,18 +117,47 @@ def test_sigkill_mid_batch_then_rerun_equals_uninterrupted_run(tmp_path):
         proc.wait(timeout=30)
         assert killed_at is not None, "the trainer finished before it could be killed"
         assert proc.returncode == -signal.SIGKILL
-        mid = MementoMemory(tmp_path / "victim", read_only=True)
+        mid = MementoMemory(victim_memory, read_only=True)
         assert mid.version == 1 and mid.db.integrity_check() == "ok"
 
         again = subprocess.run(
-            _command(data, corpus, tmp_path / "victim", server), env=env, capture_output=True, text=True, timeout=240
+            _command(data, corpus, victim_memory, server), env=env, capture_output=True, text=True, timeout=240
         )
         assert again.returncode == 0, again.stderr[-2000:]
 
-    victim, reference = _summary(tmp_path / "victim"), _summary(tmp_path / "ref")
+    victim, reference = _summary(victim_memory), _summary(tmp_path / "ref")
     assert victim["integrity"] == "ok"
     assert [v[:2] for v in victim["versions"]] == [(1, 1), (2, 2)]
     assert victim == reference
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("commit", [2, 5])
+def test_crash_inside_a_commit_then_rerun_equals_uninterrupted_run(tmp_path, location, commit):
+    """The process dies inside the n-th memory transaction (every write sent, COMMIT not: a test hook), then the same
+    command resumes to the memory an uninterrupted run builds (compared by content across backends too)."""
+    corpus, data = write_data(tmp_path / "data")
+    env = _env(tmp_path)
+    victim = location("crash")
+    with OpenAICompatServer(make_engine()) as server:
+        ref = subprocess.run(
+            _command(data, corpus, tmp_path / "ref", server), env=env, capture_output=True, text=True, timeout=240
+        )
+        assert ref.returncode == 0, ref.stderr[-2000:]
+        crashed = subprocess.run(
+            _command(data, corpus, victim, server),
+            env={**env, "MEMENTO_TEST_CRASH_AT_COMMIT": f"memory:{commit}"},
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        assert crashed.returncode == 70, crashed.stderr[-2000:]  # died inside the transaction, as planned
+        assert MementoMemory(victim, read_only=True).db.integrity_check() == "ok"
+        again = subprocess.run(_command(data, corpus, victim, server), env=env, capture_output=True, text=True)
+        assert again.returncode == 0, again.stderr[-2000:]
+    assert _summary(victim) == _summary(tmp_path / "ref")
+    same = CliRunner().invoke(app, ["memory", "diff", "--memory", str(victim), "--against", str(tmp_path / "ref")])
+    assert same.exit_code == 0 and "same contents" in same.output, same.output
 
 
 def test_memory_commands(tmp_path):

@@ -1,4 +1,5 @@
-"""`memento train`: one writer per memory directory, and an LM that fails is not a batch that succeeded."""
+"""`memento train`: one writer per memory (a directory or PostgreSQL), and an LM that fails is not a batch that
+succeeded."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from memento.memory.dir_lock import DirectoryLock, lock_holder
+from memento.memory.database import writer_lock_holder
+from memento.memory.dir_lock import DirectoryLock
 from memento.memory.memento_memory import MementoMemory
 from memento.testing import OpenAICompatServer
 
@@ -17,7 +19,8 @@ from memento_training_fixture import make_engine, write_data  # noqa: E402
 from commands.test_train_resume import _command, _env, _summary  # noqa: E402
 
 
-def test_two_concurrent_trainers_apply_each_batch_once(tmp_path: Path) -> None:
+def test_two_concurrent_trainers_apply_each_batch_once(tmp_path: Path, location) -> None:
+    shared_memory = location("shared")  # a directory, or a PostgreSQL database (the advisory lock)
     corpus, data = write_data(tmp_path / "data")
     env = _env(tmp_path)
     engine = make_engine(delay=0.02)
@@ -29,10 +32,10 @@ def test_two_concurrent_trainers_apply_each_batch_once(tmp_path: Path) -> None:
         calls = server.chat_requests
         # the first trainer holds the lock for ~calls x 0.25 s: far longer than the second takes to start and reach it
         engine.delay = 0.25
-        cmd = _command(data, corpus, tmp_path / "shared", server)
+        cmd = _command(data, corpus, shared_memory, server)
         first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 120  # the second starts once the first holds the lock (not after a guess)
-        while not (lock_holder(tmp_path / "shared") or "").startswith(f"pid {first.pid} "):
+        while not (writer_lock_holder(shared_memory) or "").startswith(f"pid {first.pid} "):
             assert first.poll() is None and time.monotonic() < deadline, "the first trainer never took the lock"
             time.sleep(0.05)
         second = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -42,7 +45,7 @@ def test_two_concurrent_trainers_apply_each_batch_once(tmp_path: Path) -> None:
     assert first.returncode == 0 and second.returncode == 0, (err1[-2000:], err2[-2000:])
     assert "Traceback" not in err1 + err2
     assert "in use by pid" in err1 + err2  # the later writer said it waits, in one line
-    shared, reference = _summary(tmp_path / "shared"), _summary(tmp_path / "ref")
+    shared, reference = _summary(shared_memory), _summary(tmp_path / "ref")
     assert shared["integrity"] == "ok"
     assert [v[:2] for v in shared["versions"]] == [(1, 1), (2, 2)]  # two batches, each applied once
     assert shared == reference

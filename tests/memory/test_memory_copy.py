@@ -93,7 +93,7 @@ def test_copy_to_postgres_and_back_is_lossless(tmp_path, pg_location):
 
 
 @pytest.mark.usefixtures("postgres_server")
-def test_copy_refuses_a_non_empty_destination_and_a_missing_source(tmp_path, pg_location):
+def test_copy_to_postgres_refuses_a_non_empty_destination_and_a_missing_source(tmp_path, pg_location):
     source = tmp_path / "mem"
     MementoMemory(source).facts.add("Nile", "The Nile flows north.")
     dsn = pg_location("copy")
