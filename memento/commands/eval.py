@@ -82,7 +82,7 @@ def eval_(
     ] = None,
     memory: Annotated[
         str | None,
-        typer.Option("--memory", help="Memory: a directory or postgresql://[user@]host[:port]/db; opened frozen."),
+        typer.Option("--memory", help="Memory: a directory or postgresql://user@host:port/db; opened frozen."),
     ] = None,
     train: Annotated[
         Path | None, typer.Option("--train", help="Labelled examples for methods that need them (few_shot demos).")

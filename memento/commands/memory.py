@@ -38,7 +38,7 @@ app = typer.Typer(help="Inspect and manage a MEMENTO memory directory (M1-M4, ve
 
 MemoryOpt = Annotated[
     str | None,
-    typer.Option("--memory", help="Memory: a directory or postgresql://[user@]host[:port]/db ([memory] dir)."),
+    typer.Option("--memory", help="Memory: a directory or postgresql://user@host:port/db (default: memory.dir)."),
 ]
 
 

@@ -23,7 +23,7 @@ __all__ = ["memory_copy"]
 
 @cli_errors
 def memory_copy(
-    source: Annotated[str, typer.Argument(help="The memory to copy: a directory or postgresql://[user@]host/db.")],
+    source: Annotated[str, typer.Argument(help="The memory to copy: a directory or postgresql://user@host/db.")],
     destination: Annotated[str, typer.Argument(help="Where to copy it (empty): a directory or postgresql://...")],
 ) -> None:
     """Copy a memory (all its versions, change log, case bank, gate pairs, Q-gate, trajectories and pages)."""

@@ -257,7 +257,7 @@ def run(
     ] = None,
     memory: Annotated[
         str | None,
-        typer.Option("--memory", help="Memory: a directory or postgresql://[user@]host[:port]/db (memory methods)."),
+        typer.Option("--memory", help="Memory: a directory or postgresql://user@host:port/db (memory methods)."),
     ] = None,
     no_wait: NoWaitOpt = False,
     as_json: JsonOpt = False,

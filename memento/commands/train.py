@@ -49,9 +49,7 @@ def train(
     data: Annotated[Path, typer.Option("--data", help="The task's training data file.")],
     memory: Annotated[
         str | None,
-        typer.Option(
-            "--memory", help="Memory: a directory or postgresql://[user@]host[:port]/db (default: [memory] dir)."
-        ),
+        typer.Option("--memory", help="Memory: a directory or postgresql://user@host:port/db (default: memory.dir)."),
     ] = None,
     limit: LimitOpt = None,
     metric: MetricOpt = "default",
