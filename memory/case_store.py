@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 
 from memento.errors import DataError
-from memento.memory.database import Database, DatabaseError, IntegrityError, open_database
-from memento.memory.location import DirectoryLocation, LocationLike, PostgresLocation, parse_location
+from memento.memory.database import Database, DatabaseError, IntegrityError, open_database, part_exists
+from memento.memory.location import LocationLike, PostgresLocation, parse_location
 from memento.types import Case, utcnow
 
 __all__ = ["DB_NAME", "CaseBankError", "CaseStore", "bank_exists", "content_items", "read_embedder_info"]
@@ -94,14 +94,7 @@ def unusable(path: object, exc: BaseException) -> CaseBankError:
 def bank_exists(location: LocationLike) -> bool:
     """Whether a case bank is stored at ``location`` (``cases.db`` in the directory, or its PostgreSQL schema with
     a ``cases`` table); nothing is created."""
-    loc = parse_location(location)
-    if isinstance(loc, DirectoryLocation):
-        return (loc.path / DB_NAME).is_file()
-    try:
-        with contextlib.closing(open_database(loc, DB_NAME, read_only=True, what="case bank")) as db:
-            return db.has_table("cases")
-    except DataError:
-        return False
+    return part_exists(location, DB_NAME, "cases", what="case bank")
 
 
 def read_embedder_info(dir: LocationLike) -> tuple[str, int]:

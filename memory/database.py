@@ -47,6 +47,7 @@ __all__ = [
     "IntegrityError",
     "WriterLock",
     "open_database",
+    "part_exists",
     "writer_lock",
     "writer_lock_holder",
 ]
@@ -107,6 +108,7 @@ class Database(abc.ABC):
         self.read_only = read_only
         self.what = what
         self.lock = threading.RLock()
+        self.conn: Any = None  # the driver's connection (None once closed)
         self._in_tx = 0
 
     # -- statements ----------------------------------------------------------------------------------------------
@@ -211,14 +213,17 @@ class Database(abc.ABC):
     def size_bytes(self) -> int:
         """The part's size on disk (files, or the schema's tables with their indexes and TOAST)."""
 
-    @abc.abstractmethod
     def close(self) -> None:
         """Close the connection (idempotent)."""
+        with self.lock:
+            if self.conn is not None:
+                self.conn.close()
+                self.conn = None
 
     @property
-    @abc.abstractmethod
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
+        return self.conn is None
 
 
 _commits: dict[str, int] = {}
@@ -255,6 +260,21 @@ def writer_lock_holder(location: LocationLike) -> str | None:
     from memento.memory.dir_lock import lock_holder
 
     return lock_holder(loc.path)  # type: ignore[union-attr]
+
+
+def part_exists(location: LocationLike, file_name: str, table: str, *, what: str = "memory") -> bool:
+    """Whether the part at ``location`` holds ``table``: its SQLite file exists (the table is then assumed), or its
+    PostgreSQL schema has the table. Nothing is created."""
+    from memento.errors import DataError
+
+    loc = parse_location(location)
+    if loc.backend == "sqlite":
+        return (loc.path / file_name).is_file()  # type: ignore[union-attr]
+    try:
+        with contextlib.closing(open_database(loc, file_name, read_only=True, what=what)) as db:
+            return db.has_table(table)
+    except DataError:
+        return False
 
 
 def open_database(

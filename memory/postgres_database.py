@@ -200,15 +200,6 @@ class PostgresDatabase(Database):
         )
         return int(rows[0][0])
 
-    def close(self) -> None:
-        with self.lock:
-            if self.conn is not None:
-                self.conn.close()
-                self.conn = None
-
-    @property
-    def closed(self) -> bool:
-        return self.conn is None
 
 
 def _statements(script: str) -> list[str]:

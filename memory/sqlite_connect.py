@@ -24,12 +24,11 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 from pathlib import Path
 
-__all__ = ["connect_sqlite", "read_meta"]
+__all__ = ["connect_sqlite"]
 
 
 def connect_sqlite(
@@ -59,15 +58,3 @@ def connect_sqlite(
             conn.close()
             raise
     return conn
-
-
-def read_meta(path: str | os.PathLike[str], key: str) -> str | None:
-    """The value of ``key`` in the ``meta(key, value)`` table of the database at ``path``, read-only (``None`` when
-    absent); the stores record their schema, embedder and policy there.
-
-    Raises:
-        sqlite3.Error: The file cannot be read as such a database (callers turn it into their one-line error).
-    """
-    with contextlib.closing(connect_sqlite(path, read_only=True)) as conn:
-        row = conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-    return None if row is None else str(row[0])

@@ -133,12 +133,3 @@ class SQLiteDatabase(Database):
         files = (self.path.with_name(self.path.name + suffix) for suffix in ("", "-wal", "-shm"))
         return sum(p.stat().st_size for p in files if p.is_file())
 
-    def close(self) -> None:
-        with self.lock:
-            if self.conn is not None:
-                self.conn.close()
-                self.conn = None
-
-    @property
-    def closed(self) -> bool:
-        return self.conn is None

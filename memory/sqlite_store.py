@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from memento.errors import DataError, MemoryFrozenError
-from memento.memory.database import Database, DatabaseError, open_database
+from memento.memory.database import Database, DatabaseError, open_database, part_exists
 from memento.memory.location import DirectoryLocation, LocationLike, PostgresLocation, parse_location
 from memento.memory.text_index import TextIndex, query_terms
 
@@ -209,17 +209,7 @@ def _dumps(value: Any) -> str:
 def memory_exists(location: LocationLike) -> bool:
     """Whether a MEMENTO memory is stored at ``location`` (``memory.db`` in the directory, or the ``items`` table of
     its PostgreSQL schema); nothing is created."""
-    loc = parse_location(location)
-    if isinstance(loc, DirectoryLocation):
-        return (loc.path / DB_NAME).exists()
-    try:
-        db = open_database(loc, DB_NAME, read_only=True, what="memory")
-    except DataError:
-        return False
-    try:
-        return db.has_table("items")
-    finally:
-        db.close()
+    return part_exists(location, DB_NAME, "items", what="memory")
 
 
 class VersionInfo(dict):

@@ -47,7 +47,7 @@ from pydantic import ValidationError
 
 from memento.bm25 import BM25Engine, RankBM25Scorer, check_engine
 from memento.errors import ConfigError, DataError, MemoryFrozenError
-from memento.memory.database import Database, DatabaseError, open_database
+from memento.memory.database import Database, DatabaseError, open_database, part_exists
 from memento.memory.location import DirectoryLocation, LocationLike, PostgresLocation, parse_location
 from memento.types import Trajectory
 
@@ -150,13 +150,7 @@ def bank_exists(location: LocationLike) -> bool:
 
 
 def _bank_exists(loc: DirectoryLocation | PostgresLocation) -> bool:
-    if isinstance(loc, DirectoryLocation):
-        return (loc.path / _DB_NAME).is_file()
-    try:
-        with contextlib.closing(open_database(loc, _DB_NAME, read_only=True, what="trajectory bank")) as db:
-            return db.has_table("trajectories")
-    except DataError:
-        return False
+    return part_exists(loc, _DB_NAME, "trajectories", what="trajectory bank")
 
 
 def _page_bytes_sql(db: Database) -> str:
