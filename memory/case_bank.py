@@ -108,10 +108,13 @@ class CaseBank:
         prefilter: Default number of FAISS candidates re-scored by the gate for ``q``/``softmax``.
         min_pairs: Logged (query, case, reward) pairs before the gate replaces cosine in ranking (``[cbr]
             min_pairs``; 0: from the first update).
-        hnsw_threshold: Live-case count from which a namespace index switches from exact to HNSW (exact search
-            over 100k cases takes ~9 ms p95 on 2 cores, and HNSW recall on poorly clustered texts is low: see
-            docs/benchmarks.md).
-        hnsw_m / ef_search / ef_construction: HNSW graph degree and search / build breadth.
+        hnsw_threshold: Live-case count from which a namespace index switches from exact to HNSW (an exact scan of
+            100k 256-d cases reads 100 MB per query, ~12 ms on one core), provided the graph reaches
+            ``recall_target``: its efSearch is calibrated on stored vectors, and vectors without neighbourhood
+            structure keep exact search (see docs/benchmarks.md). Every query searches on one thread.
+        hnsw_m / ef_search / ef_construction: HNSW graph degree, the efSearch of a saved index without calibration,
+            and build breadth.
+        recall_target: recall@4 against exact search an approximate index must reach (``index_info`` reports it).
         eviction_slack: Fraction below ``capacity`` an eviction goes down to (amortises the Q-scoring of the bank).
         frozen: Read-only: the existing ``cases.db`` is opened read-only
             (:func:`~memento.memory.sqlite_connect.connect_sqlite`; a missing bank is a :class:`CaseBankError`,
@@ -140,10 +143,11 @@ class CaseBank:
         gate_options: dict[str, Any] | None = None,
         prefilter: int = 32,
         min_pairs: int = 32,
-        hnsw_threshold: int = 200_000,
+        hnsw_threshold: int = 50_000,
         hnsw_m: int = 32,
         ef_search: int = 128,
         ef_construction: int = 64,
+        recall_target: float = 0.95,
         eviction_slack: float = 0.1,
         frozen: bool = False,
         seed: int = 0,
@@ -192,6 +196,7 @@ class CaseBank:
             hnsw_m=hnsw_m,
             ef_search=ef_search,
             ef_construction=ef_construction,
+            recall_target=recall_target,
         )
 
     # -- basics --------------------------------------------------------------------------------------------------
@@ -234,6 +239,18 @@ class CaseBank:
     @property
     def ef_construction(self) -> int:
         return self._indexes.ef_construction
+
+    def index_info(self, namespace: str | None = None) -> dict[str, Any]:
+        """The namespace's vector index: ``kind`` (``exact`` or ``hnsw``), ``live`` cases, ``ef_search`` and its
+        ``recall@4`` against exact search (calibrated when the index was built; 1.0 for exact search)."""
+        with self._lock:
+            index = self._indexes.get(namespace or self.namespace)
+            return {
+                "kind": "hnsw" if index.hnsw else "exact",
+                "live": index.live,
+                "ef_search": index.ef_search if index.hnsw else None,
+                "recall@4": index.recall,
+            }
 
     def _check_writable(self) -> None:
         if self.frozen:

@@ -54,8 +54,12 @@ class CaseIndex:
         dir: The bank directory (indexes saved in ``dir/index``), or None: nothing saved (a PostgreSQL bank).
         store: The bank's store (source of truth: generations, live rowids, stored embeddings).
         lock: The bank's re-entrant lock.
-        hnsw_threshold: Live-case count from which a namespace index switches from exact to HNSW.
-        hnsw_m / ef_search / ef_construction: HNSW graph degree and search / build breadth.
+        hnsw_threshold: Live-case count from which a namespace index switches from exact to HNSW, if the HNSW graph
+            reaches ``recall_target`` (its efSearch calibrated on stored vectors; else exact search stays, and is
+            tried again once the namespace doubled).
+        hnsw_m / ef_search / ef_construction: HNSW graph degree, the efSearch of a saved index without calibration,
+            and build breadth.
+        recall_target: The recall@4 against exact search an approximate index must reach.
 
     Example:
         >>> import tempfile, threading
@@ -73,10 +77,11 @@ class CaseIndex:
         store: CaseStore,
         *,
         lock: threading.RLock,
-        hnsw_threshold: int = 200_000,
+        hnsw_threshold: int = 50_000,
         hnsw_m: int = 32,
         ef_search: int = 128,
         ef_construction: int = 64,
+        recall_target: float = 0.95,
     ) -> None:
         self.dir = dir
         self.store = store
@@ -86,7 +91,9 @@ class CaseIndex:
         self.hnsw_m = int(hnsw_m)
         self.ef_search = int(ef_search)
         self.ef_construction = int(ef_construction)
+        self.recall_target = float(recall_target)
         self.loaded: dict[str, NamespaceIndex] = {}
+        self._refused: dict[str, int] = {}  # namespace -> live cases when HNSW missed the recall target
 
     def paths(self, namespace: str) -> tuple[Path, Path]:
         """The index file and its JSON sidecar for ``namespace`` (a directory bank)."""
@@ -128,9 +135,9 @@ class CaseIndex:
                 if not isinstance(loaded, faiss.IndexIDMap2):
                     raise ValueError(f"unexpected index type {type(loaded).__name__}")
                 index.index = loaded  # keep this owning proxy: a downcast copy would not keep the index alive
-                if index.hnsw:
-                    # downcast_index returns the concrete IndexHNSWFlat (its stub says Index)
-                    faiss.downcast_index(index.index.index).hnsw.efSearch = self.ef_search  # type: ignore[attr-defined]
+                if index.hnsw:  # the efSearch and recall calibrated when it was built
+                    index.set_ef_search(int(info.get("ef_search", self.ef_search)))
+                    index.recall = float(info.get("recall", float("nan")))
                 index.tombstones = {int(t) for t in info.get("tombstones", [])}
                 index.generation = int(info["generation"])
                 index.saved_generation = index.generation
@@ -159,25 +166,54 @@ class CaseIndex:
             logger.info("case bank %s/%s index caught up: +%d -%d", self.dir, namespace, len(added), len(removed))
 
     def rebuild(self, namespace: str, live: np.ndarray | None = None) -> None:
-        """Rebuild a namespace's index from the stored embeddings of its live cases."""
+        """Rebuild a namespace's index from the stored embeddings of its live cases (approximate past the
+        threshold when its calibrated recall reaches the target, else exact)."""
         with self.lock:
             gen = self.store.generation(namespace)  # first: the rows read next are at least this generation's
             live = self.store.live_rids(namespace, max_generation=gen) if live is None else live
-            index = self._new(len(live) >= self.hnsw_threshold)
-            index.add(live, self.store.stored_embeddings(live))
+            vectors = self.store.stored_embeddings(live)
+            index = (
+                self._approximate(namespace, live, vectors) if self._wants_approximate(namespace, len(live)) else None
+            )
+            if index is None:
+                index = self._new(False)
+                index.add(live, vectors)
             index.generation = gen
             self.loaded[namespace] = index
         logger.info("case bank %s/%s index rebuilt (%d cases, hnsw=%s)", self.dir, namespace, len(live), index.hnsw)
 
+    def _wants_approximate(self, namespace: str, live: int) -> bool:
+        # an index whose approximate form missed the recall target is tried again only once the namespace doubled
+        return live >= max(self.hnsw_threshold, 2 * self._refused.get(namespace, 0))
+
+    def _approximate(self, namespace: str, ids: np.ndarray, vectors: np.ndarray) -> NamespaceIndex | None:
+        """An HNSW index over ``vectors`` calibrated to the recall target, or None (with the reason logged) when no
+        efSearch reaches it: exact search stays."""
+        index = self._new(True)
+        index.add(ids, vectors)
+        recall = index.calibrate(target=self.recall_target, k=4)
+        if recall >= self.recall_target:
+            logger.info(
+                "case bank %s/%s: HNSW at %d cases, efSearch %d, recall@4 %.3f",
+                self.dir, namespace, len(ids), index.ef_search, recall,
+            )  # fmt: skip
+            return index
+        self._refused[namespace] = len(ids)
+        logger.warning(
+            "case bank %s/%s: HNSW reaches recall@4 %.3f < %.2f at %d cases (vectors without neighbourhood "
+            "structure); exact search kept",
+            self.dir, namespace, recall, self.recall_target, len(ids),
+        )  # fmt: skip
+        return None
+
     def _maybe_upgrade(self, namespace: str) -> None:
         index = self.loaded.get(namespace)
-        if index is not None and not index.hnsw and index.live >= self.hnsw_threshold:
+        if index is not None and not index.hnsw and self._wants_approximate(namespace, index.live):
             ids, vecs = index.all_vectors()
-            new = self._new(True)
-            new.add(ids, vecs)
-            new.generation = index.generation
-            self.loaded[namespace] = new
-            logger.info("case bank %s/%s switched to HNSW at %d cases", self.dir, namespace, len(ids))
+            new = self._approximate(namespace, ids, vecs)
+            if new is not None:
+                new.generation = index.generation
+                self.loaded[namespace] = new
 
     def added(self, namespace: str, index: NamespaceIndex, rids: list[int], embs: np.ndarray, gen: int) -> None:
         """Apply this writer's own insert (committed at generation ``gen``) to the namespace's caught-up ``index``."""
@@ -212,6 +248,8 @@ class CaseIndex:
                     "namespace": namespace,
                     "generation": index.generation,
                     "hnsw": index.hnsw,
+                    "ef_search": index.ef_search,
+                    "recall": index.recall,
                     "tombstones": sorted(index.tombstones),
                     "count": index.live,
                 }

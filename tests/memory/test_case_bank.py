@@ -130,9 +130,46 @@ def test_hnsw_past_threshold_and_reload(tmp_path):
     before = [_ids(bank.retrieve(t, k=4)) for t in TOPICS]
     bank.close()
     info = json.loads(next((tmp_path / "index").glob("*.json")).read_text())
-    assert info["hnsw"] is True and info["count"] == 80
+    assert info["hnsw"] is True and info["count"] == 80 and info["recall"] >= 0.95
     again = CaseBank(tmp_path, emb, hnsw_threshold=50)
     assert [_ids(again.retrieve(t, k=4)) for t in TOPICS] == before
+    assert again.index_info()["kind"] == "hnsw" and again.index_info()["ef_search"] == info["ef_search"]
+
+
+def _clustered(n: int, dim: int, noise: float, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((max(4, n // 50), dim))
+    x = centers[rng.integers(0, len(centers), n)] + noise * rng.standard_normal((n, dim))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_approximate_index_is_calibrated_to_the_recall_target_or_stays_exact():
+    from memento.memory.namespace_index import NamespaceIndex
+
+    ids = np.arange(3000, dtype=np.int64)
+    topics = NamespaceIndex(32, hnsw=True, hnsw_m=8, ef_search=16, ef_construction=16)
+    topics.add(ids, _clustered(3000, 32, noise=0.5))
+    assert topics.calibrate(target=0.95, k=4) >= 0.95 and topics.recall >= 0.95  # smallest efSearch that reaches it
+    noise = NamespaceIndex(32, hnsw=True, hnsw_m=4, ef_search=8, ef_construction=8)
+    noise.add(ids, _clustered(3000, 32, noise=50.0))  # no neighbourhood structure at all
+    assert noise.calibrate(target=0.999, k=4, grid=(8, 16)) < 0.999  # reported, for the owner to refuse it
+
+
+def test_a_bank_past_the_threshold_keeps_exact_search_when_hnsw_misses_the_target(tmp_path, caplog):
+    class Fixed:
+        name, dim = "fixed-32", 32
+
+        def __init__(self) -> None:
+            self.vectors = iter(_clustered(400, 32, noise=50.0, seed=1))
+
+        def embed(self, texts):
+            return np.stack([next(self.vectors) for _ in texts])
+
+    bank = CaseBank(tmp_path, Fixed(), hnsw_threshold=200, recall_target=1.01)  # a target no graph can reach
+    bank.add_many([{"task_text": f"task {i}", "plan": "p", "reward": 1.0} for i in range(300)])
+    info = bank.index_info()
+    assert info == {"kind": "exact", "live": 300, "ef_search": None, "recall@4": 1.0}
+    assert "exact search kept" in caplog.text
 
 
 def test_embedder_mismatch_and_frozen_are_typed_errors(location):
