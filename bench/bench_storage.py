@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -251,6 +252,17 @@ def _where_factory(backend: str, tmp: Path, server: object) -> object:
     return where
 
 
+def _where_factory(backend: str, tmp: Path, server: object) -> Any:
+    """``where(name)``: a fresh memory location on ``backend`` (a directory, or a database of ``server``)."""
+
+    def where(name: str) -> object:
+        if backend == "sqlite":
+            return tmp / f"sqlite-{name}"
+        return server.create_database(name)  # type: ignore[attr-defined]
+
+    return where
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=100_000)
@@ -271,13 +283,7 @@ def main() -> None:
             server.start()
         try:
             for backend in args.backends.split(","):
-
-                def where(name: str) -> object:
-                    if backend == "sqlite":
-                        return Path(tmp) / f"{backend}-{name}"
-                    assert server is not None
-                    return server.create_database(name)
-
+                where = _where_factory(backend, Path(tmp), server)
                 print(f"backend {backend} ...", file=sys.stderr, flush=True)
                 results[backend] = {
                     "MEMENTO items": bench_items(where("items"), args.items, args.queries),

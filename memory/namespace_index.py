@@ -142,8 +142,9 @@ class NamespaceIndex:
         """Pick the smallest efSearch of ``grid`` whose recall@``k`` reaches ``target`` and return that recall.
 
         Queries are ``sample`` stored vectors; each one's exact neighbours (itself excluded) are computed by a full
-        scan, and a result counts as found when it scores at least the k-th exact neighbour (ties are found too). When no efSearch reaches the target, the largest is kept and its recall returned: the owner then falls
-        back to exact search. Exact indexes return 1.0.
+        scan, and a result counts as found when it scores at least the k-th exact neighbour (ties are found too).
+        When no efSearch reaches the target, the largest is kept and its recall returned: the owner then falls back
+        to exact search. Exact indexes return 1.0.
         """
         if not self.hnsw or self.live <= k + 1:
             self.recall = 1.0
