@@ -201,7 +201,6 @@ class PostgresDatabase(Database):
         return int(rows[0][0])
 
 
-
 def _statements(script: str) -> list[str]:
     """The statements of a DDL script (split at ``;`` outside quotes; the scripts hold no procedural code)."""
     parts = re.split(r";\s*(?:\n|$)", script)

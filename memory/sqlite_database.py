@@ -132,4 +132,3 @@ class SQLiteDatabase(Database):
     def size_bytes(self) -> int:
         files = (self.path.with_name(self.path.name + suffix) for suffix in ("", "-wal", "-shm"))
         return sum(p.stat().st_size for p in files if p.is_file())
-
