@@ -31,9 +31,10 @@ from typing import Any
 
 import numpy as np
 
+from memento.dating import DateFilter, iso
 from memento.errors import DataError
 from memento.memory.sqlite_connect import connect_sqlite, read_meta
-from memento.types import Case, utcnow
+from memento.types import Case, EvidenceRecord, utcnow
 
 __all__ = ["DB_NAME", "CaseBankError", "CaseStore", "content_items"]
 
@@ -52,7 +53,10 @@ CREATE TABLE IF NOT EXISTS cases (
     trajectory_ref TEXT,
     meta TEXT NOT NULL DEFAULT '{}',
     evicted_at TEXT,
-    emb BLOB NOT NULL
+    emb BLOB NOT NULL,
+    dated TEXT,
+    evidence TEXT NOT NULL DEFAULT '{}',
+    forgotten_at TEXT
 );
 CREATE INDEX IF NOT EXISTS cases_ns ON cases (namespace, evicted_at, rid);
 CREATE INDEX IF NOT EXISTS cases_ref ON cases (trajectory_ref);
@@ -69,9 +73,24 @@ CREATE TABLE IF NOT EXISTS gate_pairs (
     q_emb BLOB NOT NULL,
     c_emb BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at TEXT NOT NULL,
+    op TEXT NOT NULL,
+    case_id TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    before TEXT
+);
 """
+#: columns added after the first layout (``cases.db`` written before them gains them on a writable open): the
+#: ISO date of a case's evidence (NULL: undated), the evidence record (JSON), and the tombstone of a forgotten case
+_ADDED_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("dated", "TEXT"),
+    ("evidence", "TEXT NOT NULL DEFAULT '{}'"),
+    ("forgotten_at", "TEXT"),
+)
 
-_CASE_COLS = "id, namespace, task_text, plan, reward, created_at, trajectory_ref"
+_CASE_COLS = "id, namespace, task_text, plan, reward, created_at, trajectory_ref, evidence"
 
 
 class CaseBankError(DataError):
@@ -107,7 +126,7 @@ def _vectors(blobs: Sequence[bytes]) -> np.ndarray:
 
 
 def _row_to_case(row: sqlite3.Row | tuple) -> Case:
-    cid, ns, task_text, plan, reward, created_at, traj = row[:7]
+    cid, ns, task_text, plan, reward, created_at, traj, evidence = row[:8]
     return Case(
         id=cid,
         namespace=ns,
@@ -116,6 +135,7 @@ def _row_to_case(row: sqlite3.Row | tuple) -> Case:
         reward=float(reward),
         created_at=dt.datetime.fromisoformat(created_at),
         trajectory_ref=traj,
+        evidence=EvidenceRecord.model_validate_json(evidence or "{}"),
     )
 
 
@@ -149,6 +169,11 @@ class CaseStore:
                 self.conn.execute("PRAGMA journal_mode=WAL")
                 self.conn.execute("PRAGMA synchronous=NORMAL")
                 self.conn.executescript(_SCHEMA)
+                self._migrate()
+            columns = {row[1] for row in self.conn.execute("PRAGMA table_info(cases)")}
+            #: a read-only bank from before dated cases reads every case as undated, none forgotten
+            self.dated = "dated" in columns
+            self._cols = _CASE_COLS if "evidence" in columns else _CASE_COLS.replace("evidence", "'{}'")
             self._check_embedder(embedder_name)
         except sqlite3.DatabaseError as exc:
             self.conn.close()
@@ -156,6 +181,14 @@ class CaseStore:
         except BaseException:
             self.conn.close()
             raise
+
+    def _migrate(self) -> None:
+        """Add the columns of dated cases to a bank written before them (its cases are undated)."""
+        columns = {row[1] for row in self.conn.execute("PRAGMA table_info(cases)")}  # type: ignore[union-attr]
+        for name, decl in _ADDED_COLUMNS:
+            if name not in columns:
+                self.conn.execute(f"ALTER TABLE cases ADD COLUMN {name} {decl}")  # type: ignore[union-attr]
+        self.conn.execute("CREATE INDEX IF NOT EXISTS cases_dated ON cases (namespace, dated)")  # type: ignore[union-attr]
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -228,7 +261,7 @@ class CaseStore:
                 try:
                     cur = conn.execute(
                         "INSERT INTO cases (id, namespace, task_text, plan, reward, created_at, trajectory_ref,"
-                        " meta, emb) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        " meta, emb, dated, evidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             case.id,
                             case.namespace,
@@ -239,6 +272,8 @@ class CaseStore:
                             case.trajectory_ref,
                             json.dumps(meta or {}),
                             np.asarray(emb, dtype=np.float32).tobytes(),
+                            iso(case.evidence.dated),
+                            case.evidence.model_dump_json(),
                         ),
                     )
                 except sqlite3.IntegrityError as exc:
@@ -264,6 +299,44 @@ class CaseStore:
         rids = [int(r[0]) for r in self.db.execute(f"SELECT rid FROM cases WHERE id IN ({marks})", list(case_ids))]
         return rids, gen
 
+    def forget(self, case_ids: Sequence[str], *, reason: str) -> tuple[list[str], dict[str, tuple[list[int], int]]]:
+        """Tombstone cases (``memento memory forget``): each is marked forgotten (and so never live again: not
+        retrieved, not counted) and logged in ``changes`` with its record before. Returns the ids forgotten and, per
+        namespace touched, the rowids its index drops with the namespace's new generation. Unknown or already
+        forgotten ids are skipped."""
+        now = utcnow().isoformat()
+        forgotten: list[str] = []
+        touched: dict[str, list[int]] = {}
+        gens: dict[str, int] = {}
+        with self.tx() as conn:
+            for case_id in dict.fromkeys(case_ids):
+                row = conn.execute(
+                    f"SELECT rid, {self._cols}, evicted_at FROM cases WHERE id=? AND forgotten_at IS NULL", (case_id,)
+                ).fetchone()
+                if row is None:
+                    continue
+                case = _row_to_case(row[1:])
+                conn.execute("UPDATE cases SET forgotten_at=?, evicted_at=coalesce(evicted_at, ?) WHERE id=?",
+                             (now, now, case_id))  # fmt: skip
+                conn.execute(
+                    "INSERT INTO changes (at, op, case_id, reason, before) VALUES (?, 'forget', ?, ?, ?)",
+                    (now, case_id, reason, case.model_dump_json()),
+                )
+                forgotten.append(case_id)
+                if row[-1] is None:  # was live: its namespace's index drops it
+                    touched.setdefault(case.namespace, []).append(int(row[0]))
+            for namespace in touched:
+                gens[namespace] = self._bump_generation(namespace)
+        return forgotten, {ns: (rids, gens[ns]) for ns, rids in touched.items()}
+
+    def changes(self) -> list[dict[str, Any]]:
+        """The bank's change log (tombstones of forgotten cases), oldest first."""
+        try:
+            rows = self.db.execute("SELECT seq, at, op, case_id, reason FROM changes ORDER BY seq").fetchall()
+        except sqlite3.OperationalError:  # a read-only bank from before the change log
+            return []
+        return [dict(zip(("seq", "at", "op", "case_id", "reason"), row, strict=True)) for row in rows]
+
     def log_pairs(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """Append logged gate pairs: ``(namespace, task_id, query, case_id, reward, q_score, cosine, created_at,
         q_emb, c_emb)`` rows."""
@@ -277,7 +350,7 @@ class CaseStore:
     # -- reads -----------------------------------------------------------------------------------------------
 
     def get(self, case_id: str) -> Case:
-        row = self.db.execute(f"SELECT {_CASE_COLS} FROM cases WHERE id=?", (case_id,)).fetchone()
+        row = self.db.execute(f"SELECT {self._cols} FROM cases WHERE id=?", (case_id,)).fetchone()
         if row is None:
             raise CaseBankError(f"no case {case_id!r} in {self.dir}")
         return _row_to_case(row)
@@ -286,6 +359,10 @@ class CaseStore:
         rows = self.db.execute("SELECT DISTINCT namespace FROM cases WHERE evicted_at IS NULL ORDER BY 1")
         return [r[0] for r in rows.fetchall()]
 
+    def all_namespaces(self) -> list[str]:
+        """Every namespace that ever held a case (evicted and forgotten ones included)."""
+        return [r[0] for r in self.db.execute("SELECT DISTINCT namespace FROM cases ORDER BY 1").fetchall()]
+
     def count(self, namespace: str) -> int:
         row = self.db.execute(
             "SELECT COUNT(*) FROM cases WHERE namespace=? AND evicted_at IS NULL", (namespace,)
@@ -293,7 +370,7 @@ class CaseStore:
         return int(row[0])
 
     def cases(self, namespace: str, *, include_evicted: bool = False) -> list[Case]:
-        sql = f"SELECT {_CASE_COLS} FROM cases WHERE namespace=?"
+        sql = f"SELECT {self._cols} FROM cases WHERE namespace=?"
         if not include_evicted:
             sql += " AND evicted_at IS NULL"
         return [_row_to_case(r) for r in self.db.execute(sql + " ORDER BY rid", (namespace,)).fetchall()]
@@ -318,16 +395,35 @@ class CaseStore:
             return {}
         marks = ",".join("?" * len(rids))
         rows = self.db.execute(
-            f"SELECT rid, {_CASE_COLS} FROM cases WHERE rid IN ({marks})", [int(r) for r in rids]
+            f"SELECT rid, {self._cols} FROM cases WHERE rid IN ({marks})", [int(r) for r in rids]
         ).fetchall()
         return {int(r[0]): _row_to_case(r[1:]) for r in rows}
 
-    def live_rids(self, namespace: str) -> np.ndarray:
-        """Rowids of the namespace's live cases, oldest first."""
-        rows = self.db.execute(
-            "SELECT rid FROM cases WHERE namespace=? AND evicted_at IS NULL ORDER BY rid", (namespace,)
-        ).fetchall()
+    def live_rids(self, namespace: str, *, dates: DateFilter | None = None) -> np.ndarray:
+        """Rowids of the namespace's live cases, oldest first (only those ``dates`` lets a task see)."""
+        sql, params = "SELECT rid FROM cases WHERE namespace=? AND evicted_at IS NULL", [namespace]
+        clause, args = dates.sql(self._dated_col) if dates is not None else ("", [])
+        if clause:
+            sql, params = f"{sql} AND {clause}", [*params, *args]
+        rows = self.db.execute(sql + " ORDER BY rid", params).fetchall()
         return np.asarray([r[0] for r in rows], dtype=np.int64)
+
+    @property
+    def _dated_col(self) -> str:
+        return "dated" if self.dated else "NULL"
+
+    def eligible(self, namespace: str, dates: DateFilter | None) -> tuple[np.ndarray | None, int, int]:
+        """What a task may retrieve from a namespace: ``(rowids of the live cases it may see, or None when it may
+        see every one; cases hidden as dated on or after its cutoff; undated cases dropped)``."""
+        if dates is None or not dates.active:
+            return None, 0, 0
+        after, undated = dates.hidden_sql(self._dated_col)
+        base = "SELECT COUNT(*) FROM cases WHERE namespace=? AND evicted_at IS NULL AND "
+        hidden = int(self.db.execute(base + after[0], [namespace, *after[1]]).fetchone()[0]) if after else 0
+        dropped = int(self.db.execute(base + undated, [namespace]).fetchone()[0]) if undated else 0
+        if not hidden and not dropped:
+            return None, 0, 0
+        return self.live_rids(namespace, dates=dates), hidden, dropped
 
     def stored_embeddings(self, rids: np.ndarray) -> np.ndarray:
         """Stored embeddings by rowid (rows in the order of ``rids``)."""
