@@ -136,7 +136,9 @@ class WebSettings(_Section):
     cache_dir: Path = Path("~/.cache/memento/web")
     timeout: float = Field(default=20.0, gt=0)
     max_bytes: int = Field(default=5_000_000, ge=1)
-    undated: Literal["keep", "drop"] = "keep"
+    # undated pages, search results and memory items under a cutoff: keep or drop (one policy for all); not set:
+    # the task's declared default, else keep (memento.dating.resolve_undated; `memento config show` says which)
+    undated: Literal["keep", "drop"] | None = None
     allow_private: bool = False  # fetch private/loopback targets (link-local, e.g. 169.254.169.254, only when listed)
     allowed_private_hosts: list[str] = Field(default_factory=list)  # only these private hosts/IPs (no other)
     offline: bool = False  # serve pages only from the URL cache (replay a run without network)
@@ -165,6 +167,9 @@ class MemorySettings(_Section):
     craft_k: int = Field(default=5, ge=1)
     search_k: int = Field(default=5, ge=1)
     paper_max_tokens: int = Field(default=8000, ge=1)  # paper profile: warn when M1 outgrows this
+    # a task sees only memory items dated strictly before its cutoff; false switches that filter off (to measure
+    # leakage: the audit in results then counts what was shown after the cutoff)
+    cutoff_filter: bool = True
 
 
 class CBRSettings(_Section):

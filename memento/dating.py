@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from memento.types import EvidenceRecord, SourcePage, SourceRun
 
 if TYPE_CHECKING:
-    from memento.types import Trajectory
+    from memento.types import ToolCall, Trajectory
 
 __all__ = [
     "DateFilter",
@@ -184,12 +184,13 @@ def resolve_undated(setting: str | None, task: Any = None) -> UndatedChoice:
     )
 
 
-def read_pages(trajectory: Trajectory, *, node_ids: Iterable[str] | None = None) -> list[SourcePage]:
-    """The pages a run opened (its successful ``scrape`` calls, exploration included), with their dates;
-    ``node_ids`` keeps only the calls of those nodes."""
+def read_pages(run: Trajectory | Iterable[ToolCall], *, node_ids: Iterable[str] | None = None) -> list[SourcePage]:
+    """The pages a run (or a list of its tool calls) opened: its successful ``scrape`` calls, exploration included,
+    with their dates; ``node_ids`` keeps only the calls of those nodes."""
     wanted = set(node_ids) if node_ids is not None else None
+    calls = run.tool_calls if hasattr(run, "tool_calls") else run
     out = []
-    for call in trajectory.tool_calls:
+    for call in calls:
         if call.page is None or (wanted is not None and call.node_id not in wanted):
             continue
         out.append(SourcePage(url=call.page.address, published=call.page.published))
