@@ -657,17 +657,11 @@ class SQLiteStore:
         """Restore the state of ``version`` (appending the inverse changes) and make it the head.
 
         Later versions are marked ``rolled_back``; checkpoints tied to them are dropped, so a trainer
-        re-learns those batches. A rolled-back version cannot be restored (DataError: retrain instead), and
-        version 0 (the empty memory) is refused once a version was committed, since nothing could undo it.
+        re-learns those batches. Version 0 is the empty memory (every committed version is then marked rolled
+        back, and a trainer starts over). A rolled-back version cannot be restored (DataError: retrain instead).
         Returns the number of items changed.
         """
         self._check_writable()
-        committed = [v["version"] for v in self.versions() if v["status"] == "committed"]
-        if version == 0 and committed:  # every version would be marked rolled back: nothing could restore them
-            raise DataError(
-                "refusing to roll back to version 0: it would discard every item of every version for good; "
-                f"roll back to a version ({', '.join(map(str, committed))}) or start a new memory directory"
-            )
         info = self.version_info(version)
         if info["status"] == "rolled_back":  # its batch's checkpoints are gone: a trainer would re-apply it
             raise DataError(f"version {version} was rolled back; retrain instead")
