@@ -142,8 +142,8 @@ def _trajectory_bank(directory: Path, *, read_only: bool) -> Any | None:
         return None
     if read_only:
         return TrajectoryBank.open_read_only(bank)
-    policy = "all_with_labels" if read_meta(bank / "trajectories.sqlite3", "policy") == "all_with_labels" else None
-    return TrajectoryBank(bank, policy=policy or "success_only")
+    labels = read_meta(bank / "trajectories.sqlite3", "policy") == "all_with_labels"
+    return TrajectoryBank(bank, policy="all_with_labels" if labels else "success_only")
 
 
 def memory_items(directory: str | Path, query: ForgetQuery | None = None) -> list[MemoryItem]:

@@ -130,9 +130,9 @@ def _read_sources(trajectory: Trajectory, cited: list[str]) -> list[SourcePage]:
             seen[key] = page
     out: list[SourcePage] = []
     for url in cited:
-        page = seen.get(_norm_source(url))
-        if page is not None and page not in out:
-            out.append(page)
+        found = seen.get(_norm_source(url))
+        if found is not None and found not in out:
+            out.append(found)
     return out
 
 

@@ -215,7 +215,7 @@ class ResearchProgram(dspy.Module):
             inputs=dict(inputs),
             method=self.method or type(self).__name__,
             cutoff=cutoff,
-            dating=DatingRecord(cutoff=cutoff, undated=self.undated, filtered=self.cutoff_filter),  # type: ignore[arg-type]
+            dating=DatingRecord(cutoff=cutoff, undated=self.undated, filtered=self.cutoff_filter),
         )
         if kwargs.get("task_id"):
             trajectory.task_id = str(kwargs["task_id"])
