@@ -164,6 +164,7 @@ class CaseStore:
         self.frozen = frozen
         self.lock = lock
         self.conn: sqlite3.Connection | None = connect_sqlite(self.path, read_only=frozen)
+        self._eligible: dict[tuple[Any, ...], tuple[np.ndarray | None, int, int]] = {}
         try:
             if not frozen:  # a frozen bank opens read-only: no schema or meta write
                 self.conn.execute("PRAGMA journal_mode=WAL")
@@ -414,16 +415,25 @@ class CaseStore:
 
     def eligible(self, namespace: str, dates: DateFilter | None) -> tuple[np.ndarray | None, int, int]:
         """What a task may retrieve from a namespace: ``(rowids of the live cases it may see, or None when it may
-        see every one; cases hidden as dated on or after its cutoff; undated cases dropped)``."""
+        see every one; cases hidden as dated on or after its cutoff; undated cases dropped)``. Kept per namespace
+        generation and filter (tasks of one cutoff share it until the namespace changes)."""
         if dates is None or not dates.active:
             return None, 0, 0
-        after, undated = dates.hidden_sql(self._dated_col)
-        base = "SELECT COUNT(*) FROM cases WHERE namespace=? AND evicted_at IS NULL AND "
-        hidden = int(self.db.execute(base + after[0], [namespace, *after[1]]).fetchone()[0]) if after else 0
-        dropped = int(self.db.execute(base + undated, [namespace]).fetchone()[0]) if undated else 0
-        if not hidden and not dropped:
-            return None, 0, 0
-        return self.live_rids(namespace, dates=dates), hidden, dropped
+        key = (namespace, self.generation(namespace), dates.cutoff, dates.undated)
+        with self.lock:
+            cached = self._eligible.get(key)
+            if cached is not None:
+                return cached
+            after, undated = dates.hidden_sql(self._dated_col)
+            base = "SELECT COUNT(*) FROM cases WHERE namespace=? AND evicted_at IS NULL AND "
+            hidden = int(self.db.execute(base + after[0], [namespace, *after[1]]).fetchone()[0]) if after else 0
+            dropped = int(self.db.execute(base + undated, [namespace]).fetchone()[0]) if undated else 0
+            result = (None, 0, 0) if not hidden and not dropped else (self.live_rids(namespace, dates=dates), hidden,
+                                                                      dropped)  # fmt: skip
+            if len(self._eligible) >= 64:
+                self._eligible.clear()
+            self._eligible[key] = result
+            return result
 
     def stored_embeddings(self, rids: np.ndarray) -> np.ndarray:
         """Stored embeddings by rowid (rows in the order of ``rids``)."""

@@ -380,6 +380,7 @@ class TrajectoryBank:
         self._pending_pages: dict[str, str] = {}
         self._has_pages = True  # False for a read-only bank written before the page store
         self._dated = True  # False for a read-only bank written before schema 3 (set once the file is open)
+        self._masks: dict[tuple[Any, ...], np.ndarray] = {}  # rows a filter hides, per bank state (_ineligible)
         self._dropped = 0
         self._index: _Index | None = None
         self._index_max_seq = 0
@@ -801,7 +802,17 @@ class TrajectoryBank:
         return out
 
     def _ineligible(self, dates: DateFilter | None) -> np.ndarray:
-        """Rows never retrieved for a task: forgotten ones, and those its date filter hides (as sequence numbers)."""
+        """Rows never retrieved for a task: forgotten ones, and those its date filter hides (as sequence numbers);
+        kept per bank state (last row, live count) and filter, so tasks of one cutoff share it."""
+        key = (self._max_seq(), self._meta("count"), dates.cutoff if dates else None, dates.undated if dates else None)
+        cached = self._masks.get(key)
+        if cached is None:
+            if len(self._masks) >= 64:
+                self._masks.clear()
+            cached = self._masks[key] = self._ineligible_rows(dates)
+        return cached
+
+    def _ineligible_rows(self, dates: DateFilter | None) -> np.ndarray:
         if not self._dated:
             if dates is not None and dates.active and dates.undated == "drop":  # an old bank: every row is undated
                 return np.asarray([r[0] for r in self._conn.execute("SELECT seq FROM trajectories")], dtype=np.int64)

@@ -236,3 +236,46 @@ def test_undated_drop_keeps_undated_items_and_pages_away_and_counts_them(trained
     audit = results["leakage"]
     assert audit["items_after_cutoff"] == 0 and audit["items_undated_kept"] == 0
     assert audit["items_undated_dropped"] >= 1 and audit["pages_undated_dropped"] >= 1
+
+
+@pytest.mark.parametrize("method", ["aet", "react"])
+def test_undated_drop_drops_undated_pages_in_aet_and_react_and_results_count_them(trained, method) -> None:
+    kept, kept_results = _eval(trained, method, "keep")
+    dropped, dropped_results = _eval(trained, method, "drop", MEMENTO_WEB_UNDATED="drop")
+    assert "undated.example/ocelot" in kept and kept_results["leakage"]["pages_undated_kept"] >= 1
+    assert "undated.example" not in dropped
+    audit = dropped_results["leakage"]
+    assert audit["pages_undated_dropped"] >= 1 and audit["pages_undated_kept"] == 0 and audit["undated"] == "drop"
+    assert audit["pages_after_cutoff"] == 0 and "late.example" not in kept + dropped  # the web cutoff holds too
+
+
+def test_config_show_says_which_undated_policy_applies_and_why() -> None:
+    from memento.tasks.qa import QATask
+    from memento.tasks.task import Task, register_task
+
+    runner = CliRunner()
+    plain = runner.invoke(app, ["config", "show", "--task", "multihop"], env={"COLUMNS": "250"})
+    assert plain.exit_code == 0
+    assert "undated policy: keep — web.undated is not set and task 'multihop' declares no default" in plain.output
+    env = runner.invoke(app, ["config", "show"], env={"COLUMNS": "250", "MEMENTO_WEB_UNDATED": "drop"})
+    assert "undated policy: drop — set by web.undated (env)" in env.output
+    data = json.loads(runner.invoke(app, ["config", "show", "--json"], env={"MEMENTO_WEB_UNDATED": "drop"}).stdout)
+    assert data["web.undated"]["value"] == "drop" and data["web.undated"]["effective"] == "drop"
+
+    @register_task
+    class DatedQA(QATask):  # a task whose paper declares a default for undated pages
+        name = "dated_qa_test"
+        undated_policy = "drop"
+
+    try:
+        default = runner.invoke(app, ["config", "show", "--task", "dated_qa_test"], env={"COLUMNS": "250"})
+        assert "undated policy: drop — web.undated is not set; task 'dated_qa_test' declares 'drop'" in default.output
+        wins = runner.invoke(
+            app, ["config", "show", "--task", "dated_qa_test"], env={"COLUMNS": "250", "MEMENTO_WEB_UNDATED": "keep"}
+        )
+        assert "undated policy: keep — set by web.undated (env)" in wins.output  # the setting wins
+    finally:
+        from memento.tasks import task as task_module
+
+        task_module._REGISTRY.pop("dated_qa_test", None)
+    assert Task.undated_policy is None
