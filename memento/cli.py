@@ -17,7 +17,7 @@ from rich.table import Table
 
 from memento import __version__
 from memento.commands._common import cli_errors, console
-from memento.commands._options import Flags, with_flags
+from memento.commands._options import Flags, OptionalTaskOpt, with_flags
 from memento.terminal import install_log_filters
 
 __all__ = ["app", "main"]
@@ -68,9 +68,7 @@ def config_show(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the settings as JSON on stdout ({key: {value, source}}).")
     ] = False,
-    task: Annotated[
-        str | None, typer.Option("--task", help="Also say which undated policy applies to this task and why.")
-    ] = None,
+    task: OptionalTaskOpt = None,
     *,
     flags: Flags,
 ) -> None:

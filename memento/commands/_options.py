@@ -37,6 +37,7 @@ __all__ = [
     "ConfigOpt",
     "NoWaitOpt",
     "TaskOpt",
+    "OptionalTaskOpt",
     "LimitOpt",
     "MetricOpt",
     "EmbedderOpt",
@@ -52,6 +53,10 @@ NoWaitOpt = Annotated[
     typer.Option("--no-wait", help="If another process writes the memory directory, exit at once instead of waiting."),
 ]
 TaskOpt = Annotated[str, typer.Option("--task", help="Task spec: qa, multihop, legal, opinion, sales.")]
+#: ``config show --task``: optional (what applies to that task, e.g. its undated policy)
+OptionalTaskOpt = Annotated[
+    str | None, typer.Option("--task", help="A task spec, to say what applies to it (its undated policy and why).")
+]
 LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Use the first N examples of each file.")]
 MetricOpt = Annotated[
     str, typer.Option("--metric", help="The task's metric: default, or a kind it offers (judge, em, f1 ...).")
