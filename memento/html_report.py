@@ -341,8 +341,13 @@ def _leakage_section(results: dict[str, Any]) -> str:
             cells[6] = f'<span class="err">{cells[6]}</span>' if one.pages_after_cutoff else cells[6]
         rows.append([_e(row.get("index")), _e(one_line(row.get("id"), 30)), _e(one.cutoff or "–"), *cells])
     headers = ["#", "id", "cutoff", *(label for _, label in _AUDIT_COLUMNS)]
+    offenders = (
+        "<p>shown after the cutoff: " + ", ".join(f"<code>{_e(x)}</code>" for x in audit.after_cutoff) + "</p>"
+        if audit.after_cutoff
+        else ""
+    )
     return (
-        f"<h2>Leakage audit</h2>{warn}<p>{_e(audit.summary())}</p>"
+        f"<h2>Leakage audit</h2>{warn}<p>{_e(audit.summary())}</p>{offenders}"
         + _table(headers, rows, numeric={0, *range(3, 3 + len(_AUDIT_COLUMNS))})
         + '<p class="meta">After cutoff: shown to the example and dated on or after its cutoff (expected 0), '
         "counted from the item ids and pages recorded with its prompts; hidden: kept away by the date filter.</p>"
