@@ -295,5 +295,8 @@ def test_with_the_guard_off_forgetting_the_hostile_page_removes_the_poison_from_
     memory_inputs = ("craft_knowledge", "decomposition_rules", "web_action_rules", "known_facts")
     injected = [c.inputs.get(name, "") for c in engine.calls[before:] for name in memory_inputs]
     assert injected and not any("banana" in text.lower() for text in injected)
+    # nothing of the poison anywhere in the eval's prompts but inside the data marking (the page it reads again)
+    assert not any("banana" in outside_data(c.messages[-1]["content"]).lower() for c in engine.calls[before:])
+    assert not any("banana" in c.system.lower() for c in engine.calls[before:])
     memory = MementoMemory(tmp_path / "mem", read_only=True)
     assert memory.diff(1, 2).stores["craft"].removed and memory.versions()[-1]["note"].startswith("forget: source")
