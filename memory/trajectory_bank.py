@@ -380,7 +380,8 @@ class TrajectoryBank:
         self._pending_pages: dict[str, str] = {}
         self._has_pages = True  # False for a read-only bank written before the page store
         self._dated = True  # False for a read-only bank written before schema 3 (set once the file is open)
-        self._masks: dict[tuple[Any, ...], np.ndarray] = {}  # rows a filter hides, per bank state (_ineligible)
+        self._masks: dict[tuple[Any, ...], np.ndarray | None] = {}  # rows a filter hides, per bank state and index
+        self._hidden: dict[tuple[Any, ...], tuple[int, int]] = {}  # hidden counts, per bank state and filter
         self._dropped = 0
         self._index: _Index | None = None
         self._index_max_seq = 0
@@ -770,9 +771,9 @@ class TrajectoryBank:
             scores = index.scores(task_text)
             if exclude_task_id is not None and len(scores):
                 scores = np.where(index.same_task(exclude_task_id), np.float32(0.0), scores)
-            hidden = self._ineligible(dates)
-            if len(hidden) and len(scores):
-                scores = np.where(np.isin(index.seqs, hidden), np.float32(0.0), scores)
+            mask = self._ineligible_mask(index, dates)
+            if mask is not None and len(scores):
+                scores = np.where(mask, np.float32(0.0), scores)
             positive = int(np.count_nonzero(scores > 0))
             if positive == 0:
                 return []
@@ -801,16 +802,21 @@ class TrajectoryBank:
             out.append(BankHit(item_id(seq), seq, trajectory, shown, float(scores[i]), parse_iso(day)))
         return out
 
-    def _ineligible(self, dates: DateFilter | None) -> np.ndarray:
-        """Rows never retrieved for a task: forgotten ones, and those its date filter hides (as sequence numbers);
-        kept per bank state (last row, live count) and filter, so tasks of one cutoff share it."""
-        key = (self._max_seq(), self._meta("count"), dates.cutoff if dates else None, dates.undated if dates else None)
-        cached = self._masks.get(key)
-        if cached is None:
+    def _state_key(self, dates: DateFilter | None) -> tuple[Any, ...]:
+        """What a filter's result depends on: the bank's last row and live count (a write or a forget changes one)
+        and the filter."""
+        return (self._max_seq(), self._meta("count"), dates.cutoff if dates else None, dates.undated if dates else None)
+
+    def _ineligible_mask(self, index: _Index, dates: DateFilter | None) -> np.ndarray | None:
+        """A mask over the index's rows: those never retrieved for a task (forgotten, or hidden by its date filter);
+        ``None`` when every row may be. Kept per bank state and filter, so tasks of one cutoff share it."""
+        key = (*self._state_key(dates), id(index))
+        if key not in self._masks:
             if len(self._masks) >= 64:
                 self._masks.clear()
-            cached = self._masks[key] = self._ineligible_rows(dates)
-        return cached
+            rows = self._ineligible_rows(dates)
+            self._masks[key] = np.isin(index.seqs, rows) if len(rows) else None
+        return self._masks[key]
 
     def _ineligible_rows(self, dates: DateFilter | None) -> np.ndarray:
         if not self._dated:
@@ -831,11 +837,16 @@ class TrajectoryBank:
         with self._lock:
             if not self._dated:
                 return 0, (len(self) if dates.undated == "drop" else 0)
-            after, undated = dates.hidden_sql("dated")
-            base = "SELECT COUNT(*) FROM trajectories WHERE forgotten_at IS NULL AND "
-            hidden = int(self._conn.execute(base + after[0], after[1]).fetchone()[0]) if after else 0
-            dropped = int(self._conn.execute(base + undated).fetchone()[0]) if undated else 0
-            return hidden, dropped
+            key = self._state_key(dates)
+            if key not in self._hidden:
+                if len(self._hidden) >= 64:
+                    self._hidden.clear()
+                after, undated = dates.hidden_sql("dated")
+                base = "SELECT COUNT(*) FROM trajectories WHERE forgotten_at IS NULL AND "
+                hidden = int(self._conn.execute(base + after[0], after[1]).fetchone()[0]) if after else 0
+                dropped = int(self._conn.execute(base + undated).fetchone()[0]) if undated else 0
+                self._hidden[key] = (hidden, dropped)
+            return self._hidden[key]
 
     def _live(self, alias: str = "t") -> str:
         """The SQL condition of rows not forgotten (every row of a bank from before tombstones)."""
