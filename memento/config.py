@@ -54,6 +54,7 @@ __all__ = [
     "COMPARE_PRESETS",
     "ROLE_FIELD_DEFAULTS",
     "RunSettings",
+    "LocalSettings",
     "Settings",
     "load_settings",
 ]
@@ -72,6 +73,7 @@ _SECTIONS: tuple[str, ...] = (
     "compare",
     "run",
     "observe",
+    "local",
 )
 DEFAULT_CONFIG_FILE = "memento.toml"
 _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar("memento_config_file", default=None)
@@ -81,7 +83,15 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-_INHERITED = ("temperature", "max_tokens", "num_retries", "cache", "max_concurrency", "requests_per_minute")
+_INHERITED = (
+    "temperature",
+    "max_tokens",
+    "num_retries",
+    "cache",
+    "max_concurrency",
+    "requests_per_minute",
+    "structured_outputs",
+)
 
 
 class LMRole(_Section):
@@ -102,6 +112,9 @@ class LMRole(_Section):
     cache: bool | None = None
     max_concurrency: int | None = Field(default=None, ge=1)  # LM requests of this role in flight, whole process
     requests_per_minute: float | None = Field(default=None, gt=0)  # optional rate limit of this role
+    # how replies are structured (memento.structured_adapter): auto (JSON adapter; the signature's JSON schema for
+    # a model behind an api_base or a local one, the provider's word otherwise) | schema | json | off (ChatAdapter)
+    structured_outputs: Literal["auto", "schema", "json", "off"] | None = None
 
     def secret(self) -> str | None:
         """The API key: the explicit one, else the variable named by ``api_key_env``; never logged."""
@@ -367,6 +380,17 @@ class ObserveSettings(_Section):
     mlflow_experiment: str = "memento"
 
 
+class LocalSettings(_Section):
+    """Models run in process (``--lm local/<path.gguf>``, ``--lm local``: memento.local_lm, the ``[local]`` extra).
+
+    ``threads``: llama.cpp threads (``None``: half the cores; 1 on a busy machine); ``context``: the context window
+    in tokens (0: the model's trained context).
+    """
+
+    threads: int | None = Field(default=None, ge=1)
+    context: int = Field(default=0, ge=0)
+
+
 class _EnvSource(PydanticBaseSettingsSource):
     """``MEMENTO_*`` environment variables, with the role shorthand ``MEMENTO_LM=model``."""
 
@@ -464,6 +488,7 @@ class Settings(BaseSettings):
     compare: CompareBudget = Field(default_factory=CompareBudget)
     run: RunSettings = Field(default_factory=RunSettings)
     observe: ObserveSettings = Field(default_factory=ObserveSettings)
+    local: LocalSettings = Field(default_factory=LocalSettings)
 
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
 

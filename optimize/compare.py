@@ -76,6 +76,7 @@ from memento.optimize.runners import (
     runner_for,
 )
 from memento.optimize.web_tally import CountingWeb, Tallied, WebTally
+from memento.structured_adapter import StructuredAdapter
 from memento.tasks.task import Task, get_task
 from memento.text import error_line
 from memento.types import utcnow
@@ -413,7 +414,10 @@ def compare(
     _check_overlap(trainset, testset, task_obj, log)
     models = role_models(roles)
     # preprocessing (e.g. an LLM PII scrub) happens once, before any method sees an example; its cost is reported
-    with dspy.context(lm=getattr(roles, "lm", None) or dspy.settings.lm), metered(roles) as (meter, clock):
+    # structured outputs for every role (memento.structured_adapter), unless the caller installed an adapter
+    adapter = dspy.settings.adapter or StructuredAdapter()
+    lm = getattr(roles, "lm", None) or dspy.settings.lm
+    with dspy.context(lm=lm, adapter=adapter), metered(roles) as (meter, clock):
         train = [task_obj.preprocess(ex) for ex in trainset]
         test = [task_obj.preprocess(ex) for ex in testset]
     preprocess_cost = PhaseCost.from_usage(meter.usage(), wall_seconds=clock[1], models=models)
@@ -451,7 +455,7 @@ def compare(
         preprocess=preprocess_cost,
         provenance=provenance,
     )
-    with dspy.context(lm=getattr(roles, "lm", None) or dspy.settings.lm):
+    with dspy.context(lm=lm, adapter=adapter):
         for spec in specs:
             # each method gets its own metric instance: judge memos never carry one method's verdicts to another
             method_ctx = (

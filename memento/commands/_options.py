@@ -139,6 +139,13 @@ _FLAGS: tuple[Flag, ...] = (
     _flag("lm", str, "lm.model", "Agent model, e.g. openai/gpt-4o-mini (env MEMENTO_LM)."),
     _flag("api_base", str, "lm.api_base", "API base of the agent model (any OpenAI-compatible server)."),
     _flag("judge_lm", str, "judge_lm.model", "Judge model (default: the agent model)."),
+    _flag(
+        "structured_outputs",
+        Literal["auto", "schema", "json", "off"],
+        "lm.structured_outputs",
+        "Replies as JSON: auto (the signature's JSON schema for a model behind --api-base or a local one), schema, "
+        "json (JSON mode), off (DSPy's ChatAdapter). Every role inherits it.",
+    ),
     Flag("corpus", CorpusOpt, "web.corpus"),
     _flag("threads", int, "run.threads", "Parallel work: examples evaluated at once (sub-questions for run).", min=1),
     _flag("seed", int, "run.seed", "Split, optimiser and bootstrap seed (run.seed)."),
@@ -288,7 +295,7 @@ FLAGS: dict[str, Flag] = {flag.name: flag for flag in _FLAGS}
 
 #: Flags that travel together, by group name (a group name may be given to :func:`with_flags`).
 GROUPS: dict[str, tuple[str, ...]] = {
-    "lm": ("config", "lm", "api_base", "judge_lm"),
+    "lm": ("config", "lm", "api_base", "judge_lm", "structured_outputs"),
     "research": ("initial_questions", "total_questions", "steps_per_question"),
     "memory": ("profile", "stores"),
     "observe": ("log_lm", "replay_lm", "mlflow"),
