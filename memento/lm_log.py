@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from memento.scrub import scrub_data
+from memento.text import error_line
 from memento.usage import ActivatedCallback, _modules, current_stage
 
 __all__ = ["LMCallLog", "install_retry_hook", "add_retry_listener", "current_predictor", "logged_messages"]
@@ -192,11 +193,6 @@ def _rollout_id(instance: Any, inputs: dict[str, Any]) -> Any:
     return call.get("rollout_id", (getattr(instance, "kwargs", None) or {}).get("rollout_id"))
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else ""
-
-
 def _text(completion: Any) -> str:
     if isinstance(completion, dict):
         return str(completion.get("text") or completion.get("tool_calls") or "")
@@ -313,7 +309,7 @@ class LMCallLog(ActivatedCallback):
         if exception is not None:
             record["parsed"] = False
             if record["parse_error"] is None:
-                record["parse_error"] = f"{type(exception).__name__}: {_first_line(exception)}"
+                record["parse_error"] = error_line(exception)
         elif record["parsed"] is None:
             record["parsed"] = True
         call.parses -= 1

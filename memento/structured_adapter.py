@@ -38,6 +38,7 @@ from dspy.clients.capabilities import with_capability_planning
 from dspy.utils.exceptions import AdapterParseError
 
 from memento.output_schema import OpenSchemaError, output_schema
+from memento.text import error_line
 
 __all__ = ["STRUCTURED_MODES", "StructuredAdapter", "StructuredMode", "is_self_hosted", "structured_mode"]
 
@@ -147,7 +148,7 @@ class StructuredAdapter(_TypedOutputs, JSONAdapter):
         try:
             return self._run(lm, lm_kwargs, signature, demos, inputs)
         except AdapterParseError as err:
-            logger.info("%s: unparseable reply, asking once more (%s)", signature.__name__, _first_line(err))
+            logger.info("%s: unparseable reply, asking once more (%s)", signature.__name__, _parse_message(err))
             return self._run(lm, lm_kwargs, signature, demos, inputs, feedback=self._feedback(signature, err))
 
     async def acall(
@@ -245,15 +246,15 @@ class StructuredAdapter(_TypedOutputs, JSONAdapter):
             {"role": "assistant", "content": reply},
             {
                 "role": "user",
-                "content": f"Your reply could not be used: {_first_line(err).rstrip('.')}. Reply again with one JSON "
-                f"object holding exactly the fields {fields}, each of the type stated above, and nothing else.",
+                "content": f"Your reply could not be used: {_parse_message(err).rstrip('.')}. Reply again with one "
+                f"JSON object holding exactly the fields {fields}, each of the type stated above, and nothing else.",
             },
         ]
 
 
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
+def _parse_message(err: BaseException) -> str:
+    """The first line of an error's message (its type when it has none)."""
+    return error_line(err).removeprefix(f"{type(err).__name__}: ")
 
 
 # -- how a server takes a schema ---------------------------------------------------------------------------------
