@@ -95,12 +95,10 @@ class _TypedOutputs:
 def _json_object(completion: str) -> dict[str, Any]:
     """The reply's JSON object as DSPy's JSON adapter reads it (``{}`` when there is none)."""
     import json_repair
-    import regex
 
     data = json_repair.loads(completion)
-    if not isinstance(data, dict):
-        match = regex.search(r"\{(?:[^{}]|(?R))*\}", completion, regex.DOTALL)
-        data = json_repair.loads(match.group(0)) if match else {}
+    if not isinstance(data, dict) and "{" in completion:
+        data = json_repair.loads(completion[completion.find("{") : completion.rfind("}") + 1])
     return data if isinstance(data, dict) else {}
 
 
@@ -151,17 +149,11 @@ class StructuredAdapter(_TypedOutputs, JSONAdapter):
             logger.info("%s: unparseable reply, asking once more (%s)", signature.__name__, _parse_message(err))
             return self._run(lm, lm_kwargs, signature, demos, inputs, feedback=self._feedback(signature, err))
 
-    async def acall(
-        self,
-        lm: Any,
-        lm_kwargs: dict[str, Any],
-        signature: type[dspy.Signature],
-        demos: list[dict[str, Any]],
-        inputs: dict[str, Any],
-    ) -> list[dict[str, Any]]:
+    async def acall(self, lm: Any, *args: Any) -> list[dict[str, Any]]:  # (lm, lm_kwargs, signature, demos, inputs)
+        """Async calls: the role's mode chooses the adapter (no retry with feedback; programs call synchronously)."""
         if structured_mode(lm) == "off":
-            return await self._chat.acall(lm, lm_kwargs, signature, demos, inputs)
-        return await super().acall(lm, lm_kwargs, signature, demos, inputs)
+            return await self._chat.acall(lm, *args)
+        return await super().acall(lm, *args)
 
     # -- response_format -----------------------------------------------------------------------------------------
     def _choose_format(
@@ -191,15 +183,9 @@ class StructuredAdapter(_TypedOutputs, JSONAdapter):
         }
 
     # -- one LM call and its parse -------------------------------------------------------------------------------
-    def _run(
-        self,
-        lm: Any,
-        lm_kwargs: dict[str, Any],
-        signature: type[dspy.Signature],
-        demos: list[dict[str, Any]],
-        inputs: dict[str, Any],
-        feedback: list[dict[str, str]] | None = None,
-    ) -> list[dict[str, Any]]:
+    def _run(self, *call: Any, feedback: list[dict[str, str]] | None = None) -> list[dict[str, Any]]:
+        """One LM call and its parse; ``call`` is the adapter's ``(lm, lm_kwargs, signature, demos, inputs)``."""
+        lm, lm_kwargs, signature, demos, inputs = call
         kwargs = dict(lm_kwargs)
         processed = self._call_preprocess(lm, kwargs, signature, inputs)
         messages = self.format(processed, demos, inputs)
