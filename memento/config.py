@@ -562,6 +562,7 @@ ROLE_FIELD_DEFAULTS: dict[str, Any] = {
     "cache": True,
     "max_concurrency": "no limit",
     "requests_per_minute": "no limit",
+    "structured_outputs": "auto",
 }
 
 
