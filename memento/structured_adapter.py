@@ -74,7 +74,8 @@ def is_self_hosted(lm: Any) -> bool:
 
 class _TypedOutputs:
     """A text field whose JSON value is an object or a list fails to parse (DSPy would keep the object's ``repr`` as
-    the text: a final answer printed as a dict of invented keys); the other fields are typed by DSPy's parse."""
+    the text: a final answer printed as a dict of invented keys); text is stripped, as the ChatAdapter gives it; the
+    other fields are typed by DSPy's parse."""
 
     def parse(self, signature: type[dspy.Signature], completion: str) -> dict[str, Any]:
         fields: dict[str, Any] = super().parse(signature, completion)  # type: ignore[misc]
@@ -89,6 +90,8 @@ class _TypedOutputs:
                     lm_response=completion,
                     message=f"field {name} must be text, not a JSON {type(raw[name]).__name__}",
                 )
+            if field.annotation is str and isinstance(fields.get(name), str):
+                fields[name] = fields[name].strip()  # as the ChatAdapter gives text
         return fields
 
 

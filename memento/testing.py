@@ -103,11 +103,25 @@ def _parse_fields(system: str, header: str) -> list[FieldSpec]:
     return specs
 
 
+def _json_structure(system: str) -> dict[str, str]:
+    """The JSON adapter's output structure (``{"field": "{field}  # note: ... JSON schema: {...}"}``) by field."""
+    head, found, rest = system.partition("Outputs will be a JSON object with the following fields.")
+    if not found:
+        return {}
+    block = rest.split("\nIn adhering to this structure", 1)[0].strip()
+    try:
+        data = json.loads(block)
+    except json.JSONDecodeError:
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
 def _parse_schemas(system: str, specs: list[FieldSpec]) -> None:
-    """Attach the JSON schemas the structure section states for complex fields."""
+    """Attach the JSON schemas the structure section states for complex fields (either adapter's layout)."""
     sections = _MARKER.split(system)
     # sections: [before, name1, body1, name2, body2, ...]
     bodies = {sections[i]: sections[i + 1] for i in range(1, len(sections) - 1, 2)}
+    bodies.update(_json_structure(system))
     for spec in specs:
         body = bodies.get(spec.name, "")
         match = _SCHEMA.search(body.strip().splitlines()[-1] if body.strip() else "")
