@@ -17,7 +17,7 @@ from rich.table import Table
 
 from memento import __version__
 from memento.commands._common import cli_errors, console
-from memento.commands._options import Flags, with_flags
+from memento.commands._options import Flags, OptionalTaskOpt, with_flags
 from memento.terminal import install_log_filters
 
 __all__ = ["app", "main"]
@@ -68,10 +68,12 @@ def config_show(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the settings as JSON on stdout ({key: {value, source}}).")
     ] = False,
+    task: OptionalTaskOpt = None,
     *,
     flags: Flags,
 ) -> None:
-    """Print the effective settings, secrets masked, with where each value came from.
+    """Print the effective settings, secrets masked, with where each value came from, and the undated policy that
+    applies (with --task: to that task) and why.
 
     An LM role's unset field shows what its LM uses (3 retries, the model's own temperature...), marked "built in".
     """
@@ -79,8 +81,11 @@ def config_show(
     import sys
 
     from memento.config import ROLE_FIELD_DEFAULTS, ROLES
+    from memento.dating import resolve_undated
+    from memento.tasks import get_task
 
     settings = flags.settings()
+    choice = resolve_undated(settings.web.undated, get_task(task) if task else None)
     rows: list[dict[str, Any]] = []
     for key, value, source in settings.effective():
         section, _, field = key.partition(".")
@@ -88,6 +93,8 @@ def config_show(
         row: dict[str, Any] = {"key": key, "value": plain, "source": source}
         if value is None and section in ROLES and field in ROLE_FIELD_DEFAULTS:
             row["effective"] = ROLE_FIELD_DEFAULTS[field]  # what the role's LM uses when the field is unset
+        if key == "web.undated":  # the one undated policy: the setting, else the task's declared default, else keep
+            row["effective"], row["reason"] = choice.policy, choice.reason
         rows.append(row)
     if as_json:
         data = {row.pop("key"): row for row in rows}
@@ -98,12 +105,23 @@ def config_show(
     table.add_column("value")
     table.add_column("source")
     for row in rows:
-        if "effective" in row:
+        if "reason" in row:
+            value, source = row["effective"], f"{row['source']}: {row['reason']}"
+        elif "effective" in row:
             value, source = row["effective"], f"{row['source']}, built in"
         else:
             value, source = row["value"], row["source"]
         table.add_row(row["key"], "" if value is None else str(value), source)
     console.print(table)
+    where = f" ({settings.source_of('web.undated')})" if settings.web.undated is not None else ""
+    console.print(
+        f"undated policy: {choice.policy} — {choice.reason}{where}; it applies to undated pages, search results and "
+        f"memory items under a cutoff. Memory date filter: {'on' if settings.memory.cutoff_filter else 'OFF'} "
+        "(memory.cutoff_filter).",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _register_commands() -> None:

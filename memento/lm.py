@@ -1,7 +1,9 @@
 """LM roles: one ``dspy.LM`` per role, built from :class:`memento.config.Settings`.
 
 Any model string DSPy accepts works: ``openai/...``, ``anthropic/...``, ``ollama_chat/...``, ``hosted_vllm/...``,
-or ``openai/<name>`` with ``api_base`` for any OpenAI-compatible server.
+or ``openai/<name>`` with ``api_base`` for any OpenAI-compatible server; ``local/<path.gguf>`` runs a GGUF model in
+process and ``local`` the bundled test model (:mod:`memento.local_lm`). Each role's replies are structured by
+:class:`memento.structured_adapter.StructuredAdapter` (``structured_outputs``), which :func:`configure` installs.
 
 Example:
     >>> import memento
@@ -24,7 +26,7 @@ from urllib.parse import urlsplit
 import dspy
 
 from memento.cancel import check_cancelled
-from memento.config import ROLE_FIELD_DEFAULTS, ROLES, LMRole, Settings
+from memento.config import ROLE_FIELD_DEFAULTS, ROLES, LMRole, LocalSettings, Settings
 from memento.errors import ConfigError, LMNotConfiguredError, LMUnavailableError
 from memento.lm_limiter import limiter_for, set_role_limits
 from memento.scrub import register_secret, scrub
@@ -69,6 +71,7 @@ class MementoLM(dspy.LM):
 
     memento_role: str | None = None
     memento_replay: Any = None  # a memento.lm_replay.ReplayBook: every call is served from a --log-lm file
+    structured_outputs: str = "auto"  # the role's setting, read by memento.structured_adapter
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         check_cancelled()
@@ -86,23 +89,36 @@ class MementoLM(dspy.LM):
         return await super().acall(*args, **kwargs)
 
 
-def build_lm(role: LMRole, *, name: str = "lm", replay: Any = None) -> dspy.LM:
+def build_lm(role: LMRole, *, name: str = "lm", replay: Any = None, local: LocalSettings | None = None) -> dspy.LM:
     """Build the ``dspy.LM`` of one resolved role.
 
     Args:
         role: the role's resolved settings.
         name: the role's name.
         replay: a :class:`memento.lm_replay.ReplayBook`: the LM serves every call from it (no server, no key).
+        local: the ``[local]`` settings of a model run in process (threads, context).
 
     Raises:
         LMNotConfiguredError: the role has no model.
+        ConfigError: an unknown provider, a missing local model file or extra (one line).
     """
     if not role.model:
         raise LMNotConfiguredError(name)
     if replay is not None:
         from memento.lm_replay import replay_lm
 
-        return replay_lm(role, name=name, book=replay)
+        lm = replay_lm(role, name=name, book=replay)
+    elif role.model == "local" or role.model.startswith(("local/", "local:")):
+        lm = _build_local(role, name, local or LocalSettings())
+    else:
+        lm = _build_remote(role, name)
+    lm.structured_outputs = role.structured_outputs or "auto"
+    return lm
+
+
+def _build_remote(role: LMRole, name: str) -> MementoLM:
+    """A role served by a provider or an OpenAI-compatible server."""
+    assert role.model is not None
     kwargs: dict[str, object] = {}
     if role.api_base:
         kwargs["api_base"] = role.api_base
@@ -128,6 +144,36 @@ def build_lm(role: LMRole, *, name: str = "lm", replay: Any = None) -> dspy.LM:
         raise ConfigError(f"{_flag(name)} {role.model!r}: {exc}") from None
     _check_provider(lm, name)
     set_role_limits(name, max_concurrency=role.max_concurrency, requests_per_minute=role.requests_per_minute)
+    lm.memento_role = name
+    return lm
+
+
+_smoke_test_noted = False
+
+
+def _build_local(role: LMRole, name: str, local: LocalSettings) -> MementoLM:
+    """A role run in process by llama.cpp (``local/<path.gguf>``, or ``local``: the bundled model)."""
+    from memento.local_lm import BUNDLED_MAX_TOKENS, DEFAULT_MAX_TOKENS, SMOKE_TEST_NOTE, LocalEngine, local_model_path
+
+    global _smoke_test_noted
+    assert role.model is not None
+    path = local_model_path(role.model)
+    if role.api_base:
+        raise ConfigError(f"{_flag(name)} {role.model}: a local model runs in this process; it takes no --api-base")
+    if role.model == "local" and not _smoke_test_noted:
+        _smoke_test_noted = True
+        logger.warning(SMOKE_TEST_NOTE)
+    max_tokens = role.max_tokens or (BUNDLED_MAX_TOKENS if role.model == "local" else DEFAULT_MAX_TOKENS)
+    engine = LocalEngine(path, threads=local.threads, context=local.context, max_tokens=max_tokens)
+    set_role_limits(name, max_concurrency=role.max_concurrency, requests_per_minute=role.requests_per_minute)
+    lm = MementoLM(
+        role.model,
+        engine=engine,
+        temperature=role.temperature,
+        max_tokens=max_tokens,
+        num_retries=role.num_retries if role.num_retries is not None else ROLE_FIELD_DEFAULTS["num_retries"],
+        cache=role.cache if role.cache is not None else ROLE_FIELD_DEFAULTS["cache"],
+    )
     lm.memento_role = name
     return lm
 
@@ -201,6 +247,7 @@ def configure(settings: Settings, *, set_default: bool = True) -> Roles:
         LMNotConfiguredError: no model for ``lm``.
     """
     from memento.lm_log import install_retry_hook
+    from memento.structured_adapter import StructuredAdapter
 
     install_retry_hook()  # every retry of an LM call is logged at INFO (-v) with its error
     replay = None
@@ -208,10 +255,10 @@ def configure(settings: Settings, *, set_default: bool = True) -> Roles:
         from memento.lm_replay import ReplayBook
 
         replay = ReplayBook(settings.observe.replay_lm)
-    lms = {name: build_lm(settings.role(name), name=name, replay=replay) for name in ROLES}
+    lms = {name: build_lm(settings.role(name), name=name, replay=replay, local=settings.local) for name in ROLES}
     roles = Roles(**lms)
     if set_default:
-        dspy.configure(lm=roles.lm)
+        dspy.configure(lm=roles.lm, adapter=StructuredAdapter())
     logger.info("configured LM roles: %s", {name: lm.model for name, lm in roles.items()})
     return roles
 

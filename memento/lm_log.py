@@ -4,8 +4,12 @@ Each line holds the role (``lm``, ``judge_lm``, ...), the stage and the predicto
 model, the prompt messages in full, DSPy's ``rollout_id`` (``null`` unless an optimiser set one), the completion (the
 raw reply text; a dict when the reply also carried reasoning or tool calls; a list for several candidates), the
 tokens, the latency, whether DSPy's cache served it, the retries with their errors, and the error that ended the call
-if any: enough to replay the run (``--replay-lm FILE``, :mod:`memento.lm_replay`). Everything written goes through
-:func:`memento.scrub.scrub_data`, so API keys and URL credentials never reach the file.
+if any, and whether the reply parsed into the signature's outputs (``parsed``: true or false; null for a call no
+adapter parsed, e.g. GEPA's free-text proposals or a failed call) with the parse error's first line
+(``parse_error``): enough to replay the run (``--replay-lm FILE``, :mod:`memento.lm_replay`) and to count parse
+failures per stage. A line is written once its reply is parsed (the adapter parses right after the call, in the same
+thread). Everything written goes through :func:`memento.scrub.scrub_data`, so API keys and URL credentials never
+reach the file.
 
 Retries happen inside DSPy (``dspy.clients.execution``) without a hook of their own; :func:`install_retry_hook`
 wraps its back-off delay function, which DSPy calls once per retry with the error, so each retry is logged at
@@ -32,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from memento.scrub import scrub_data
+from memento.text import error_line
 from memento.usage import ActivatedCallback, _modules, current_stage
 
 __all__ = ["LMCallLog", "install_retry_hook", "add_retry_listener", "current_predictor", "logged_messages"]
@@ -96,7 +101,7 @@ def install_retry_hook() -> None:
 
 
 class _Open:
-    __slots__ = ("record", "started", "billed", "retries", "listening")
+    __slots__ = ("record", "started", "billed", "retries", "listening", "parses")
 
     def __init__(self, record: dict[str, Any]) -> None:
         self.record = record
@@ -104,6 +109,7 @@ class _Open:
         self.started = time.perf_counter()
         self.billed = False
         self.retries: list[dict[str, Any]] = []
+        self.parses = 0  # replies still to be parsed before the record is written
 
 
 class _Sink:
@@ -187,6 +193,12 @@ def _rollout_id(instance: Any, inputs: dict[str, Any]) -> Any:
     return call.get("rollout_id", (getattr(instance, "kwargs", None) or {}).get("rollout_id"))
 
 
+def _text(completion: Any) -> str:
+    if isinstance(completion, dict):
+        return str(completion.get("text") or completion.get("tool_calls") or "")
+    return "" if completion is None else str(completion)
+
+
 class LMCallLog(ActivatedCallback):
     """Append one scrubbed JSON line per LM call to ``path``; thread-safe.
 
@@ -211,6 +223,7 @@ class LMCallLog(ActivatedCallback):
         self.lines = 0
         self._lock = threading.Lock()
         self._open: dict[str, _Open] = {}
+        self._pending: dict[int, _Open] = {}  # by thread: a reply waiting for its parse
         self._local = threading.local()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = self.path.open("a", encoding="utf-8")
@@ -240,7 +253,10 @@ class LMCallLog(ActivatedCallback):
             "cached": False,
             "retries": [],
             "error": None,
+            "parsed": None,
+            "parse_error": None,
         }
+        self._flush_pending()  # a reply of this thread that no adapter parsed
         call = _Open(record)
         calls = getattr(self._local, "calls", None)
         if calls is None:
@@ -273,7 +289,46 @@ class LMCallLog(ActivatedCallback):
         if exception is not None:
             message = str(exception).splitlines()[0] if str(exception) else ""
             record["error"] = f"{type(exception).__name__}: {message}"
-        self.write(record)
+            self.write(record)
+            return
+        completions = record["completion"] if isinstance(record["completion"], list) else [record["completion"]]
+        if not any(_text(c) for c in completions):
+            record["parsed"], record["parse_error"] = False, "the LM returned an empty reply"
+            self.write(record)
+            return
+        call.parses = len(completions)
+        with self._lock:  # written when the adapter has parsed the reply (or at this thread's next call, or close)
+            self._pending[threading.get_ident()] = call
+
+    def on_adapter_parse_end(self, call_id: str, outputs: Any | None, exception: Exception | None = None) -> None:
+        with self._lock:
+            call = self._pending.get(threading.get_ident())
+        if call is None:
+            return  # no reply waiting (DSPy wraps an inherited parse twice: the second end finds none)
+        record = call.record
+        if exception is not None:
+            record["parsed"] = False
+            if record["parse_error"] is None:
+                record["parse_error"] = error_line(exception)
+        elif record["parsed"] is None:
+            record["parsed"] = True
+        call.parses -= 1
+        if call.parses <= 0:
+            with self._lock:
+                self._pending.pop(threading.get_ident(), None)
+            self.write(record)
+
+    def _flush_pending(self, *, every_thread: bool = False) -> None:
+        """Write the reply still waiting for a parse (none came: ``parsed`` stays null): this thread's, or all."""
+        with self._lock:
+            if every_thread:
+                calls = list(self._pending.values())
+                self._pending.clear()
+            else:
+                call = self._pending.pop(threading.get_ident(), None)
+                calls = [call] if call is not None else []
+        for call in calls:
+            self.write(call.record)
 
     # -- output --------------------------------------------------------------------------------------------
     def write(self, record: dict[str, Any]) -> None:
@@ -287,7 +342,9 @@ class LMCallLog(ActivatedCallback):
             self.lines += 1
 
     def close(self) -> None:
-        """Close the file (further calls are not logged)."""
+        """Write the replies of this thread still waiting for a parse, then close the file (further calls are not
+        logged)."""
+        self._flush_pending(every_thread=True)
         with self._lock:
             self._file.close()
 

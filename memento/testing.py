@@ -49,6 +49,7 @@ __all__ = [
     "script_search_then_scrape",
     "scripted_lm",
     "respond",
+    "schema_problem",
     "seq",
 ]
 
@@ -78,6 +79,7 @@ class ScriptedCall:
     output_fields: list[str]
     outputs: dict[str, Any] = field(default_factory=dict)
     text: str = ""
+    response_format: dict[str, Any] | None = None  # as the request carried it (None: not sent)
 
     @property
     def prompt(self) -> str:
@@ -101,11 +103,25 @@ def _parse_fields(system: str, header: str) -> list[FieldSpec]:
     return specs
 
 
+def _json_structure(system: str) -> dict[str, str]:
+    """The JSON adapter's output structure (``{"field": "{field}  # note: ... JSON schema: {...}"}``) by field."""
+    head, found, rest = system.partition("Outputs will be a JSON object with the following fields.")
+    if not found:
+        return {}
+    block = rest.split("\nIn adhering to this structure", 1)[0].strip()
+    try:
+        data = json.loads(block)
+    except json.JSONDecodeError:
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
 def _parse_schemas(system: str, specs: list[FieldSpec]) -> None:
-    """Attach the JSON schemas the structure section states for complex fields."""
+    """Attach the JSON schemas the structure section states for complex fields (either adapter's layout)."""
     sections = _MARKER.split(system)
     # sections: [before, name1, body1, name2, body2, ...]
     bodies = {sections[i]: sections[i + 1] for i in range(1, len(sections) - 1, 2)}
+    bodies.update(_json_structure(system))
     for spec in specs:
         body = bodies.get(spec.name, "")
         match = _SCHEMA.search(body.strip().splitlines()[-1] if body.strip() else "")
@@ -122,7 +138,7 @@ def _parse_inputs(text: str) -> dict[str, str]:
     for i in range(1, len(parts) - 1, 2):
         body = parts[i + 1]
         # the adapter appends its response instructions after the last input field
-        body = body.split("\n\nRespond with the corresponding output fields", 1)[0]
+        body = re.split(r"\n\nRespond with (?:the corresponding output fields|a JSON object)", body, maxsplit=1)[0]
         values[parts[i]] = body.strip()
     return values
 
@@ -254,7 +270,9 @@ class ScriptedEngine:
         if request.system is not None:
             system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system)
         messages = [{"role": m.role, "content": m.text or ""} for m in request.messages]
-        text = self.reply(system, messages)
+        config = request.config
+        fmt = config.response_format or (config.extensions or {}).get("response_format")
+        text = self.reply(system, messages, response_format=dict(fmt) if fmt else None)
         prompt_chars = len(system) + sum(len(m["content"]) for m in messages)
         prompt_tokens = max(1, int(prompt_chars * self.tokens_per_char))
         completion_tokens = max(1, int(len(text) * self.tokens_per_char))
@@ -274,7 +292,9 @@ class ScriptedEngine:
         return None
 
     # -- core ---------------------------------------------------------------------------------------------
-    def reply(self, system: str, messages: list[dict[str, str]]) -> str:
+    def reply(
+        self, system: str, messages: list[dict[str, str]], *, response_format: dict[str, Any] | None = None
+    ) -> str:
         """The reply text for a prompt (used by the engine and by :class:`OpenAICompatServer`)."""
         if self.delay:
             time.sleep(self.delay)
@@ -292,6 +312,7 @@ class ScriptedEngine:
                 instructions=instructions,
                 inputs=_parse_inputs(last_user),
                 output_fields=[s.name for s in specs],
+                response_format=response_format,
             )
             self.calls.append(call)
             rule = self._match(call)
@@ -379,8 +400,15 @@ class OpenAICompatServer:
         echo_key_status: int | None = None,
         latency: float = 0.0,
         always_status: int | None = None,
+        require_schema: bool = False,
+        openapi: dict[str, Any] | None = None,
     ) -> None:
         self.engine = engine or ScriptedEngine()
+        # refuse (HTTP 400) a chat request whose response_format is not the JSON schema of the signature the prompt
+        # states (its output fields), in either form: OpenAI's json_schema, or json_object + schema
+        self.require_schema = require_schema
+        self.refused: list[str] = []  # why each refused request was refused
+        self.openapi = openapi  # served at GET /openapi.json (a server describing the request bodies it takes)
         # a careless provider: every chat request fails with this status and an error that quotes the API key
         self.echo_key_status = echo_key_status
         self.latency = latency  # seconds each chat request takes (a slow server)
@@ -422,7 +450,9 @@ class OpenAICompatServer:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:  # noqa: N802
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path == "/openapi.json" and outer.openapi is not None:
+                    self._send(200, outer.openapi)
+                elif self.path.rstrip("/").endswith("/models"):
                     self._send(200, {"object": "list", "data": [{"id": "x", "object": "model"}]})
                 else:
                     self._send(404, {"error": {"message": "not found"}})
@@ -457,6 +487,12 @@ class OpenAICompatServer:
                 if forced is not None and forced != 200:
                     self._send(forced, {"error": {"message": f"forced status {forced}", "type": "server_error"}})
                     return
+                problem = schema_problem(body) if outer.require_schema else None
+                if problem is not None:
+                    with outer._lock:
+                        outer.refused.append(problem)
+                    self._send(400, {"error": {"message": problem, "type": "invalid_request_error"}})
+                    return
                 with outer._lock:
                     outer.chat_requests += 1
                     outer.in_flight += 1
@@ -478,7 +514,7 @@ class OpenAICompatServer:
                     {"role": m.get("role", "user"), "content": _content_text(m.get("content"))}
                     for m in body.get("messages", [])
                 ]
-                text = outer.engine.reply("", messages)
+                text = outer.engine.reply("", messages, response_format=body.get("response_format"))
                 prompt_tokens = sum(len(m["content"]) for m in messages) // 4 + 1
                 completion_tokens = len(text) // 4 + 1
                 return {
@@ -513,6 +549,31 @@ class OpenAICompatServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def schema_problem(body: dict[str, Any]) -> str | None:
+    """Why a chat request body does not carry its signature's JSON schema as ``response_format`` (``None``: it does).
+
+    The signature's output fields are read from the system message DSPy's adapters write ("Your output fields
+    are: ..."); the schema must be an object whose properties are exactly those fields, in OpenAI's form
+    (``{"type": "json_schema", "json_schema": {"schema": ...}}``) or llama-cpp-python's (``{"type": "json_object",
+    "schema": ...}``).
+    """
+    messages = body.get("messages") or []
+    system = next((_content_text(m.get("content")) for m in messages if m.get("role") == "system"), "")
+    fields = [spec.name for spec in _parse_fields(system, "Your output fields are:")]
+    if not fields:
+        return "no signature in the prompt (no 'Your output fields are:' section)"
+    fmt = body.get("response_format")
+    if not isinstance(fmt, dict):
+        return f"no response_format (the signature's outputs are {fields})"
+    schema = fmt.get("schema") if fmt.get("type") == "json_object" else (fmt.get("json_schema") or {}).get("schema")
+    if not isinstance(schema, dict):
+        return f"response_format {fmt.get('type')!r} carries no JSON schema"
+    props = sorted((schema.get("properties") or {}).keys())
+    if schema.get("type") != "object" or props != sorted(fields):
+        return f"the schema's properties {props} are not the signature's outputs {sorted(fields)}"
+    return None
 
 
 def _content_text(content: Any) -> str:

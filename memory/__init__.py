@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from memento.memory.craft_knowledge import CraftKnowledge
     from memento.memory.domain_store import DomainStore
     from memento.memory.embedder import Embedder, HashingEmbedder, SentenceTransformerEmbedder, default_embedder
+    from memento.memory.forget import ForgetQuery, forget_items, memory_items
     from memento.memory.memento_memory import MementoMemory, MemoryBudgets, MemoryView, open_memory
     from memento.memory.memory_guard import MemoryGuard
     from memento.memory.rule_book import RuleBook
@@ -31,6 +32,9 @@ _HOMES: dict[str, str] = {
     "HashingEmbedder": "embedder",
     "SentenceTransformerEmbedder": "embedder",
     "default_embedder": "embedder",
+    "ForgetQuery": "forget",
+    "forget_items": "forget",
+    "memory_items": "forget",
     "MementoMemory": "memento_memory",
     "MemoryBudgets": "memento_memory",
     "MemoryView": "memento_memory",
@@ -46,6 +50,7 @@ __all__ = [
     "CraftKnowledge",
     "DomainStore",
     "Embedder",
+    "ForgetQuery",
     "HashingEmbedder",
     "MementoMemory",
     "MemoryBudgets",
@@ -55,6 +60,8 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "TrajectoryBank",
     "default_embedder",
+    "forget_items",
+    "memory_items",
     "open_memory",
 ]
 

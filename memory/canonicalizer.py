@@ -19,6 +19,7 @@ Example:
     >>> import tempfile
     >>> from memento.memory.embedder import HashingEmbedder
     >>> from memento.memory.sqlite_store import SQLiteStore
+from memento.types import EvidenceRecord
     >>> canon = Canonicalizer(SQLiteStore(tempfile.mkdtemp()), embedder=HashingEmbedder())
     >>> plan = canon.plan("web_action", [Candidate(text="Quote exact titles."), Candidate(text="No data")])
     >>> [op.action for op in plan]
@@ -36,6 +37,7 @@ from pydantic import BaseModel, Field
 
 from memento.memory.memory_guard import MemoryGuard
 from memento.memory.sqlite_store import SQLiteStore
+from memento.types import EvidenceRecord
 
 __all__ = ["Canonicalizer", "Candidate", "CanonicalOp", "CheckStage", "MergeStage", "is_no_data", "KINDS"]
 
@@ -72,7 +74,9 @@ def _norm(text: str) -> str:
 
 class Candidate(BaseModel):
     """A proposed memory item: its text, provenance (the ids of the runs that back it), for facts the entity and
-    sources, and ``evidence``: what it was derived from (the backing runs' records, a fact's source pages).
+    sources, ``evidence``: what it was derived from as text (the backing runs' records, a fact's source pages) for
+    the check, and ``backing``: the :class:`~memento.types.EvidenceRecord` the stored item will carry (the pages
+    the runs read, with their dates, and the runs with their cutoffs: what dates the item and names its sources).
 
     For the memory guard (never serialised): ``pages``, the texts the backing runs read (page texts, snippets,
     titles, injected passages found in them), and ``task``, the text of the task they researched."""
@@ -85,6 +89,7 @@ class Candidate(BaseModel):
     evidence: str = ""
     pages: list[str] = Field(default_factory=list, exclude=True, repr=False)
     task: str = Field(default="", exclude=True, repr=False)
+    backing: EvidenceRecord = Field(default_factory=EvidenceRecord)
 
 
 class CanonicalOp(BaseModel):
@@ -160,6 +165,8 @@ class Canonicalizer:
             return False, "no data"
         if store == "facts" and not candidate.entity.strip():
             return False, "fact without an entity"
+        if store == "facts" and candidate.backing.runs and not candidate.backing.pages:
+            return False, "no source page the run read"  # its cited sources were never opened nor shown to it
         if self.check is None:
             return True, "pattern check only"
         text = f"[{candidate.entity}] {candidate.text}" if candidate.entity else candidate.text

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memento.dating import DateFilter
 from memento.errors import ConfigError, DataError, MemoryFrozenError
 from memento.extras import require
 from memento.memory.case_eviction import EvictionPolicy, usefulness
@@ -61,7 +62,7 @@ from memento.memory.location import LocationLike, PostgresLocation, parse_locati
 from memento.memory.namespace_index import NamespaceIndex
 from memento.memory.retrieval_policy import RetrievalPolicy, check_policy, pick, q_logits, sample_softmax
 from memento.memory.stored_embedder import StoredEmbedder
-from memento.types import Case, new_id, utcnow
+from memento.types import Case, EvidenceRecord, new_id, utcnow
 
 if TYPE_CHECKING:  # torch stays unimported until a gate is needed
     from memento.memory.q_gate import QGateLearner
@@ -271,14 +272,20 @@ class CaseBank:
         trajectory_ref: str | None = None,
         case_id: str | None = None,
         meta: dict[str, Any] | None = None,
+        evidence: EvidenceRecord | None = None,
     ) -> Case:
-        """Store one case (its text embedded once) and return it; a failure (low reward) is stored just the same."""
+        """Store one case (its text embedded once) and return it; a failure (low reward) is stored just the same.
+
+        ``evidence``: the pages the run read and the run (its task id and cutoff); the case is dated by it
+        (:class:`~memento.types.EvidenceRecord`), and a case without evidence is undated.
+        """
         case = {
             "id": case_id or new_id("case-"),
             "task_text": task_text,
             "plan": plan,
             "reward": float(reward),
             "trajectory_ref": trajectory_ref,
+            "evidence": evidence or EvidenceRecord(),
         }
         return self.add_many([case], metas=[meta or {}])[0]
 
@@ -287,7 +294,7 @@ class CaseBank:
         self._check_writable()
         recs: list[Case] = []
         for item in cases:
-            data = item.model_dump() if isinstance(item, Case) else dict(item)
+            data = dict(item) if not isinstance(item, Case) else {**item.model_dump(), "evidence": item.evidence}
             data["namespace"] = self.namespace
             if not str(data.get("task_text") or "").strip():
                 raise CaseBankError("a case needs a non-empty task_text (it is what retrieval embeds and matches)")
@@ -474,6 +481,7 @@ class CaseBank:
         rng: np.random.Generator | None = None,
         seed: int | None = None,
         exclude_ids: Iterable[str] = (),
+        dates: DateFilter | None = None,
     ) -> list[tuple[Case, float]]:
         """The ``k`` cases to show a planner for ``query``, with their scores (cosine, or Q for ``q``/``softmax``).
 
@@ -488,6 +496,9 @@ class CaseBank:
             prefilter: FAISS candidates re-scored by the gate (default: the bank's ``prefilter``, at least ``k``).
             rng / seed: Randomness of ``softmax`` (default: the bank's own seeded generator).
             exclude_ids: Case ids never returned (e.g. the task's own case).
+            dates: The task's date filter: only cases dated strictly before its cutoff (undated ones per its
+                policy) are searched, inside FAISS (an ID selector), so ``k`` come back when the bank holds ``k``;
+                the gate's prefilter draws from the same eligible cases.
         """
         check_policy(policy, alpha)
         if k <= 0:
@@ -499,7 +510,8 @@ class CaseBank:
             hits: list[tuple[int, float, str]] = []
             for ns in filter(None, (self.namespace, self.base_namespace)):
                 index = self._indexes.get(ns)
-                hits.extend((rid, s, ns) for rid, s in index.search(qv, n_cand + len(excluded)))
+                allowed, _hidden, _dropped = self._store.eligible(ns, dates)
+                hits.extend((rid, s, ns) for rid, s in index.search(qv, n_cand + len(excluded), allowed=allowed))
             hits.sort(key=lambda h: -h[1])
             by_rid = self._store.cases_by_rid([h[0] for h in hits])
             cands = [(by_rid[rid], s, rid, ns) for rid, s, ns in hits if rid in by_rid]
@@ -518,6 +530,43 @@ class CaseBank:
         gen = rng if rng is not None else (np.random.default_rng(seed) if seed is not None else self._rng)
         order = pick(policy, q, k, alpha=alpha, logits=ready, rng=gen)
         return [(cands[i][0], float(q[i])) for i in order]
+
+    def hidden_counts(self, dates: DateFilter | None) -> tuple[int, int]:
+        """How many live cases of the namespaces this bank reads ``dates`` keeps away from a task: ``(dated on or
+        after its cutoff, undated dropped)``."""
+        hidden = dropped = 0
+        with self._lock:
+            for ns in filter(None, (self.namespace, self.base_namespace)):
+                _allowed, h, d = self._store.eligible(ns, dates)
+                hidden, dropped = hidden + h, dropped + d
+        return hidden, dropped
+
+    def forget(self, case_ids: Iterable[str], *, reason: str) -> list[str]:
+        """Tombstone cases (``memento memory forget``): never retrieved again, logged in the bank's change log
+        (:meth:`changes`) with the record each had; returns the ids forgotten now (unknown ids are skipped)."""
+        self._check_writable()
+        ids = list(dict.fromkeys(case_ids))
+        if not ids:
+            return []
+        with self._lock, self._writer():
+            for ns in self._store.namespaces():
+                self._indexes.get(ns)  # caught up before this writer's change, which it then applies
+            forgotten, removed = self._store.forget(ids, reason=reason)
+            for ns, (rids, gen) in removed.items():
+                self._indexes.removed(ns, rids, gen)
+            return forgotten
+
+    def changes(self) -> list[dict[str, Any]]:
+        """The bank's change log: one tombstone line per forgotten case (``seq``, ``at``, ``op``, ``case_id``,
+        ``reason``), oldest first."""
+        return self._store.changes()
+
+    def all_cases(self, *, include_evicted: bool = False) -> list[Case]:
+        """The cases of every namespace in this directory, in insertion order per namespace."""
+        out: list[Case] = []
+        for ns in self._store.all_namespaces():
+            out.extend(self._store.cases(ns, include_evicted=include_evicted))
+        return out
 
     # -- learning ------------------------------------------------------------------------------------------------
 

@@ -34,10 +34,11 @@ from typing import Any
 
 import numpy as np
 
+from memento.dating import DateFilter, iso
 from memento.errors import DataError
 from memento.memory.database import Database, DatabaseError, IntegrityError, open_database, part_exists
 from memento.memory.location import LocationLike, PostgresLocation, parse_location
-from memento.types import Case, utcnow
+from memento.types import Case, EvidenceRecord, utcnow
 
 __all__ = ["DB_NAME", "CaseBankError", "CaseStore", "bank_exists", "content_items", "read_embedder_info"]
 
@@ -56,7 +57,10 @@ CREATE TABLE IF NOT EXISTS cases (
     trajectory_ref TEXT,
     meta TEXT NOT NULL DEFAULT '{{}}',
     evicted_at TEXT,
-    emb {blob} NOT NULL
+    emb {blob} NOT NULL,
+    dated TEXT,
+    evidence TEXT NOT NULL DEFAULT '{{}}',
+    forgotten_at TEXT
 );
 CREATE INDEX IF NOT EXISTS cases_ns ON cases (namespace, evicted_at, rid);
 CREATE INDEX IF NOT EXISTS cases_ref ON cases (trajectory_ref);
@@ -74,11 +78,27 @@ CREATE TABLE IF NOT EXISTS gate_pairs (
     c_emb {blob} NOT NULL
 );
 CREATE TABLE IF NOT EXISTS gate_state (name TEXT PRIMARY KEY, version BIGINT NOT NULL, state {blob} NOT NULL);
+CREATE TABLE IF NOT EXISTS changes (
+    seq {serial},
+    at TEXT NOT NULL,
+    op TEXT NOT NULL,
+    case_id TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    before TEXT
+);
 """
-#: generation columns (added to banks written before them; their saved indexes are rebuilt once)
-_GEN_COLUMNS = (("gen", "BIGINT NOT NULL DEFAULT 0"), ("evicted_gen", "BIGINT"))
+#: columns added after the first layout (``cases.db`` written before them gains them on a writable open): the
+#: ISO date of a case's evidence (NULL: undated), the evidence record (JSON), the tombstone of a forgotten case, and
+#: the write generations that inserted and evicted each case (a bank from before them rebuilds its saved indexes once)
+_ADDED_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("dated", "TEXT"),
+    ("evidence", "TEXT NOT NULL DEFAULT '{{}}'"),
+    ("forgotten_at", "TEXT"),
+    ("gen", "BIGINT NOT NULL DEFAULT 0"),
+    ("evicted_gen", "BIGINT"),
+)
 
-_CASE_COLS = "id, namespace, task_text, plan, reward, created_at, trajectory_ref"
+_CASE_COLS = "id, namespace, task_text, plan, reward, created_at, trajectory_ref, evidence"
 
 
 class CaseBankError(DataError):
@@ -121,7 +141,7 @@ def _vectors(blobs: Sequence[bytes]) -> np.ndarray:
 
 
 def _row_to_case(row: Sequence[Any]) -> Case:
-    cid, ns, task_text, plan, reward, created_at, traj = row[:7]
+    cid, ns, task_text, plan, reward, created_at, traj, evidence = row[:8]
     return Case(
         id=cid,
         namespace=ns,
@@ -130,6 +150,7 @@ def _row_to_case(row: Sequence[Any]) -> Case:
         reward=float(reward),
         created_at=dt.datetime.fromisoformat(created_at),
         trajectory_ref=traj,
+        evidence=EvidenceRecord.model_validate_json(evidence or "{}"),
     )
 
 
@@ -162,6 +183,7 @@ class CaseStore:
         self.dim = int(dim)
         self.frozen = frozen
         self.lock = lock
+        self._eligible: dict[tuple[Any, ...], tuple[np.ndarray | None, int, int]] = {}
         try:
             self.conn: Database | None = open_database(self.location, DB_NAME, read_only=frozen, what="case bank")
         except DataError as exc:
@@ -171,6 +193,10 @@ class CaseStore:
         try:
             if not frozen:  # a frozen bank opens read-only: no schema or meta write
                 self._migrate()
+            columns = self.conn.columns("cases")
+            #: a read-only bank from before dated cases reads every case as undated, none forgotten
+            self.dated = "dated" in columns
+            self._cols = _CASE_COLS if "evidence" in columns else _CASE_COLS.replace("evidence", "'{}'")
             self._check_embedder(embedder_name)
         except DatabaseError as exc:
             self.conn.close()
@@ -187,9 +213,10 @@ class CaseStore:
             # a bank from before generations: its saved FAISS indexes are rebuilt once from the stored embeddings
             shutil.rmtree(self.location.path / "index", ignore_errors=True)  # type: ignore[union-attr]
         db.create_schema(_SCHEMA)
-        with self.tx():
-            for column, definition in _GEN_COLUMNS:
+        with self.tx():  # the columns of dated cases and of generations, for a bank written before them
+            for column, definition in _ADDED_COLUMNS:
                 db.add_column("cases", column, definition)
+            db.execute("CREATE INDEX IF NOT EXISTS cases_dated ON cases (namespace, dated)")
             db.execute("CREATE INDEX IF NOT EXISTS cases_gen ON cases (namespace, gen)")
             db.execute("CREATE INDEX IF NOT EXISTS cases_evicted_gen ON cases (namespace, evicted_gen)")
 
@@ -274,7 +301,7 @@ class CaseStore:
                 try:
                     row = db.execute(
                         "INSERT INTO cases (id, namespace, task_text, plan, reward, created_at, trajectory_ref,"
-                        " meta, emb, gen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING rid",
+                        " meta, emb, dated, evidence, gen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING rid",
                         (
                             case.id,
                             case.namespace,
@@ -285,6 +312,8 @@ class CaseStore:
                             case.trajectory_ref,
                             json.dumps(meta or {}),
                             np.asarray(emb, dtype=np.float32).tobytes(),
+                            iso(case.evidence.dated),
+                            case.evidence.model_dump_json(),
                             gens[case.namespace],
                         ),
                     ).fetchone()
@@ -313,6 +342,45 @@ class CaseStore:
         rids = [int(r[0]) for r in self._rows(f"SELECT rid FROM cases WHERE id IN ({marks})", list(case_ids))]
         return rids, gen
 
+    def forget(self, case_ids: Sequence[str], *, reason: str) -> tuple[list[str], dict[str, tuple[list[int], int]]]:
+        """Tombstone cases (``memento memory forget``): each is marked forgotten (and so never live again: not
+        retrieved, not counted) and logged in ``changes`` with its record before. Returns the ids forgotten and, per
+        namespace touched, the rowids its index drops with the namespace's new generation. Unknown or already
+        forgotten ids are skipped."""
+        now = utcnow().isoformat()
+        forgotten: list[str] = []
+        touched: dict[str, list[int]] = {}
+        gens: dict[str, int] = {}
+        with self.tx() as conn:
+            for case_id in dict.fromkeys(case_ids):
+                row = conn.execute(
+                    f"SELECT rid, {self._cols}, evicted_at FROM cases WHERE id=? AND forgotten_at IS NULL", (case_id,)
+                ).fetchone()
+                if row is None:
+                    continue
+                case = _row_to_case(row[1:])
+                conn.execute("UPDATE cases SET forgotten_at=?, evicted_at=coalesce(evicted_at, ?) WHERE id=?",
+                             (now, now, case_id))  # fmt: skip
+                conn.execute(
+                    "INSERT INTO changes (at, op, case_id, reason, before) VALUES (?, 'forget', ?, ?, ?)",
+                    (now, case_id, reason, case.model_dump_json()),
+                )
+                forgotten.append(case_id)
+                if row[-1] is None:  # was live: its namespace's index drops it
+                    touched.setdefault(case.namespace, []).append(int(row[0]))
+            for namespace, rids in touched.items():
+                gens[namespace] = self._bump_generation(namespace)
+                marks = ",".join("?" * len(rids))  # an index that follows the table drops them at this generation
+                conn.execute(f"UPDATE cases SET evicted_gen=? WHERE rid IN ({marks})", (gens[namespace], *rids))
+        return forgotten, {ns: (rids, gens[ns]) for ns, rids in touched.items()}
+
+    def changes(self) -> list[dict[str, Any]]:
+        """The bank's change log (tombstones of forgotten cases), oldest first."""
+        if not self.db.has_table("changes"):  # a read-only bank from before the change log
+            return []
+        rows = self._rows("SELECT seq, at, op, case_id, reason FROM changes ORDER BY seq")
+        return [dict(zip(("seq", "at", "op", "case_id", "reason"), row, strict=True)) for row in rows]
+
     def log_pairs(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """Append logged gate pairs: ``(namespace, task_id, query, case_id, reward, q_score, cosine, created_at,
         q_emb, c_emb)`` rows."""
@@ -326,7 +394,7 @@ class CaseStore:
     # -- reads -----------------------------------------------------------------------------------------------
 
     def get(self, case_id: str) -> Case:
-        rows = self._rows(f"SELECT {_CASE_COLS} FROM cases WHERE id=?", (case_id,))
+        rows = self._rows(f"SELECT {self._cols} FROM cases WHERE id=?", (case_id,))
         row = rows[0] if rows else None
         if row is None:
             raise CaseBankError(f"no case {case_id!r} in {self.dir}")
@@ -336,12 +404,16 @@ class CaseStore:
         rows = self._rows("SELECT DISTINCT namespace FROM cases WHERE evicted_at IS NULL ORDER BY 1")
         return [r[0] for r in rows]
 
+    def all_namespaces(self) -> list[str]:
+        """Every namespace that ever held a case (evicted and forgotten ones included)."""
+        return [r[0] for r in self._rows("SELECT DISTINCT namespace FROM cases ORDER BY 1")]
+
     def count(self, namespace: str) -> int:
         rows = self._rows("SELECT COUNT(*) FROM cases WHERE namespace=? AND evicted_at IS NULL", (namespace,))
         return int(rows[0][0])
 
     def cases(self, namespace: str, *, include_evicted: bool = False) -> list[Case]:
-        sql = f"SELECT {_CASE_COLS} FROM cases WHERE namespace=?"
+        sql = f"SELECT {self._cols} FROM cases WHERE namespace=?"
         if not include_evicted:
             sql += " AND evicted_at IS NULL"
         return [_row_to_case(r) for r in self._rows(sql + " ORDER BY rid", (namespace,))]
@@ -365,18 +437,51 @@ class CaseStore:
         if not rids:
             return {}
         marks = ",".join("?" * len(rids))
-        rows = self._rows(f"SELECT rid, {_CASE_COLS} FROM cases WHERE rid IN ({marks})", [int(r) for r in rids])
+        rows = self._rows(f"SELECT rid, {self._cols} FROM cases WHERE rid IN ({marks})", [int(r) for r in rids])
         return {int(r[0]): _row_to_case(r[1:]) for r in rows}
 
-    def live_rids(self, namespace: str, *, max_generation: int | None = None) -> np.ndarray:
-        """Rowids of the namespace's live cases, oldest first (only those inserted up to ``max_generation``)."""
+    def live_rids(
+        self, namespace: str, *, dates: DateFilter | None = None, max_generation: int | None = None
+    ) -> np.ndarray:
+        """Rowids of the namespace's live cases, oldest first (only those ``dates`` lets a task see, and those
+        inserted up to ``max_generation``)."""
         sql = "SELECT rid FROM cases WHERE namespace=? AND evicted_at IS NULL"
         params: list[Any] = [namespace]
+        clause, args = dates.sql(self._dated_col) if dates is not None else ("", [])
+        if clause:
+            sql += f" AND {clause}"
+            params.extend(args)
         if max_generation is not None:
             sql += " AND gen <= ?"
             params.append(max_generation)
         rows = self._rows(sql + " ORDER BY rid", params)
         return np.asarray([r[0] for r in rows], dtype=np.int64)
+
+    @property
+    def _dated_col(self) -> str:
+        return "dated" if self.dated else "NULL"
+
+    def eligible(self, namespace: str, dates: DateFilter | None) -> tuple[np.ndarray | None, int, int]:
+        """What a task may retrieve from a namespace: ``(rowids of the live cases it may see, or None when it may
+        see every one; cases hidden as dated on or after its cutoff; undated cases dropped)``. Kept per namespace
+        generation and filter (tasks of one cutoff share it until the namespace changes)."""
+        if dates is None or not dates.active:
+            return None, 0, 0
+        key = (namespace, self.generation(namespace), dates.cutoff, dates.undated)
+        with self.lock:
+            cached = self._eligible.get(key)
+            if cached is not None:
+                return cached
+            after, undated = dates.hidden_sql(self._dated_col)
+            base = "SELECT COUNT(*) FROM cases WHERE namespace=? AND evicted_at IS NULL AND "
+            hidden = int(self._rows(base + after[0], [namespace, *after[1]])[0][0]) if after else 0
+            dropped = int(self._rows(base + undated, [namespace])[0][0]) if undated else 0
+            result = (None, 0, 0) if not hidden and not dropped else (self.live_rids(namespace, dates=dates), hidden,
+                                                                      dropped)  # fmt: skip
+            if len(self._eligible) >= 64:
+                self._eligible.clear()
+            self._eligible[key] = result
+            return result
 
     def stored_embeddings(self, rids: np.ndarray) -> np.ndarray:
         """Stored embeddings by rowid (rows in the order of ``rids``)."""

@@ -22,8 +22,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from memento.dating import DateFilter
 from memento.memory.sqlite_store import SQLiteStore, Transaction, index_columns
-from memento.types import CraftEntry, new_id
+from memento.types import CraftEntry, EvidenceRecord, new_id
 
 __all__ = ["CraftKnowledge"]
 
@@ -45,9 +46,9 @@ class CraftKnowledge:
         self.embedder = embedder
 
     # -- reads -------------------------------------------------------------------------------------------
-    def all(self) -> list[CraftEntry]:
-        """Every entry, ordered by id."""
-        return [CraftEntry.model_validate(row["data"]) for row in self.db.items(self.store)]
+    def all(self, *, dates: DateFilter | None = None) -> list[CraftEntry]:
+        """Every entry (those ``dates`` lets a task see), ordered by id."""
+        return [CraftEntry.model_validate(row["data"]) for row in self.db.items(self.store, dates=dates)]
 
     def __len__(self) -> int:
         return self.db.count(self.store)
@@ -57,12 +58,16 @@ class CraftKnowledge:
         rows = self.db.query("SELECT data FROM items WHERE store=? AND id=?", (self.store, entry_id))
         return CraftEntry.model_validate_json(rows[0][0]) if rows else None
 
-    def candidates(self, task_text: str, k: int = 5, *, exclude_task_id: str | None = None) -> list[CraftEntry]:
-        """Lexical matches plus the most supported entries, re-ranked by embedding similarity when possible."""
+    def candidates(
+        self, task_text: str, k: int = 5, *, exclude_task_id: str | None = None, dates: DateFilter | None = None
+    ) -> list[CraftEntry]:
+        """Lexical matches plus the most supported entries, re-ranked by embedding similarity when possible; only
+        entries ``dates`` lets the task see compete."""
         pool: dict[str, CraftEntry] = {}
-        for data, _rank in self.db.fts_search(self.store, task_text, limit=4 * k, exclude_task_id=exclude_task_id):
+        hits = self.db.fts_search(self.store, task_text, limit=4 * k, exclude_task_id=exclude_task_id, dates=dates)
+        for data, _rank in hits:
             pool.setdefault(data["id"], CraftEntry.model_validate(data))
-        for data in self.db.top_by_weight(self.store, limit=2 * k, exclude_task_id=exclude_task_id):
+        for data in self.db.top_by_weight(self.store, limit=2 * k, exclude_task_id=exclude_task_id, dates=dates):
             pool.setdefault(data["id"], CraftEntry.model_validate(data))
         entries = list(pool.values())
         if self.embedder is not None and len(entries) > 1:
@@ -79,13 +84,14 @@ class CraftKnowledge:
         *,
         exclude_task_id: str | None = None,
         judge: Callable[[str, list[str]], list[int] | None] | None = None,
+        dates: DateFilter | None = None,
     ) -> list[CraftEntry]:
         """The entries that apply to this task: prefilter, then the ``judge`` relevance stage when given.
 
         ``judge(task, texts)`` returns the 1-based numbers of the applicable entries (possibly none: nothing
         applies) or None when its answer cannot be used; then the prefilter's order is kept.
         """
-        entries = self.candidates(task_text, k, exclude_task_id=exclude_task_id)
+        entries = self.candidates(task_text, k, exclude_task_id=exclude_task_id, dates=dates)
         if not entries or judge is None:
             return entries[:k]
         keep = judge(task_text, [e.text for e in entries])
@@ -102,10 +108,22 @@ class CraftKnowledge:
         return entry
 
     def add(
-        self, text: str, *, provenance: list[str] | None = None, batch: int = 0, tx: Transaction | None = None
+        self,
+        text: str,
+        *,
+        provenance: list[str] | None = None,
+        batch: int = 0,
+        evidence: EvidenceRecord | None = None,
+        tx: Transaction | None = None,
     ) -> CraftEntry:
-        """Store a new entry."""
-        entry = CraftEntry(id=new_id("c-"), text=text.strip(), provenance=sorted(set(provenance or [])), batch=batch)
+        """Store a new entry (``evidence``: the pages and runs behind it, which date it)."""
+        entry = CraftEntry(
+            id=new_id("c-"),
+            text=text.strip(),
+            provenance=sorted(set(provenance or [])),
+            batch=batch,
+            evidence=evidence or EvidenceRecord(),
+        )
         return self.put(entry, tx=tx)
 
     def remove(self, entry_id: str, *, tx: Transaction | None = None) -> None:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 
+from memento.dating import DateFilter
 from memento.memory.sqlite_store import SQLiteStore, Transaction, estimate_tokens, index_columns
-from memento.types import Fact, new_id
+from memento.types import EvidenceRecord, Fact, new_id
 
 __all__ = ["DomainStore"]
 
@@ -67,15 +68,21 @@ class DomainStore:
         return f"[{fact.entity}] {fact.text}{sources}"
 
     def for_task(
-        self, task_text: str, *, budget_tokens: int, exclude_task_id: str | None = None, pool: int = 64
+        self,
+        task_text: str,
+        *,
+        budget_tokens: int,
+        exclude_task_id: str | None = None,
+        pool: int = 64,
+        dates: DateFilter | None = None,
     ) -> list[Fact]:
         """Current facts about the entities this task names, within the budget.
 
         Facts compete by entity match first (FTS5 rank over the entity column), then by support (the number of
-        independent runs that produced the fact), then by id.
+        independent runs that produced the fact), then by id; only facts ``dates`` lets the task see compete.
         """
         hits = self.db.fts_search(
-            self.store, task_text, columns=("entity",), limit=pool, exclude_task_id=exclude_task_id
+            self.store, task_text, columns=("entity",), limit=pool, exclude_task_id=exclude_task_id, dates=dates
         )
         rank = {data["id"]: round(r, 6) for data, r in hits}
         ranked = sorted((Fact.model_validate(data) for data, _r in hits), key=lambda f: (rank[f.id], -f.support, f.id))
@@ -89,10 +96,18 @@ class DomainStore:
             used += cost
         return chosen
 
-    def search(self, query: str, k: int = 5, *, exclude_task_id: str | None = None) -> list[str]:
+    def search(
+        self, query: str, k: int = 5, *, exclude_task_id: str | None = None, dates: DateFilter | None = None
+    ) -> list[str]:
         """Current facts matching a query (entity and text), one line each with sources."""
-        hits = self.db.fts_search(self.store, query, limit=k, exclude_task_id=exclude_task_id)
-        return [self.render_fact(Fact.model_validate(data)) for data, _rank in hits]
+        return [self.render_fact(f) for f in self.search_facts(query, k, exclude_task_id=exclude_task_id, dates=dates)]
+
+    def search_facts(
+        self, query: str, k: int = 5, *, exclude_task_id: str | None = None, dates: DateFilter | None = None
+    ) -> list[Fact]:
+        """:meth:`search` as facts: the ``k`` best current facts a task may see (``dates``), best first."""
+        hits = self.db.fts_search(self.store, query, limit=k, exclude_task_id=exclude_task_id, dates=dates)
+        return [Fact.model_validate(data) for data, _rank in hits]
 
     def stats(self) -> dict[str, int]:
         """Counts for reports: current and superseded facts, entities, characters of current facts.
@@ -125,10 +140,11 @@ class DomainStore:
         sources: list[str] | None = None,
         batch: int = 0,
         provenance: list[str] | None = None,
+        evidence: EvidenceRecord | None = None,
         tx: Transaction | None = None,
     ) -> Fact:
-        """Store a new fact."""
-        fact = self.new_fact(entity, text, sources=sources, batch=batch, provenance=provenance)
+        """Store a new fact (``evidence``: its source pages as the runs read them and the runs, which date it)."""
+        fact = self.new_fact(entity, text, sources=sources, batch=batch, provenance=provenance, evidence=evidence)
         return self.put(fact, tx=tx)
 
     def merge_into(
@@ -140,9 +156,10 @@ class DomainStore:
         support: int = 1,
         provenance: list[str] | None = None,
         batch: int = 0,
+        evidence: EvidenceRecord | None = None,
         tx: Transaction | None = None,
     ) -> Fact:
-        """Fold a duplicate into an existing fact: counts summed, sources and provenance united."""
+        """Fold a duplicate into an existing fact: counts summed, sources, provenance and evidence united."""
         with self.db.write(tx, batch=batch) as t:
             data = t.existing(self.store, fact_id)
             fact = Fact.model_validate(data)
@@ -152,6 +169,7 @@ class DomainStore:
                     "sources": list(dict.fromkeys([*fact.sources, *(sources or [])])),
                     "support": fact.support + support,
                     "provenance": sorted(set(fact.provenance) | set(provenance or [])),
+                    "evidence": fact.evidence.merged(evidence),
                 }
             )
             return self.put(fact, tx=t)
@@ -166,7 +184,14 @@ class DomainStore:
         return new
 
     def new_fact(
-        self, entity: str, text: str, *, sources: list[str] | None = None, batch: int = 0, provenance=None
+        self,
+        entity: str,
+        text: str,
+        *,
+        sources: list[str] | None = None,
+        batch: int = 0,
+        provenance: list[str] | None = None,
+        evidence: EvidenceRecord | None = None,
     ) -> Fact:
         """A fact record not yet stored (for :meth:`supersede`)."""
         return Fact(
@@ -176,4 +201,5 @@ class DomainStore:
             sources=list(dict.fromkeys(sources or [])),
             batch=batch,
             provenance=sorted(set(provenance or [])),
+            evidence=evidence or EvidenceRecord(),
         )

@@ -31,13 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from memento.dating import DateFilter
 from memento.files import atomic_write_text
 from memento.memory.craft_knowledge import CraftKnowledge
 from memento.memory.domain_store import DomainStore
 from memento.memory.location import LocationLike
 from memento.memory.rule_book import RuleBook
-from memento.memory.sqlite_store import SQLiteStore, Transaction, estimate_tokens
-from memento.types import CraftEntry, Fact, Rule
+from memento.memory.sqlite_store import SQLiteStore, Transaction, estimate_tokens, index_columns
+from memento.types import CraftEntry, DatingRecord, Fact, Rule
 
 if TYPE_CHECKING:
     from memento.memory.memory_contents import ItemRecord
@@ -161,15 +162,20 @@ def _changed_chars(old: str, new: str) -> int:
 class MemoryView:
     """A :class:`~memento.protocols.MemoryProvider` over a memory for one task instance.
 
-    Hides items whose provenance includes ``exclude_task_id``, reads nothing from a masked store (``search``
-    included) and records what it injected in :attr:`injected` (store -> item ids), which the trainer reads to
-    credit rules. Under the ``budgeted`` profile each store is injected within its token budget; under ``paper``
-    M1-M3 are injected whole (M4 by relevance, within its budget), as MEMENTO does.
+    Hides items whose provenance includes ``exclude_task_id`` and items the task's date filter forbids (dated on or
+    after its cutoff; undated ones under ``drop``), before any ranking or budget; reads nothing from a masked store
+    (``search`` included) and records what it injected in :attr:`injected` (store -> item ids), which the trainer
+    reads to credit rules, and every item it shows (with its date) and how many each store hid in ``dating``
+    (the trajectory's :class:`~memento.types.DatingRecord`: what the leakage audit counts). Under the ``budgeted``
+    profile each store is injected within its token budget; under ``paper`` M1-M3 are injected whole (M4 by
+    relevance, within its budget), as MEMENTO does.
 
     Args:
         memory: the memory read.
         exclude_task_id: the task whose own items are hidden.
         relevance: the M1 relevance stage ``relevance(task, entries) -> numbers | None`` (None: prefilter only).
+        dates: the task's :class:`~memento.dating.DateFilter` (None: no cutoff).
+        dating: where shown items and hidden counts are recorded (None: not recorded).
     """
 
     def __init__(
@@ -178,19 +184,38 @@ class MemoryView:
         *,
         exclude_task_id: str | None = None,
         relevance: RelevanceStage | None = None,
+        dates: DateFilter | None = None,
+        dating: DatingRecord | None = None,
     ) -> None:
         self.memory = memory
         self.exclude_task_id = exclude_task_id
         self.relevance = relevance
+        self.dates = dates
+        self.dating = dating
         self.injected: dict[str, list[str]] = {name: [] for name in STORES}
         self._lock = threading.Lock()
         self._relevant: dict[str, list[CraftEntry]] = {}
+        self._counted: set[str] = set()
 
-    def _record(self, store: str, ids: list[str]) -> None:
+    def _record(self, store: str, items: list[Any], *, injected: bool = True) -> None:
+        """Record items shown in a prompt (``injected``: also in :attr:`injected`, which the trainer credits)."""
         with self._lock:
-            for item_id in ids:
-                if item_id not in self.injected[store]:
-                    self.injected[store].append(item_id)
+            for item in items:
+                if injected and item.id not in self.injected[store]:
+                    self.injected[store].append(item.id)
+            if self.dating is not None:
+                self.dating.show(store, [(item.id, item.evidence.dated) for item in items])
+        self._count_hidden(store)
+
+    def _count_hidden(self, store: str) -> None:
+        """Record once how many items of ``store`` this task's date filter hides."""
+        if self.dating is None or self.dates is None or not self.dates.active or store in self._counted:
+            return
+        statuses = ("active", "downweighted") if store in ("decomposition", "web_action") else ("active",)
+        after, undated = self.memory.db.hidden_counts(store, self.dates, statuses=statuses)
+        with self._lock:
+            self._counted.add(store)
+            self.dating.count_hidden(store, after, undated)
 
     def readable(self, store: str) -> bool:
         """Whether ``store`` is read (not masked)."""
@@ -204,7 +229,11 @@ class MemoryView:
             if task_text in self._relevant:
                 return self._relevant[task_text]
         entries = self.memory.craft.relevant(
-            task_text, self.memory.budgets.craft_k, exclude_task_id=self.exclude_task_id, judge=self.relevance
+            task_text,
+            self.memory.budgets.craft_k,
+            exclude_task_id=self.exclude_task_id,
+            judge=self.relevance,
+            dates=self.dates,
         )
         with self._lock:
             self._relevant[task_text] = entries
@@ -215,19 +244,19 @@ class MemoryView:
         if not self.readable("craft"):
             return ""
         if self.memory.profile == "paper":
-            entries = [e for e in self.memory.craft.all() if self.exclude_task_id not in e.provenance]
+            entries = [e for e in self.memory.craft.all(dates=self.dates) if self.exclude_task_id not in e.provenance]
             entries.sort(key=lambda e: (-e.support, e.id))
             budget = None
         else:
             entries, budget = self.relevant_craft(task_text), self.memory.budgets.craft
-        lines, used, ids = [], 0, []
+        lines, used, chosen = [], 0, []
         for entry in entries:
             line = f"- {entry.text}"
             cost = estimate_tokens(line) + 1
             if budget is not None and used + cost > budget:
                 continue
             lines.append(line)
-            ids.append(entry.id)
+            chosen.append(entry)
             used += cost
         if budget is None and used > self.memory.budgets.paper_max_tokens:
             logger.warning(
@@ -235,7 +264,7 @@ class MemoryView:
                 used,
                 self.memory.budgets.paper_max_tokens,
             )
-        self._record("craft", ids)
+        self._record("craft", chosen)
         return "\n".join(lines)
 
     def _rules(self, book: RuleBook, task_text: str, budget: int) -> str:
@@ -243,8 +272,8 @@ class MemoryView:
             return ""
         if self.memory.profile == "paper":
             budget = 10**9
-        rules = book.select(task_text, budget_tokens=budget, exclude_task_id=self.exclude_task_id)
-        self._record(book.store, [r.id for r in rules])
+        rules = book.select(task_text, budget_tokens=budget, exclude_task_id=self.exclude_task_id, dates=self.dates)
+        self._record(book.store, rules)
         return "\n".join(book.render_rule(r) for r in rules)
 
     def decomposition_rules(self, task_text: str) -> str:
@@ -260,9 +289,9 @@ class MemoryView:
         if not self.readable("facts"):
             return ""
         facts = self.memory.facts.for_task(
-            task_text, budget_tokens=self.memory.budgets.facts, exclude_task_id=self.exclude_task_id
+            task_text, budget_tokens=self.memory.budgets.facts, exclude_task_id=self.exclude_task_id, dates=self.dates
         )
-        self._record("facts", [f.id for f in facts])
+        self._record("facts", facts)
         return "\n".join(self.memory.facts.render_fact(f) for f in facts)
 
     def search(self, query: str, k: int | None = None) -> list[str]:
@@ -271,7 +300,9 @@ class MemoryView:
         if not self.readable("facts"):
             return []
         limit = self.memory.budgets.search_k if k is None else min(k, self.memory.budgets.search_k)
-        return self.memory.facts.search(query, limit, exclude_task_id=self.exclude_task_id)
+        facts = self.memory.facts.search_facts(query, limit, exclude_task_id=self.exclude_task_id, dates=self.dates)
+        self._record("facts", facts, injected=False)
+        return [self.memory.facts.render_fact(f) for f in facts]
 
     def __deepcopy__(self, memo: dict[int, Any]) -> MemoryView:
         return self
@@ -441,7 +472,12 @@ class MementoMemory:
         if store == "facts":
             if op.action == "add":
                 fact = self.facts.new_fact(
-                    cand.entity, cand.text, sources=cand.sources, batch=batch, provenance=cand.provenance
+                    cand.entity,
+                    cand.text,
+                    sources=cand.sources,
+                    batch=batch,
+                    provenance=cand.provenance,
+                    evidence=cand.backing,
                 )
                 return self.facts.put(fact.model_copy(update={"support": self._runs(cand)}), tx=tx).id
             if op.action == "merge":
@@ -453,18 +489,28 @@ class MementoMemory:
                     support=self._new_runs(cand, old.provenance),
                     provenance=cand.provenance,
                     batch=batch,
+                    evidence=cand.backing,
                     tx=tx,
                 )
             elif op.action == "supersede":
                 new = self.facts.new_fact(
-                    cand.entity, op.merged or cand.text, sources=cand.sources, batch=batch, provenance=cand.provenance
+                    cand.entity,
+                    op.merged or cand.text,
+                    sources=cand.sources,
+                    batch=batch,
+                    provenance=cand.provenance,
+                    evidence=cand.backing,
                 )
                 self.facts.supersede(ref, new.model_copy(update={"support": self._runs(cand)}), tx=tx)
             return None
         if store == "craft":
             if op.action == "add":
                 entry = CraftEntry(
-                    text=cand.text, provenance=sorted(set(cand.provenance)), batch=batch, support=self._runs(cand)
+                    text=cand.text,
+                    provenance=sorted(set(cand.provenance)),
+                    batch=batch,
+                    support=self._runs(cand),
+                    evidence=cand.backing,
                 )
                 return self.craft.put(entry, tx=tx).id
             if op.action == "merge":  # an edit of one entry (a delta), never a rewrite of the store
@@ -475,6 +521,7 @@ class MementoMemory:
                             "text": op.merged or current.text,
                             "support": current.support + self._new_runs(cand, current.provenance),
                             "provenance": sorted(set(current.provenance) | set(cand.provenance)),
+                            "evidence": current.evidence.merged(cand.backing),
                         }
                     ),
                     tx=tx,
@@ -482,17 +529,56 @@ class MementoMemory:
             return None
         book = self.decomposition if store == "decomposition" else self.web_action
         if op.action == "add":
-            rule = book.add(cand.text, provenance=cand.provenance, batch=batch, support=self._runs(cand), tx=tx)
+            rule = book.add(
+                cand.text,
+                provenance=cand.provenance,
+                batch=batch,
+                support=self._runs(cand),
+                evidence=cand.backing,
+                tx=tx,
+            )
             return rule.id
         existing = Rule.model_validate(tx.get(book.store, ref))
         fresh = self._new_runs(cand, existing.provenance)
         if op.action == "contradict":
-            book.reinforce(ref, contradiction=fresh, task_ids=cand.provenance, batch=batch, tx=tx)
+            book.reinforce(
+                ref, contradiction=fresh, task_ids=cand.provenance, batch=batch, evidence=cand.backing, tx=tx
+            )
             return None
-        rule = book.reinforce(ref, support=fresh, task_ids=cand.provenance, batch=batch, tx=tx)
+        rule = book.reinforce(ref, support=fresh, task_ids=cand.provenance, batch=batch, evidence=cand.backing, tx=tx)
         if op.merged and op.merged != rule.text:
             book.update_text(ref, op.merged, batch=batch, tx=tx)
         return None
+
+    def forget(self, query: Any, *, note: str = "") -> tuple[int | None, dict[str, list[dict[str, Any]]]]:
+        """Remove every item ``query`` (a :class:`~memento.memory.forget.ForgetQuery`) matches, as a new version.
+
+        Each removal is a change-log line (op ``forget``); a fact that a forgotten fact had superseded is current
+        again (op ``unsupersede``) unless it is forgotten too. The version's note says what was asked, so ``memory
+        diff`` shows what went and ``memory rollback`` to the version before brings it back. Returns the new version
+        (``None`` when nothing matched: no version is made) and the removed records per store.
+        """
+        self.db._check_writable()
+        removed: dict[str, list[dict[str, Any]]] = {}
+        with self.transaction(batch=None) as tx:
+            rows = self.db.items()
+            gone = set()
+            for row in rows:
+                reason = query.match_item(row["store"], row["data"])
+                if reason is not None:
+                    tx.delete(row["store"], row["id"], op="forget")
+                    removed.setdefault(row["store"], []).append({**row["data"], "_reason": reason})
+                    gone.add(row["id"])
+            if not gone:
+                return None, {}
+            for row in rows:  # a fact superseded by a forgotten fact is current again
+                data = row["data"]
+                if row["store"] == "facts" and row["id"] not in gone and data.get("superseded_by") in gone:
+                    revived = {**data, "superseded_by": None}
+                    tx.put("facts", row["id"], revived, op="unsupersede", **index_columns("facts", revived))
+            version = self.commit_version(batch=None, note=note or f"forget: {query.describe()}", tx=tx)
+        logger.info("memory %s: forgot %d items (%s); version %d", self.directory, len(gone), query.describe(), version)
+        return version, removed
 
     # -- inspection --------------------------------------------------------------------------------------
     def snapshot(self, version: int | None = None) -> dict[str, Any]:
@@ -609,9 +695,19 @@ class MementoMemory:
         return out
 
     # -- MemoryProvider (no exclusion) -------------------------------------------------------------------
-    def view(self, *, exclude_task_id: str | None = None, relevance: RelevanceStage | None = None) -> MemoryView:
-        """A provider for one task instance that hides memory written by ``exclude_task_id``'s own run."""
-        return MemoryView(self, exclude_task_id=exclude_task_id, relevance=relevance or self.relevance)
+    def view(
+        self,
+        *,
+        exclude_task_id: str | None = None,
+        relevance: RelevanceStage | None = None,
+        dates: DateFilter | None = None,
+        dating: DatingRecord | None = None,
+    ) -> MemoryView:
+        """A provider for one task instance that hides memory written by ``exclude_task_id``'s own run and every item
+        its date filter ``dates`` forbids; it records what it shows in ``dating`` (see :class:`MemoryView`)."""
+        return MemoryView(
+            self, exclude_task_id=exclude_task_id, relevance=relevance or self.relevance, dates=dates, dating=dating
+        )
 
     def craft_knowledge(self, task_text: str) -> str:
         """See :meth:`MemoryView.craft_knowledge`."""

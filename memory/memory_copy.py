@@ -58,7 +58,12 @@ _PARTS = (
         "memory.db",
         (("meta", "key"), ("items", "rowid"), ("changes", "seq"), ("versions", "version"), ("checkpoints", "key")),
     ),
-    _Part("cbr", "cbr", "cases.db", (("meta", "key"), ("cases", "rid"), ("gate_pairs", "pid"), ("gate_state", "name"))),
+    _Part(
+        "cbr",
+        "cbr",
+        "cases.db",
+        (("meta", "key"), ("cases", "rid"), ("gate_pairs", "pid"), ("gate_state", "name"), ("changes", "seq")),
+    ),
     _Part(
         "jitmem",
         "jitmem",
@@ -69,6 +74,8 @@ _PARTS = (
             ("records", "seq"),
             ("applied_batches", "key"),
             ("pages", "sha256"),
+            ("evidence", "seq"),
+            ("changes", "id"),
         ),
     ),
 )
@@ -247,9 +254,9 @@ def _reset_sequences(db: Database, part: _Part) -> None:
     """PostgreSQL identity columns continue after the copied row numbers (SQLite's AUTOINCREMENT already does)."""
     if db.backend != "postgres":
         return
-    serials = {"items": "rowid", "changes": "seq", "cases": "rid", "gate_pairs": "pid", "trajectories": "seq"}
-    for table, _key in part.tables:
-        column = serials.get(table)
+    serials = {"items": "rowid", "cases": "rid", "gate_pairs": "pid", "trajectories": "seq"}
+    for table, key in part.tables:
+        column = serials.get(table, key if table == "changes" else None)
         if column is None:
             continue
         db.execute(

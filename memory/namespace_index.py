@@ -66,6 +66,7 @@ class NamespaceIndex:
 
         self.dim = dim
         self.hnsw = hnsw
+        self.ef_search = ef_search
         base: faiss.Index
         if hnsw:
             graph = faiss.IndexHNSWFlat(dim, hnsw_m, faiss.METRIC_INNER_PRODUCT)
@@ -77,7 +78,6 @@ class NamespaceIndex:
         self.index = faiss.IndexIDMap2(base)
         self.tombstones: set[int] = set()
         self.recall = 1.0  # recall@k against exact search (calibrated for HNSW; exact search: 1.0)
-        self.ef_search = ef_search
         self.generation = -1
         self.saved_generation: int | None = None  # generation of the copy on disk (None: none written/loaded)
 
@@ -104,10 +104,27 @@ class NamespaceIndex:
             # faiss's Python wrapper takes an id array; its stub names only an IDSelector
             self.index.remove_ids(np.asarray(rids, dtype=np.int64))  # type: ignore[arg-type]
 
-    def search(self, vec: np.ndarray, k: int) -> list[tuple[int, float]]:
+    def search(self, vec: np.ndarray, k: int, *, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """The ``k`` nearest live cases ``(rowid, score)``; ``allowed`` (rowids) restricts the search to those cases
+        inside FAISS (an ID selector), so k of them come back when the index holds k (the date filter)."""
         if self.index.ntotal == 0 or k <= 0:
             return []
         kk = min(int(self.index.ntotal), k + len(self.tombstones))
+        if allowed is not None:
+            import faiss
+
+            if not len(allowed):
+                return []
+            selector = faiss.IDSelectorBatch(np.ascontiguousarray(allowed, dtype=np.int64))
+            # faiss's SWIG wrapper takes these keywords; its stubs list neither SearchParametersHNSW nor ``sel``
+            if self.hnsw:  # HNSW parameters carry their own efSearch (default 16): keep the index's breadth
+                params = faiss.SearchParametersHNSW(sel=selector, efSearch=self.ef_search)  # type: ignore[attr-defined]
+            else:
+                params = faiss.SearchParameters(sel=selector)  # type: ignore[call-arg]
+            with one_thread():
+                scores, ids = self.index.search(vec.reshape(1, -1).astype(np.float32), kk, params=params)
+            out = [(int(i), float(s)) for i, s in zip(ids[0], scores[0], strict=True) if i >= 0]
+            return [hit for hit in out if hit[0] not in self.tombstones][:k]
         with one_thread():
             scores, ids = self.index.search(vec.reshape(1, -1).astype(np.float32), kk)
         out = [

@@ -24,8 +24,9 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
+from memento.dating import DateFilter
 from memento.memory.sqlite_store import SQLiteStore, Transaction, estimate_tokens, index_columns, rule_weight
-from memento.types import Rule, RuleStatus, new_id
+from memento.types import EvidenceRecord, Rule, RuleStatus, new_id
 
 __all__ = ["RuleBook", "RuleStats"]
 
@@ -86,24 +87,33 @@ class RuleBook:
         exclude_task_id: str | None = None,
         pool: int = 64,
         relevance_bonus: float = 3.0,
+        dates: DateFilter | None = None,
     ) -> list[Rule]:
         """The best rules for a task that fit in ``budget_tokens``: heaviest first, task-relevant ones boosted.
 
         Candidates are the ``pool`` heaviest live rules (active or down-weighted) and the ``pool`` best lexical
-        matches (FTS5 BM25), so the cost does not grow with the book. A rule's score is its weight plus
-        ``relevance_bonus`` times its BM25 score relative to the best match (the best match gains the whole bonus).
+        matches (FTS5 BM25), so the cost does not grow with the book; only rules ``dates`` lets the task see
+        compete. A rule's score is its weight plus ``relevance_bonus`` times its BM25 score relative to the best
+        match (the best match gains the whole bonus).
         """
         candidates: dict[str, tuple[Rule, float]] = {}
         live = ("active", "downweighted")
         hits = self.db.fts_search(
-            self.store, task_text, columns=("text",), statuses=live, limit=pool, exclude_task_id=exclude_task_id
+            self.store,
+            task_text,
+            columns=("text",),
+            statuses=live,
+            limit=pool,
+            exclude_task_id=exclude_task_id,
+            dates=dates,
         )
         best = min((rank for _data, rank in hits), default=0.0)  # FTS5 ranks are negative: lower is better
         for data, rank in hits:
             rule = Rule.model_validate(data)
             relevance = rank / best if best < 0 else 0.0
             candidates[rule.id] = (rule, self.weight(rule) + relevance_bonus * relevance)
-        for data in self.db.top_by_weight(self.store, statuses=live, limit=pool, exclude_task_id=exclude_task_id):
+        top = self.db.top_by_weight(self.store, statuses=live, limit=pool, exclude_task_id=exclude_task_id, dates=dates)
+        for data in top:
             rule = Rule.model_validate(data)
             candidates.setdefault(rule.id, (rule, self.weight(rule)))
         ranked = sorted(candidates.values(), key=lambda pair: (-pair[1], pair[0].id))
@@ -155,9 +165,10 @@ class RuleBook:
         batch: int = 0,
         support: int = 0,
         contradiction: int = 0,
+        evidence: EvidenceRecord | None = None,
         tx: Transaction | None = None,
     ) -> Rule:
-        """Store a new active rule."""
+        """Store a new active rule (``evidence``: the pages and runs behind it, which date it)."""
         rule = Rule(
             id=new_id("r-"),
             store=self.store,
@@ -167,6 +178,7 @@ class RuleBook:
             created_batch=batch,
             updated_batch=batch,
             provenance=sorted(set(provenance or [])),
+            evidence=evidence or EvidenceRecord(),
         )
         return self.put(rule, tx=tx)
 
@@ -178,9 +190,11 @@ class RuleBook:
         contradiction: int = 0,
         task_ids: list[str] | None = None,
         batch: int = 0,
+        evidence: EvidenceRecord | None = None,
         tx: Transaction | None = None,
     ) -> Rule:
-        """Add support and/or contradiction to a rule (KeyError when unknown)."""
+        """Add support and/or contradiction to a rule (KeyError when unknown); ``evidence`` (the voting runs and
+        their pages) joins the rule's, so its date is the newest evidence that shaped its counts."""
         with self.db.write(tx, batch=batch) as t:
             data = t.existing(self.store, rule_id)
             rule = Rule.model_validate(data)
@@ -190,6 +204,7 @@ class RuleBook:
                     "contradiction": rule.contradiction + contradiction,
                     "updated_batch": batch,
                     "provenance": sorted(set(rule.provenance) | set(task_ids or [])),
+                    "evidence": rule.evidence.merged(evidence),
                 }
             )
             return self.put(rule, tx=t)

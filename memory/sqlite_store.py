@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from memento.dating import DateFilter, iso
 from memento.errors import DataError, MemoryFrozenError
 from memento.memory.database import Database, DatabaseError, open_database, part_exists
 from memento.memory.location import DirectoryLocation, LocationLike, PostgresLocation, parse_location
@@ -50,6 +51,7 @@ __all__ = [
     "estimate_tokens",
     "rule_weight",
     "index_columns",
+    "item_date",
     "FTS_STORES",
     "DB_NAME",
     "memory_exists",
@@ -58,7 +60,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DB_NAME = "memory.db"
-SCHEMA_VERSION = 2  # 2: no FTS5 tables (lexical retrieval is memory/text_index.py on every backend)
+#: 2 adds ``items.dated`` (the ISO date of an item's evidence, NULL: undated); older databases are migrated on a
+#: writable open, and a read-only open of one reads every item as undated. 3: no FTS5 tables (lexical retrieval is
+#: memory/text_index.py, the same on every backend; a writable open drops them)
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -73,6 +78,7 @@ CREATE TABLE IF NOT EXISTS items (
     batch INTEGER NOT NULL DEFAULT 0,
     tasks TEXT NOT NULL DEFAULT '',
     data TEXT NOT NULL,
+    dated TEXT,
     UNIQUE (store, id)
 );
 CREATE INDEX IF NOT EXISTS items_rank ON items (store, status, weight DESC);
@@ -173,13 +179,25 @@ def rule_weight(support: int, contradiction: int, status: str = "active") -> flo
     return {"active": 1.0, "downweighted": 0.25}.get(status, 0.0) * base
 
 
+def item_date(data: dict[str, Any]) -> str | None:
+    """The ISO date of a record's evidence (:class:`~memento.types.EvidenceRecord`), ``None`` when undated (a
+    record without evidence: stored before items were dated)."""
+    from memento.types import EvidenceRecord
+
+    evidence = data.get("evidence")
+    if not evidence:
+        return None
+    return iso(EvidenceRecord.model_validate(evidence).dated)
+
+
 def index_columns(store: str, data: dict[str, Any]) -> dict[str, Any]:
-    """The indexed columns (text, entity, status, weight, tasks) of a record of ``store``."""
+    """The indexed columns (text, entity, status, weight, tasks, dated) of a record of ``store``."""
     provenance = list(data.get("provenance") or [])
+    dated = item_date(data)
     if store in ("decomposition", "web_action"):
         status = str(data.get("status", "active"))
         weight = rule_weight(int(data.get("support", 0)), int(data.get("contradiction", 0)), status)
-        return {"text": data.get("text", ""), "status": status, "weight": weight, "tasks": provenance}
+        return {"text": data.get("text", ""), "status": status, "weight": weight, "tasks": provenance, "dated": dated}
     if store == "facts":
         status = "superseded" if data.get("superseded_by") else "active"
         return {
@@ -188,8 +206,9 @@ def index_columns(store: str, data: dict[str, Any]) -> dict[str, Any]:
             "status": status,
             "weight": float(data.get("support", 1)),
             "tasks": provenance,
+            "dated": dated,
         }
-    return {"text": data.get("text", ""), "weight": float(data.get("support", 1)), "tasks": provenance}
+    return {"text": data.get("text", ""), "weight": float(data.get("support", 1)), "tasks": provenance, "dated": dated}
 
 
 def _task_pattern(task_id: str) -> str:
@@ -217,7 +236,8 @@ class VersionInfo(dict):
 
 
 class ItemRow(dict):
-    """One item row: ``store``, ``id``, ``data`` (the record as a dict) and the index columns."""
+    """One item row: ``store``, ``id``, ``data`` (the record as a dict) and the index columns (``dated``: the ISO
+    date of its evidence, ``None`` when undated)."""
 
 
 class Transaction:
@@ -256,10 +276,12 @@ class Transaction:
         status: str = "active",
         weight: float = 0.0,
         tasks: list[str] | None = None,
+        dated: str | None = None,
         op: str | None = None,
     ) -> None:
         """Insert or replace an item; logs ``add`` or ``update`` (or ``op``) with the before/after records.
-        Secrets and URL passwords never enter memory (:func:`memento.scrub.scrub_data`)."""
+        Secrets and URL passwords never enter memory (:func:`memento.scrub.scrub_data`). ``dated``: the ISO date of
+        the item's evidence (:func:`index_columns` computes it), ``None`` when undated."""
         from memento.scrub import scrub, scrub_data
 
         data, text = scrub_data(data), scrub(text)
@@ -268,11 +290,11 @@ class Transaction:
             return
         task_col = "|" + "|".join(sorted(set(tasks or []))) + "|" if tasks else ""
         self.conn.execute(
-            "INSERT INTO items (store, id, text, entity, status, weight, batch, tasks, data) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (store, id) DO UPDATE SET text=excluded.text, "
+            "INSERT INTO items (store, id, text, entity, status, weight, batch, tasks, data, dated) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (store, id) DO UPDATE SET text=excluded.text, "
             "entity=excluded.entity, status=excluded.status, weight=excluded.weight, batch=excluded.batch, "
-            "tasks=excluded.tasks, data=excluded.data",
-            (store, item_id, text, entity, status, weight, int(self.batch or 0), task_col, _dumps(data)),
+            "tasks=excluded.tasks, data=excluded.data, dated=excluded.dated",
+            (store, item_id, text, entity, status, weight, int(self.batch or 0), task_col, _dumps(data), dated),
         )
         self._log(op or ("add" if before is None else "update"), store, item_id, before, data)
 
@@ -339,14 +361,13 @@ class SQLiteStore:
         try:
             if not read_only:
                 self.db.create_schema(_SCHEMA + (_DROP_FTS if self.db.backend == "sqlite" else ""))
-                self.db.execute(
-                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING",
-                    (str(SCHEMA_VERSION),),
-                )
+                self._migrate()
                 self.db.execute(
                     "INSERT INTO meta (key, value) VALUES ('head_version', '0') ON CONFLICT (key) DO NOTHING"
                 )
             self.db.execute("SELECT count(*) FROM items").fetchone()
+            #: the ``dated`` column's expression in queries: NULL (undated) for a read-only database from before it
+            self.dated_column = "dated" if self._has_column("items", "dated") else "NULL"
         except DatabaseError as exc:
             self.db.close()
             raise DataError(f"{self.path or self.location.label} is not a usable memory database: {exc}") from None
@@ -355,6 +376,23 @@ class SQLiteStore:
     def conn(self) -> Database:
         """The database connection (kept under this name for callers written against the SQLite store)."""
         return self.db
+
+    def _has_column(self, table: str, column: str) -> bool:
+        return column in self.db.columns(table)
+
+    def _migrate(self) -> None:
+        """Bring an older database to :data:`SCHEMA_VERSION`: schema 1 gains ``items.dated`` (its items are
+        undated: they carry no evidence) and its index."""
+        if not self._has_column("items", "dated"):
+            self.db.add_column("items", "dated", "TEXT")
+            logger.info("memory %s: schema 1 migrated to %d (items.dated; old items are undated)", self.path,
+                        SCHEMA_VERSION)  # fmt: skip
+        self.db.execute("CREATE INDEX IF NOT EXISTS items_dated ON items (store, dated)")
+        self.db.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET "
+            "value=excluded.value",
+            (str(SCHEMA_VERSION),),
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -406,15 +444,47 @@ class SQLiteStore:
         """The sequence number of the last change-log entry (0 when empty)."""
         return int(self.query("SELECT coalesce(max(seq), 0) FROM changes")[0][0])
 
-    def items(self, store: str | None = None) -> list[ItemRow]:
-        """Current items (of one store, or all), ordered by store and id."""
-        sql = "SELECT store, id, status, weight, batch, data FROM items"
-        params: tuple[Any, ...] = ()
+    def items(self, store: str | None = None, *, dates: DateFilter | None = None) -> list[ItemRow]:
+        """Current items (of one store, or all), ordered by store and id; ``dates`` keeps those a task may see."""
+        sql = f"SELECT store, id, status, weight, batch, data, {self.dated_column} FROM items"
+        where, params = self._where(store=store, dates=dates)
+        rows = self.query(sql + where + " ORDER BY store, id", params)
+        return [
+            ItemRow(store=s, id=i, status=st, weight=w, batch=b, data=json.loads(d), dated=dt_)
+            for s, i, st, w, b, d, dt_ in rows
+        ]
+
+    def _where(self, *, store: str | None = None, dates: DateFilter | None = None) -> tuple[str, list[Any]]:
+        conditions: list[str] = []
+        params: list[Any] = []
         if store is not None:
-            sql += " WHERE store=?"
-            params = (store,)
-        rows = self.query(sql + " ORDER BY store, id", params)
-        return [ItemRow(store=s, id=i, status=st, weight=w, batch=b, data=json.loads(d)) for s, i, st, w, b, d in rows]
+            conditions.append("store=?")
+            params.append(store)
+        if dates is not None:
+            clause, args = dates.sql(self.dated_column)
+            if clause:
+                conditions.append(clause)
+                params.extend(args)
+        return (" WHERE " + " AND ".join(conditions) if conditions else ""), params
+
+    def hidden_counts(
+        self, store: str, dates: DateFilter | None, *, statuses: tuple[str, ...] = ("active",)
+    ) -> tuple[int, int]:
+        """How many items of ``store`` (with one of ``statuses``) the filter keeps away from a task: ``(dated on or
+        after the cutoff, undated dropped)``."""
+        if dates is None:
+            return 0, 0
+        after, undated = dates.hidden_sql(self.dated_column)
+        marks = ",".join("?" for _ in statuses)
+        base = f"SELECT count(*) FROM items WHERE store=? AND status IN ({marks}) AND "
+        counts = []
+        for clause in (after, (undated, []) if undated else None):
+            if clause is None:
+                counts.append(0)
+                continue
+            condition, args = clause
+            counts.append(int(self.query(base + condition, [store, *statuses, *args])[0][0]))
+        return counts[0], counts[1]
 
     def state_at(self, version: int | None = None) -> dict[tuple[str, str], dict[str, Any]]:
         """``{(store, id): record}`` of a version (the head when None), rebuilt by undoing later changes."""
@@ -468,13 +538,14 @@ class SQLiteStore:
         columns: tuple[str, ...] = ("text", "entity"),
         limit: int = 20,
         exclude_task_id: str | None = None,
+        dates: DateFilter | None = None,
     ) -> list[tuple[dict[str, Any], float]]:
         """Items of ``store`` matching the content words of ``text`` (BM25), best first, with their rank.
 
         The rank is the negated BM25 score (lower is better, as FTS5 ranks), computed by the in-process index
-        (:mod:`~memento.memory.text_index`) the same way on every backend; the filters (status, provenance) apply
-        before the ``limit`` best are taken. ``exclude_task_id`` drops items whose provenance includes that task
-        (a task never reads its own memory).
+        (:mod:`~memento.memory.text_index`) the same way on every backend. ``exclude_task_id`` drops items whose
+        provenance includes that task (a task never reads its own memory); ``dates`` keeps only items the task may
+        see; the filters (status, provenance, dates) apply before the ``limit`` best are taken.
         """
         if not query_terms(text) or limit <= 0 or store not in FTS_STORES:
             return []
@@ -487,6 +558,11 @@ class SQLiteStore:
         if exclude_task_id:
             where += " AND tasks NOT LIKE ? ESCAPE '\\'"
             extra.append(_task_pattern(exclude_task_id))
+        if dates is not None:
+            clause, args = dates.sql(self.dated_column)
+            if clause:
+                where += " AND " + clause
+                extra.extend(args)
         out: list[tuple[dict[str, Any], float]] = []
         step = max(4 * limit, 256)
         for start in range(0, len(ranked), step):  # best first, until ``limit`` pass the filters
@@ -546,14 +622,21 @@ class SQLiteStore:
         statuses: tuple[str, ...] = ("active",),
         limit: int = 20,
         exclude_task_id: str | None = None,
+        dates: DateFilter | None = None,
     ) -> list[dict[str, Any]]:
-        """The ``limit`` heaviest items of ``store`` with one of ``statuses`` (index scan, not a full sort)."""
+        """The ``limit`` heaviest items of ``store`` with one of ``statuses`` (index scan, not a full sort), only
+        those ``dates`` lets the task see."""
         marks = ",".join("?" for _ in statuses)
         sql = f"SELECT data FROM items WHERE store=? AND status IN ({marks})"
         params: list[Any] = [store, *statuses]
         if exclude_task_id:
             sql += " AND tasks NOT LIKE ? ESCAPE '\\'"
             params.append(_task_pattern(exclude_task_id))
+        if dates is not None:
+            clause, args = dates.sql(self.dated_column)
+            if clause:
+                sql += " AND " + clause
+                params.extend(args)
         sql += " ORDER BY weight DESC LIMIT ?"
         params.append(limit)
         return [json.loads(row[0]) for row in self.query(sql, params)]
@@ -610,17 +693,11 @@ class SQLiteStore:
         """Restore the state of ``version`` (appending the inverse changes) and make it the head.
 
         Later versions are marked ``rolled_back``; checkpoints tied to them are dropped, so a trainer
-        re-learns those batches. A rolled-back version cannot be restored (DataError: retrain instead), and
-        version 0 (the empty memory) is refused once a version was committed, since nothing could undo it.
+        re-learns those batches. Version 0 is the empty memory (every committed version is then marked rolled
+        back, and a trainer starts over). A rolled-back version cannot be restored (DataError: retrain instead).
         Returns the number of items changed.
         """
         self._check_writable()
-        committed = [v["version"] for v in self.versions() if v["status"] == "committed"]
-        if version == 0 and committed:  # every version would be marked rolled back: nothing could restore them
-            raise DataError(
-                "refusing to roll back to version 0: it would discard every item of every version for good; "
-                f"roll back to a version ({', '.join(map(str, committed))}) or start a new memory directory"
-            )
         info = self.version_info(version)
         if info["status"] == "rolled_back":  # its batch's checkpoints are gone: a trainer would re-apply it
             raise DataError(f"version {version} was rolled back; retrain instead")

@@ -31,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import logging
 import os
@@ -46,10 +47,11 @@ import numpy as np
 from pydantic import ValidationError
 
 from memento.bm25 import BM25Engine, RankBM25Scorer, check_engine
+from memento.dating import DateFilter, iso, parse_iso, trajectory_evidence
 from memento.errors import ConfigError, DataError, MemoryFrozenError
 from memento.memory.database import Database, DatabaseError, open_database, part_exists
 from memento.memory.location import DirectoryLocation, LocationLike, PostgresLocation, parse_location
-from memento.types import Trajectory
+from memento.types import EvidenceRecord, Trajectory, utcnow
 
 __all__ = [
     "TrajectoryBank",
@@ -57,6 +59,9 @@ __all__ = [
     "BankStats",
     "BankDiskUsage",
     "RetrievedTrajectory",
+    "BankHit",
+    "BankEntry",
+    "item_id",
     "StagedRow",
     "bank_exists",
     "disk_usage",
@@ -91,13 +96,63 @@ CREATE TABLE IF NOT EXISTS pages (
     chars BIGINT NOT NULL,
     text {page_text} NOT NULL
 );
+CREATE TABLE IF NOT EXISTS evidence (
+    seq BIGINT PRIMARY KEY REFERENCES trajectories(seq),
+    record TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS changes (
+    id {serial},
+    at TEXT NOT NULL DEFAULT {now},
+    op TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    task_id TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT ''
+);
 """
 #: SQLite keeps page texts as TEXT; PostgreSQL as UTF-8 bytes (its TEXT cannot hold a NUL character, a page can)
 _PAGE_TEXT = {"sqlite": "TEXT", "postgres": "BYTEA"}
-#: the layout this code writes: 2 adds the ``pages`` table (content-addressed page texts)
-SCHEMA_VERSION = 2
+#: the layout this code writes: 2 adds the ``pages`` table (content-addressed page texts); 3 dates trajectories
+#: (``trajectories.dated``, the ``evidence`` table: the pages each holds and its run) and tombstones them
+#: (``trajectories.forgotten_at``, the ``changes`` log)
+SCHEMA_VERSION = 3
+_ADDED_COLUMNS: tuple[tuple[str, str], ...] = (("dated", "TEXT"), ("forgotten_at", "TEXT"))
 #: A buffered write: ``{"task_id", "task_text", "accepted", "record"}`` (``record``: the trajectory's JSON).
 StagedRow = dict[str, Any]
+
+
+def item_id(seq: int) -> str:
+    """The memory-item id of a stored trajectory (``traj-<seq>``: what ``memento memory forget`` and the leakage
+    audit name)."""
+    return f"traj-{seq}"
+
+
+@dataclass(frozen=True)
+class BankHit:
+    """One retrieved trajectory: its item id and row, the trajectory, its stored label (``None`` under
+    ``success_only``), its BM25 score and its date (``None``: undated)."""
+
+    item_id: str
+    seq: int
+    trajectory: Trajectory
+    label: bool | None
+    score: float
+    dated: dt.date | None
+
+    def as_tuple(self) -> RetrievedTrajectory:
+        return (self.trajectory, self.label, self.score)
+
+
+@dataclass(frozen=True)
+class BankEntry:
+    """A stored trajectory as a memory item: its id (``traj-<seq>``), task, date, evidence and tombstone."""
+
+    item_id: str
+    seq: int
+    task_id: str
+    task_text: str
+    dated: dt.date | None
+    forgotten: bool
+    evidence: EvidenceRecord
 
 
 class TrajectoryBankError(DataError):
@@ -207,6 +262,14 @@ def _page_str(value: Any) -> str:
 def _pages_of(trajectory: Trajectory) -> dict[str, str]:
     """The page texts a trajectory holds in memory, by hash (pages read back without their text are skipped)."""
     return {page.sha256: page.text for page in trajectory.pages() if page.sha256 and page.text and page.text_loaded}
+
+
+def _evidence_of(record: str) -> EvidenceRecord:
+    """The evidence of a stored trajectory record (every page it holds, its run): what dates it."""
+    try:
+        return trajectory_evidence(Trajectory.model_validate_json(record))
+    except ValidationError as exc:
+        raise TrajectoryBankError(f"a trajectory to store is unreadable: {exc.errors()[0]['msg']}") from exc
 
 
 def _staged(row: tuple[str, str, bool, str]) -> StagedRow:
@@ -349,6 +412,9 @@ class TrajectoryBank:
         self._pending_pages: dict[str, str] = {}
         self._has_pages = True  # False for a read-only bank written before the page store
         self._has_batches = True  # False for a read-only bank written before batch keys
+        self._dated = True  # False for a read-only bank written before schema 3 (set once the file is open)
+        self._masks: dict[tuple[Any, ...], np.ndarray | None] = {}  # rows a filter hides, per bank state and index
+        self._hidden: dict[tuple[Any, ...], tuple[int, int]] = {}  # hidden counts, per bank state and filter
         self._dropped = 0
         self._index: _Index | None = None
         self._index_max_seq = 0
@@ -370,8 +436,12 @@ class TrajectoryBank:
             else:
                 # also the migration of an older bank: adds the pages table
                 self._db.create_schema(_SCHEMA.replace("{page_text}", _PAGE_TEXT[self._db.backend]))
+                for name, decl in _ADDED_COLUMNS:  # schema 3: a bank written before it holds undated trajectories
+                    self._db.add_column("trajectories", name, decl)
                 if self._meta("schema") != str(SCHEMA_VERSION):
                     self._set_meta("schema", str(SCHEMA_VERSION))
+            #: a read-only bank from before schema 3 reads every trajectory as undated and none as forgotten
+            self._dated = "dated" in self._db.columns("trajectories")
         except DatabaseError as exc:
             self._db.close()
             raise TrajectoryBankError(f"{self._db_label} is not a trajectory bank: {exc}") from exc
@@ -459,7 +529,8 @@ class TrajectoryBank:
             stored, accepted = self._meta("count"), self._meta("accepted")
             if stored is None or accepted is None:
                 n, a = self._db.query(
-                    "SELECT COUNT(*), COALESCE(SUM(CASE WHEN label = 1 THEN 1 ELSE 0 END), 0) FROM trajectories"
+                    "SELECT COUNT(*), COALESCE(SUM(CASE WHEN label = 1 THEN 1 ELSE 0 END), 0) "
+                    f"FROM trajectories t WHERE {self._live()}"
                 )[0]
                 if not self.read_only:
                     self._set_meta("count", str(n))
@@ -637,11 +708,15 @@ class TrajectoryBank:
                 # task texts (what the index reads) and records (gigabytes at scale) live in separate tables, so
                 # re-indexing scans only the narrow one
                 for tid, text, label, record in rows:
+                    evidence = _evidence_of(record)
                     seq = db.execute(
-                        "INSERT INTO trajectories(task_id, task_text, label) VALUES (?, ?, ?) RETURNING seq",
-                        (tid, text, int(label)),
+                        "INSERT INTO trajectories(task_id, task_text, label, dated) VALUES (?, ?, ?, ?) RETURNING seq",
+                        (tid, text, int(label), iso(evidence.dated)),
                     ).fetchone()[0]
                     db.execute("INSERT INTO records(seq, record) VALUES (?, ?)", (int(seq), record))
+                    db.execute(
+                        "INSERT INTO evidence(seq, record) VALUES (?, ?)", (int(seq), evidence.model_dump_json())
+                    )
                 if pages:  # in the same transaction as the trajectories that read them; each text stored once
                     self._store_pages(pages)
                 version = int(self._meta("version") or 0) + 1
@@ -671,7 +746,8 @@ class TrajectoryBank:
                 if not self.read_only:  # a read-only bank keeps the rebuilt index in memory
                     if index.persistent and index_dir is not None:  # PostgreSQL: a per-process mirror
                         index.save(index_dir)
-                    if self._meta("count") != str(len(rows)):  # rows written behind the bank's back: recount
+                    live = self._db.query(f"SELECT COUNT(*) FROM trajectories t WHERE {self._live()}")[0][0]
+                    if self._meta("count") != str(live):  # rows written behind the bank's back: recount
                         self._db.execute("DELETE FROM meta WHERE key IN ('count', 'accepted')")
             self._index, self._index_max_seq = index, max_seq
             return index
@@ -692,13 +768,23 @@ class TrajectoryBank:
                 return
             self._ensure_index()
 
-    def retrieve(self, task_text: str, k: int = 3, *, exclude_task_id: str | None = None) -> list[RetrievedTrajectory]:
+    def retrieve(
+        self, task_text: str, k: int = 3, *, exclude_task_id: str | None = None, dates: DateFilter | None = None
+    ) -> list[RetrievedTrajectory]:
         """The ``k`` stored trajectories whose task description is most BM25-similar to ``task_text``.
 
         Returns ``(trajectory, label, score)`` best first; ``label`` is the stored accept/reject verdict under
         ``all_with_labels`` and ``None`` under ``success_only`` (everything stored there was accepted). Trajectories
-        sharing no term with the task (score 0) are not returned. ``exclude_task_id`` hides a task's own records.
+        sharing no term with the task (score 0) are not returned. ``exclude_task_id`` hides a task's own records;
+        ``dates`` (the task's date filter) hides trajectories it may not see before the top ``k`` are taken.
+        Forgotten trajectories are never returned. :meth:`search` returns the same with item ids and dates.
         """
+        return [hit.as_tuple() for hit in self.search(task_text, k, exclude_task_id=exclude_task_id, dates=dates)]
+
+    def search(
+        self, task_text: str, k: int = 3, *, exclude_task_id: str | None = None, dates: DateFilter | None = None
+    ) -> list[BankHit]:
+        """:meth:`retrieve` with each hit's item id (``traj-<seq>``) and date."""
         if k <= 0:
             return []
         with self._lock:
@@ -706,6 +792,9 @@ class TrajectoryBank:
             scores = index.scores(task_text)
             if exclude_task_id is not None and len(scores):
                 scores = np.where(index.same_task(exclude_task_id), np.float32(0.0), scores)
+            mask = self._ineligible_mask(index, dates)
+            if mask is not None and len(scores):
+                scores = np.where(mask, np.float32(0.0), scores)
             positive = int(np.count_nonzero(scores > 0))
             if positive == 0:
                 return []
@@ -714,40 +803,169 @@ class TrajectoryBank:
             top = top[np.argsort(-scores[top], kind="stable")]
             seqs = [int(index.seqs[i]) for i in top]
             placeholders = ",".join("?" * len(seqs))
+            dated = "t.dated" if self._dated else "NULL"
             rows = {
-                seq: (label, record)
-                for seq, label, record in self._db.query(
-                    "SELECT t.seq, t.label, r.record FROM trajectories t JOIN records r ON r.seq = t.seq "
+                seq: (label, record, day)
+                for seq, label, record, day in self._db.query(
+                    f"SELECT t.seq, t.label, r.record, {dated} FROM trajectories t JOIN records r ON r.seq = t.seq "
                     f"WHERE t.seq IN ({placeholders})",
                     seqs,
                 )
             }
-        out: list[RetrievedTrajectory] = []
+        out: list[BankHit] = []
         for i, seq in zip(top, seqs, strict=True):
-            label, record = rows[seq]
+            label, record, day = rows[seq]
             try:
                 trajectory = self._load(record)
             except ValidationError as exc:
                 raise TrajectoryBankError(f"stored trajectory #{seq} is unreadable: {exc.errors()[0]['msg']}") from exc
             shown = bool(label) if self.policy == "all_with_labels" else None
-            out.append((trajectory, shown, float(scores[i])))
+            out.append(BankHit(item_id(seq), seq, trajectory, shown, float(scores[i]), parse_iso(day)))
         return out
 
+    def _state_key(self, dates: DateFilter | None) -> tuple[Any, ...]:
+        """What a filter's result depends on: the bank's last row and live count (a write or a forget changes one)
+        and the filter."""
+        return (self._max_seq(), self._meta("count"), dates.cutoff if dates else None, dates.undated if dates else None)
+
+    def _ineligible_mask(self, index: _Index, dates: DateFilter | None) -> np.ndarray | None:
+        """A mask over the index's rows: those never retrieved for a task (forgotten, or hidden by its date filter);
+        ``None`` when every row may be. Kept per bank state and filter, so tasks of one cutoff share it."""
+        key = (*self._state_key(dates), id(index))
+        if key not in self._masks:
+            if len(self._masks) >= 64:
+                self._masks.clear()
+            rows = self._ineligible_rows(dates)
+            self._masks[key] = np.isin(index.seqs, rows) if len(rows) else None
+        return self._masks[key]
+
+    def _ineligible_rows(self, dates: DateFilter | None) -> np.ndarray:
+        if not self._dated:
+            if dates is not None and dates.active and dates.undated == "drop":  # an old bank: every row is undated
+                return np.asarray([r[0] for r in self._db.query("SELECT seq FROM trajectories")], dtype=np.int64)
+            return np.zeros(0, dtype=np.int64)
+        clause, args = dates.sql("dated") if dates is not None else ("", [])
+        sql = "SELECT seq FROM trajectories WHERE forgotten_at IS NOT NULL"
+        if clause:
+            sql += f" OR NOT {clause}"
+        return np.asarray([r[0] for r in self._db.query(sql, args)], dtype=np.int64)
+
+    def hidden_counts(self, dates: DateFilter | None) -> tuple[int, int]:
+        """How many stored (not forgotten) trajectories ``dates`` keeps away from a task: ``(dated on or after its
+        cutoff, undated dropped)``."""
+        if dates is None or not dates.active:
+            return 0, 0
+        with self._lock:
+            if not self._dated:
+                return 0, (len(self) if dates.undated == "drop" else 0)
+            key = self._state_key(dates)
+            if key not in self._hidden:
+                if len(self._hidden) >= 64:
+                    self._hidden.clear()
+                after, undated = dates.hidden_sql("dated")
+                base = "SELECT COUNT(*) FROM trajectories WHERE forgotten_at IS NULL AND "
+                hidden = int(self._db.query(base + after[0], after[1])[0][0]) if after else 0
+                dropped = int(self._db.query(base + undated)[0][0]) if undated else 0
+                self._hidden[key] = (hidden, dropped)
+            return self._hidden[key]
+
+    def _live(self, alias: str = "t") -> str:
+        """The SQL condition of rows not forgotten (every row of a bank from before tombstones)."""
+        return f"{alias}.forgotten_at IS NULL" if self._dated else "1"
+
     def get(self, task_id: str) -> list[Trajectory]:
-        """Every stored trajectory of one task id, oldest first."""
+        """Every stored (not forgotten) trajectory of one task id, oldest first."""
         rows = self._db.query(
-            "SELECT r.record FROM trajectories t JOIN records r ON r.seq = t.seq WHERE t.task_id = ? ORDER BY t.seq",
+            "SELECT r.record FROM trajectories t JOIN records r ON r.seq = t.seq "
+            f"WHERE t.task_id = ? AND {self._live()} ORDER BY t.seq",
             (task_id,),
         )
         return [self._load(r[0]) for r in rows]
 
     def iter_all(self) -> Iterator[tuple[Trajectory, bool]]:
-        """Every stored ``(trajectory, accepted)`` pair, in storage order."""
+        """Every stored (not forgotten) ``(trajectory, accepted)`` pair, in storage order."""
         rows = self._db.query(
-            "SELECT t.label, r.record FROM trajectories t JOIN records r ON r.seq = t.seq ORDER BY t.seq"
+            "SELECT t.label, r.record FROM trajectories t JOIN records r ON r.seq = t.seq "
+            f"WHERE {self._live()} ORDER BY t.seq"
         )
         for label, record in rows:
             yield self._load(record), bool(label)
+
+    def entries(self) -> list[BankEntry]:
+        """Every stored trajectory as a memory item (id, task, date, evidence, whether forgotten), in storage order;
+        the records themselves are not loaded."""
+        with self._lock:
+            if not self._dated:
+                rows = self._db.query("SELECT seq, task_id, task_text, NULL, NULL, NULL FROM trajectories ORDER BY seq")
+            else:
+                rows = self._db.query(
+                    "SELECT t.seq, t.task_id, t.task_text, t.dated, t.forgotten_at, e.record FROM trajectories t "
+                    "LEFT JOIN evidence e ON e.seq = t.seq ORDER BY t.seq"
+                )
+            return [
+                BankEntry(
+                    item_id=item_id(seq),
+                    seq=int(seq),
+                    task_id=task_id,
+                    task_text=text,
+                    dated=parse_iso(day),
+                    forgotten=forgotten is not None,
+                    evidence=EvidenceRecord.model_validate_json(record) if record else EvidenceRecord(),
+                )
+                for seq, task_id, text, day, forgotten, record in rows
+            ]
+
+    def full_text(self, seq: int) -> str:
+        """Everything a stored trajectory holds as text: its task, its record (JSON) and the pages it read (a text
+        match of ``memento memory forget`` searches it)."""
+        rows = self._db.query(
+            "SELECT t.task_text, r.record FROM trajectories t JOIN records r ON r.seq = t.seq WHERE t.seq = ?", (seq,)
+        )
+        if not rows:
+            return ""
+        row = rows[0]
+        trajectory = self._load(row[1])
+        return "\n".join([row[0], row[1], *(page.text for page in trajectory.pages())])
+
+    def forget(self, seqs: list[int], *, reason: str) -> list[str]:
+        """Tombstone trajectories (``memento memory forget``): never retrieved, listed or copied again, each logged
+        in the bank's change log (:meth:`changes`); returns the item ids forgotten now (unknown or already forgotten
+        rows are skipped). The index keeps them; retrieval masks them."""
+        self._check_writable()
+        done: list[str] = []
+        with self._lock, self._db.transaction() as db:
+            for seq in dict.fromkeys(int(s) for s in seqs):
+                rows = db.query("SELECT task_id FROM trajectories WHERE seq = ? AND forgotten_at IS NULL", (seq,))
+                if not rows:
+                    continue
+                db.execute("UPDATE trajectories SET forgotten_at = ? WHERE seq = ?", (utcnow().isoformat(), seq))
+                db.execute(
+                    "INSERT INTO changes(op, seq, task_id, reason) VALUES ('forget', ?, ?, ?)",
+                    (seq, rows[0][0], reason),
+                )
+                done.append(item_id(seq))
+            if done:
+                stored, accepted = self._counts()
+                marks = ",".join("?" * len(done))
+                labels = db.query(
+                    f"SELECT COALESCE(SUM(CASE WHEN label = 1 THEN 1 ELSE 0 END), 0) FROM trajectories "
+                    f"WHERE seq IN ({marks})",
+                    [int(d.removeprefix("traj-")) for d in done],
+                )[0][0]
+                self._set_meta("count", str(stored - len(done)))
+                self._set_meta("accepted", str(accepted - int(labels)))
+        return done
+
+    def changes(self) -> list[dict[str, Any]]:
+        """The bank's change log: one tombstone line per forgotten trajectory (``at``, ``op``, ``item_id``,
+        ``task_id``, ``reason``), oldest first."""
+        if not self._db.has_table("changes"):  # a read-only bank from before the change log
+            return []
+        rows = self._db.query("SELECT at, op, seq, task_id, reason FROM changes ORDER BY id")
+        return [
+            {"at": at, "op": op, "item_id": item_id(seq), "task_id": task_id, "reason": reason}
+            for at, op, seq, task_id, reason in rows
+        ]
 
     def close(self) -> None:
         """Close the bank: pending batch writes are applied and the BM25 index is brought up to date on disk.

@@ -28,15 +28,25 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, Field
 
+from memento.dating import parse_iso
 from memento.errors import Cancelled, FatalError, handle_error
 from memento.files import atomic_write_text
+from memento.leakage import LeakageAudit
 from memento.metrics.stats import bootstrap_ci
 from memento.text import error_line
 from memento.threads import run_parallel
 from memento.types import Trajectory, Usage, utcnow
 from memento.usage import UsageMeter
 
-__all__ = ["ExampleResult", "EvalResult", "evaluate", "write_results", "aggregate", "prediction_fields"]
+__all__ = [
+    "ExampleResult",
+    "EvalResult",
+    "evaluate",
+    "write_results",
+    "render_markdown",
+    "aggregate",
+    "prediction_fields",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +67,7 @@ class ExampleResult(BaseModel):
     usage: Usage = Field(default_factory=Usage)  # the program's usage (LM calls, tokens, web)
     judge_usage: Usage = Field(default_factory=Usage)  # the metric's LM usage (judges)
     seconds: float = 0.0
+    leakage: LeakageAudit | None = None  # what it was shown dated on/after its cutoff (memento.leakage)
     trajectory: Trajectory | None = Field(default=None, exclude=True)
 
 
@@ -86,6 +97,7 @@ class EvalResult(BaseModel):
     provenance: dict[str, Any] | None = None  # settings, models, versions, data hashes, times (memento.provenance)
     # JitMem's stream protocol: mean ± std over orderings, the cold-start curve (jitmem_stream.run_orderings)
     stream: dict[str, Any] | None = None
+    leakage: LeakageAudit | None = None  # the leakage audit's totals over the examples (memento.leakage)
     examples: list[ExampleResult] = Field(default_factory=list)
 
     @property
@@ -204,6 +216,8 @@ def evaluate(
             record.error = handle_error(exc, where=f"example {record.id or index}", log=logger).reason
         usage = meter.usage()
         trajectory = getattr(pred, "trajectory", None) if pred is not None else None
+        cutoff = parse_iso(inputs.get("cutoff", example.get("cutoff") if hasattr(example, "get") else None))
+        record.leakage = LeakageAudit.of(trajectory if isinstance(trajectory, Trajectory) else None, cutoff=cutoff)
         if isinstance(trajectory, Trajectory):
             record.trajectory = trajectory
             for key in _WEB_KEYS:
@@ -286,6 +300,7 @@ def aggregate(
         values = [r.measures[name] for r in records if name in r.measures]
         measures[name] = sum(values) / len(values)
     judge = getattr(metric, "wrapped_metric", metric)
+    audits = [r.leakage for r in records if r.leakage is not None]
     return EvalResult(
         task=task,
         method=method,
@@ -301,12 +316,14 @@ def aggregate(
         usage=usage,
         judge_usage=judge_usage,
         seconds=round(time.perf_counter() - started, 6),
+        leakage=LeakageAudit.total(audits) if audits else None,
         examples=records,
     )
 
 
 def write_results(result: EvalResult, out_dir: str | Path) -> Path:
-    """Write ``results.json`` (and ``trajectories.jsonl`` when programs returned trajectories) atomically.
+    """Write ``results.json``, ``results.md`` (the summary and the leakage audit, per example and in total) and
+    ``trajectories.jsonl`` (when programs returned trajectories) atomically.
 
     Returns:
         The path of ``results.json``.
@@ -317,6 +334,7 @@ def write_results(result: EvalResult, out_dir: str | Path) -> Path:
     text = json.dumps(_jsonable(data), indent=2, ensure_ascii=False)
     path = out / "results.json"
     atomic_write_text(path, text + "\n")
+    atomic_write_text(out / "results.md", render_markdown(result))
     lines = []
     for record in result.examples:
         if record.trajectory is not None:
@@ -327,6 +345,56 @@ def write_results(result: EvalResult, out_dir: str | Path) -> Path:
     if lines:
         atomic_write_text(out / "trajectories.jsonl", "\n".join(lines) + "\n")
     return path
+
+
+def _num(value: float) -> str:
+    return "–" if value is None or (isinstance(value, float) and not math.isfinite(value)) else f"{value:.3f}"
+
+
+def render_markdown(result: EvalResult) -> str:
+    """``results.md`` of an evaluation: the score, usage, and the leakage audit in total and per example."""
+    from memento.leakage import audit_lines
+
+    lines = [
+        f"# memento eval: {result.task} · {result.method}",
+        "",
+        f"Metric `{result.metric}`: mean {_num(result.mean)} (95% CI {_num(result.ci_low)}–{_num(result.ci_high)}) "
+        f"over {result.n} of {result.total or result.n} examples; errors {result.errors}."
+        + ("" if result.complete else f" Incomplete: {result.error}."),
+        "",
+    ]
+    audit = result.leakage
+    if audit is not None and audit.leaked:
+        lines += [
+            f"**Leakage: {audit.leaked} memory items and pages dated on or after their example's cutoff were shown "
+            f"({audit.examples_leaking} of {audit.examples} examples).**",
+            "",
+        ]
+    lines += ["## Leakage audit", ""]
+    lines += audit_lines(audit) or ["- no audit (no example recorded one)"]
+    rows = [r for r in result.examples if r.leakage is not None]
+    if rows:
+        lines += [
+            "",
+            "| # | id | cutoff | items shown | after cutoff | undated kept | hidden | undated dropped | pages shown | "
+            "pages after cutoff | undated pages kept | undated pages dropped |",
+            "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in rows:
+            a = r.leakage
+            assert a is not None
+            lines.append(
+                f"| {r.index} | {r.id or ''} | {a.cutoff or '–'} | {a.items_shown} | {a.items_after_cutoff} | "
+                f"{a.items_undated_kept} | {a.items_hidden} | {a.items_undated_dropped} | {a.pages_shown} | "
+                f"{a.pages_after_cutoff} | {a.pages_undated_kept} | {a.pages_undated_dropped} |"
+            )
+    lines += [
+        "",
+        "After cutoff: memory items and pages shown that are dated on or after the example's cutoff (expected 0), "
+        "counted from the item ids and pages recorded with its prompts. Hidden: items in memory dated on or after "
+        "the cutoff, kept away by the filter. Undated: per the undated policy (`[web] undated`).",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _kept_trajectories(result: EvalResult, path: Path) -> list[str]:

@@ -51,6 +51,7 @@ import dspy
 from memento.config import Settings
 from memento.errors import Cancelled, ConfigError, LMUnavailableError, MementoError
 from memento.files import atomic_write_text
+from memento.leakage import LeakageAudit
 from memento.lm import raise_if_fatal
 from memento.optimize.budgets import CompareBudget, budget_from_settings, resolve_budget
 from memento.optimize.compare_context import (
@@ -75,6 +76,7 @@ from memento.optimize.runners import (
     runner_for,
 )
 from memento.optimize.web_tally import CountingWeb, Tallied, WebTally
+from memento.structured_adapter import StructuredAdapter
 from memento.tasks.task import Task, get_task
 from memento.text import error_line
 from memento.types import utcnow
@@ -146,8 +148,9 @@ def _eval_command(ctx: CompareContext, spec: MethodSpec, method_dir: Path, artef
 
 def _test_phase(
     ctx: CompareContext, spec: MethodSpec, program: dspy.Module, method_dir: Path, models: dict[str, str]
-) -> tuple[list[float], int, dict[str, float], PhaseCost]:
-    """Evaluate the reloaded program on the test set; per-example records go to ``method_dir/test/``."""
+) -> tuple[list[float], int, dict[str, float], PhaseCost, LeakageAudit | None]:
+    """Evaluate the reloaded program on the test set; per-example records (their leakage audits included) go to
+    ``method_dir/test/``."""
     from memento.metrics.evaluation import evaluate, write_results
 
     observer = ctx.observer
@@ -170,7 +173,7 @@ def _test_phase(
     fetches = sum(row.usage.fetches for row in result.examples)
     cost = PhaseCost.from_usage(meter.usage(), wall_seconds=clock[1], searches=searches, fetches=fetches, models=models)
     measures = {k: float(v) for k, v in result.measures.items()}
-    return [float(row.score) for row in result.examples], result.errors, measures, cost
+    return [float(row.score) for row in result.examples], result.errors, measures, cost, result.leakage
 
 
 def _run_method(
@@ -219,12 +222,13 @@ def _run_method(
         custom = getattr(runner, "test", None)
         streamed = custom(ctx, spec, method_dir, models) if custom is not None else None
         if streamed is not None:  # a runner with its own test protocol (JitMem's test stream)
-            record.scores, record.failed_examples, record.measures, record.costs.test, stream_info = streamed
+            record.scores, record.failed_examples, record.measures, record.costs.test, stream_info = streamed[:5]
             record.info = {**record.info, "stream": stream_info}
+            record.leakage = streamed[5] if len(streamed) > 5 else None
         else:
             program = runner.load(ctx, spec, method_dir)
             tested = _test_phase(ctx, spec, program, method_dir, models)
-            record.scores, record.failed_examples, record.measures, record.costs.test = tested
+            record.scores, record.failed_examples, record.measures, record.costs.test, record.leakage = tested
         record.artefacts["predictions"] = "test/"
         record.status = "done"
         if record.scores and record.failed_examples >= len(record.scores):  # failure is not a score of 0
@@ -410,7 +414,10 @@ def compare(
     _check_overlap(trainset, testset, task_obj, log)
     models = role_models(roles)
     # preprocessing (e.g. an LLM PII scrub) happens once, before any method sees an example; its cost is reported
-    with dspy.context(lm=getattr(roles, "lm", None) or dspy.settings.lm), metered(roles) as (meter, clock):
+    # structured outputs for every role (memento.structured_adapter), unless the caller installed an adapter
+    adapter = dspy.settings.adapter or StructuredAdapter()
+    lm = getattr(roles, "lm", None) or dspy.settings.lm
+    with dspy.context(lm=lm, adapter=adapter), metered(roles) as (meter, clock):
         train = [task_obj.preprocess(ex) for ex in trainset]
         test = [task_obj.preprocess(ex) for ex in testset]
     preprocess_cost = PhaseCost.from_usage(meter.usage(), wall_seconds=clock[1], models=models)
@@ -448,7 +455,7 @@ def compare(
         preprocess=preprocess_cost,
         provenance=provenance,
     )
-    with dspy.context(lm=getattr(roles, "lm", None) or dspy.settings.lm):
+    with dspy.context(lm=lm, adapter=adapter):
         for spec in specs:
             # each method gets its own metric instance: judge memos never carry one method's verdicts to another
             method_ctx = (

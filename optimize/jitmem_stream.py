@@ -379,6 +379,7 @@ class OrderingsResult:
         """The :class:`~memento.metrics.evaluation.EvalResult` of the stream (``results.json`` like any evaluation):
         an example's score is its mean over the orderings, its usage the sum, its prediction and trajectory those of
         its last ordering, its error set only when every ordering failed; ``stream`` holds the summary."""
+        from memento.leakage import LeakageAudit
         from memento.metrics.evaluation import ExampleResult, aggregate, prediction_fields
         from memento.types import Usage
 
@@ -386,9 +387,23 @@ class OrderingsResult:
         for index, (example, runs) in enumerate(zip(tasks, self.runs, strict=True)):
             last = runs[-1]
             usage = Usage()
+            audits = []  # every ordering's run is audited: each was shown its own bank
             for item in runs:
                 used = getattr(getattr(item.prediction, "trajectory", None), "usage", None)
                 usage = usage.add(used) if used is not None else usage
+                traj = getattr(item.prediction, "trajectory", None)
+                audits.append(
+                    LeakageAudit.of(traj if isinstance(traj, Trajectory) else None, cutoff=task.cutoff(example))
+                )
+            summed, cut = LeakageAudit.total(audits), task.cutoff(example)
+            leakage = summed.model_copy(  # one example, audited over all its orderings
+                update={
+                    "cutoff": cut,
+                    "examples": 1,
+                    "examples_with_cutoff": int(cut is not None),
+                    "examples_leaking": int(summed.leaked > 0),
+                }
+            )
             errors = [item.error or "no score" for item in runs if item.error or item.score is None]
             records.append(
                 ExampleResult(
@@ -401,6 +416,7 @@ class OrderingsResult:
                     error=errors[-1] if len(errors) == len(runs) else None,
                     usage=usage,
                     trajectory=getattr(last.prediction, "trajectory", None),
+                    leakage=leakage,
                 )
             )
         labels = {"task": task.name, "method": "jitmem", "seed": seed, "total": len(records)}

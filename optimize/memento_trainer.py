@@ -47,6 +47,7 @@ from typing import Any, Literal
 import dspy
 from pydantic import BaseModel, Field
 
+from memento.dating import DateFilter, held_pages, run_evidence
 from memento.errors import ConfigError, DataError, LMUnavailableError, handle_error
 from memento.lm_failures import LMFailureWatch
 from memento.memory.canonicalizer import Candidate, Canonicalizer, CanonicalOp, is_no_data
@@ -69,7 +70,7 @@ from memento.programs.memento_learner import MementoLearner
 from memento.programs.memento_program import injected_items
 from memento.text import one_line
 from memento.threads import run_parallel
-from memento.types import Trajectory
+from memento.types import EvidenceRecord, SourcePage, SourceRun, Trajectory
 from memento.untrusted import quote_data
 from memento.usage import UsageMeter
 
@@ -111,6 +112,28 @@ def example_id(example: Any, index: int) -> str:
 
 def _phase_index(phase: str | None) -> int:
     return PHASES.index(phase) if phase in PHASES else -1
+
+
+def _norm_source(url: str) -> str:
+    from memento.web.web_tools import clean_url
+
+    return clean_url(url).rstrip("/").lower()
+
+
+def _read_sources(trajectory: Trajectory, cited: list[str]) -> list[SourcePage]:
+    """The cited sources a run actually read (a page it opened or a search result it was shown), as it read them
+    (URL and date); a source it never saw is dropped (MEMENTO's facts rest on pages, not on what the model wrote)."""
+    seen: dict[str, SourcePage] = {}
+    for page in held_pages(trajectory):
+        key = _norm_source(page.url)
+        if key not in seen or (page.published is not None and seen[key].published is None):
+            seen[key] = page
+    out: list[SourcePage] = []
+    for url in cited:
+        found = seen.get(_norm_source(url))
+        if found is not None and found not in out:
+            out.append(found)
+    return out
 
 
 def _numbered(rules: list[Any]) -> str:
@@ -472,7 +495,7 @@ class MementoTrainer:
             state.seconds["consolidate"] = round(time.perf_counter() - started, 3)
             with self.memory.transaction(batch=batch) as tx:
                 self._guard(tx, key, state.phase)
-                self._count(state, self._apply_consolidation(batch, plan, tx))
+                self._count(state, self._apply_consolidation(batch, plan, tx, self._backings(state)))
                 state.phase = "consolidated"
                 tx.set_checkpoint(key, state.model_dump(mode="json"))
 
@@ -496,13 +519,18 @@ class MementoTrainer:
         state.seconds["reflect"] = round(time.perf_counter() - started, 3)
         with self.memory.transaction(batch=batch) as tx:
             self._guard(tx, key, state.phase)  # another writer applied or advanced it meanwhile: never twice
-            self._count(state, self._apply_reflection(batch, plan_c, tx))
+            self._count(state, self._apply_reflection(batch, plan_c, tx, self._backings(state)))
             version = self.memory.commit_version(batch=batch, note=f"batch {batch}: {len(state.runs)} examples", tx=tx)
             report = self._report(batch, version, state)
             state.phase, state.report = "done", report
             tx.set_checkpoint(key, state.model_dump(mode="json"), version=version)
         self._emit(batch, "done", f"version {version}")
         return report
+
+    @classmethod
+    def _backings(cls, state: BatchCheckpoint) -> dict[str, EvidenceRecord]:
+        """Each run's evidence (run id -> the pages it opened and the run), for the votes it casts."""
+        return {run.id: cls._backing(run) for run in state.runs}
 
     @staticmethod
     def _count(state: BatchCheckpoint, counts: dict[str, int]) -> None:
@@ -663,7 +691,8 @@ class MementoTrainer:
         )
         texts = [str(t).strip() for t in (getattr(out, "insights", None) or []) if str(t).strip()]
         evidence = digest.record[: self.evidence_chars]
-        found = [Candidate(text=t, provenance=[run.id], evidence=evidence) for t in texts]
+        backing = self._backing(run)  # the pages the run opened (exploration included) and the run
+        found = [Candidate(text=t, provenance=[run.id], evidence=evidence, backing=backing) for t in texts]
         for exploration in traj.explorations:
             for text in exploration.insights:
                 found.append(
@@ -672,6 +701,7 @@ class MementoTrainer:
                         provenance=[run.id],
                         evidence=f"{exploration.when.replace('_', ' ')} exploration of the web for the task: "
                         f"{one_line(traj.task_text, 600)}",
+                        backing=backing,
                     )
                 )
         return self._guarded(run, found)
@@ -679,7 +709,7 @@ class MementoTrainer:
     def _web_rules(self, state: BatchCheckpoint, run: RunRecord) -> tuple[list[RuleVote], list[Candidate]]:
         digest = state.digests[run.id]
         traj = run.trajectory
-        shown = self._shown(self.memory.web_action, traj.task_text)
+        shown = self._shown(self.memory.web_action, traj)
         out = self._call(
             self._stats(state, "web_rules"),
             digest.search_log_summarised,
@@ -690,7 +720,9 @@ class MementoTrainer:
                 current_rules=quote_data(_numbered(shown)),
             ),
         )
-        votes, adds = self._split_ops(getattr(out, "operations", None) or [], shown, run.id, digest.search_log)
+        votes, adds = self._split_ops(
+            getattr(out, "operations", None) or [], shown, run.id, digest.search_log, self._backing(run)
+        )
         return votes, self._guarded(run, adds)
 
     def _facts(self, state: BatchCheckpoint, run: RunRecord) -> list[Candidate]:
@@ -707,7 +739,9 @@ class MementoTrainer:
             )
             for item in getattr(out, "facts", None) or []:
                 data = item if isinstance(item, dict) else item.model_dump()
-                sources = [str(s) for s in data.get("sources", []) or []]
+                cited = [str(s) for s in data.get("sources", []) or []]
+                pages = _read_sources(traj, cited)  # only sources the run opened or was shown count
+                sources = [page.url for page in pages]
                 found.append(
                     Candidate(
                         text=str(data.get("fact", "")),
@@ -715,17 +749,32 @@ class MementoTrainer:
                         sources=sources,
                         provenance=[run.id],
                         evidence=run_digest.page_text(traj, sources, max_chars=self.evidence_chars),
+                        backing=EvidenceRecord.of(pages, [SourceRun(task_id=run.id, cutoff=traj.cutoff)]),
                     )
                 )
         return self._guarded(run, found)
 
-    def _shown(self, book: RuleBook, task_text: str) -> list[Any]:
+    @staticmethod
+    def _backing(run: RunRecord) -> EvidenceRecord:
+        """What an item a run proposes or votes on rests on: the pages the run opened and the run (its cutoff)."""
+        return run_evidence(run.trajectory.model_copy(update={"task_id": run.id}))
+
+    def _dates(self, trajectory: Trajectory) -> DateFilter:
+        """The date filter of a run's task (its cutoff, the program's undated policy and filter switch)."""
+        return DateFilter.of(
+            trajectory.cutoff,
+            getattr(self.program, "undated", "keep"),
+            enabled=bool(getattr(self.program, "cutoff_filter", True)),
+        )
+
+    def _shown(self, book: RuleBook, trajectory: Trajectory) -> list[Any]:
+        """The stored rules a distiller sees for a run: those its task may see (its cutoff), within the budget."""
         budget = 10**9 if getattr(self.memory, "profile", "budgeted") == "paper" else self.rules_shown_tokens
-        return book.select(task_text, budget_tokens=budget)
+        return book.select(trajectory.task_text, budget_tokens=budget, dates=self._dates(trajectory))
 
     @staticmethod
     def _split_ops(
-        ops: list[Any], shown: list[Any], run_id: str, evidence: str
+        ops: list[Any], shown: list[Any], run_id: str, evidence: str, backing: EvidenceRecord | None = None
     ) -> tuple[list[RuleVote], list[Candidate]]:
         """One run's numbered ops -> votes on shown rules, plus ``add`` candidates backed by that run."""
         votes: list[RuleVote] = []
@@ -735,7 +784,14 @@ class MementoTrainer:
             op = data.get("op")
             if op == "add":
                 if str(data.get("text", "")).strip():
-                    adds.append(Candidate(text=str(data["text"]), provenance=[run_id], evidence=evidence))
+                    adds.append(
+                        Candidate(
+                            text=str(data["text"]),
+                            provenance=[run_id],
+                            evidence=evidence,
+                            backing=backing or EvidenceRecord(),
+                        )
+                    )
                 continue
             number = data.get("rule")
             if isinstance(number, int) and 1 <= number <= len(shown) and op in ("reinforce", "contradict", "remove"):
@@ -765,8 +821,11 @@ class MementoTrainer:
         return plan
 
     # -- applying votes: one per run and rule ------------------------------------------------------------------
-    def _apply_votes(self, book: RuleBook, votes: list[RuleVote], batch: int, tx: Any) -> int:
-        """Apply the batch's votes: support and contradiction grow by numbers of runs; returns rules retired."""
+    def _apply_votes(
+        self, book: RuleBook, votes: list[RuleVote], batch: int, tx: Any, backings: dict[str, EvidenceRecord]
+    ) -> int:
+        """Apply the batch's votes: support and contradiction grow by numbers of runs, the voting runs' evidence
+        joins each rule's (``backings``: run id -> its evidence); returns rules retired."""
         tally: dict[str, dict[str, set[str]]] = {}
         for vote in votes:
             ops = tally.setdefault(vote.rule_id, {"reinforce": set(), "contradict": set(), "remove": set()})
@@ -778,12 +837,16 @@ class MementoTrainer:
             against = ops["contradict"] | ops["remove"]
             support = ops["reinforce"] - against  # a run voting both ways counts for neither
             against = against - ops["reinforce"]
+            evidence = EvidenceRecord()
+            for run_id in sorted(support | against):
+                evidence = evidence.merged(backings.get(run_id))
             rule = book.reinforce(
                 rule_id,
                 support=len(support),
                 contradiction=len(against),
                 task_ids=sorted(support | against),
                 batch=batch,
+                evidence=evidence,
                 tx=tx,
             )
             removers = ops["remove"] - ops["reinforce"]
@@ -797,10 +860,12 @@ class MementoTrainer:
                 retired += 1
         return retired
 
-    def _apply_consolidation(self, batch: int, plan: ConsolidationPlan, tx: Any) -> dict[str, int]:
+    def _apply_consolidation(
+        self, batch: int, plan: ConsolidationPlan, tx: Any, backings: dict[str, EvidenceRecord]
+    ) -> dict[str, int]:
         counts = {"reject": 0, "merge": 0, "contradict": 0, "retired": 0}
         if self._writes("web_action"):
-            counts["retired"] += self._apply_votes(self.memory.web_action, plan.web_votes, batch, tx)
+            counts["retired"] += self._apply_votes(self.memory.web_action, plan.web_votes, batch, tx, backings)
         for store, ops in (("craft", plan.craft), ("web_action", plan.web_adds), ("facts", plan.facts)):
             if not ops:
                 continue
@@ -861,7 +926,7 @@ class MementoTrainer:
             RuleVote(rule_id=rule_id, run_id=run.id, op="reinforce" if success else "contradict", auto=True)
             for rule_id in sorted(injected)
         ]
-        shown = self._shown(self.memory.decomposition, traj.task_text)
+        shown = self._shown(self.memory.decomposition, traj)
         digest = state.digests.get(run.id)
         out = self._call(
             self._stats(state, "decomposition"),
@@ -872,7 +937,7 @@ class MementoTrainer:
             ),
         )
         votes, adds = self._split_ops(
-            getattr(out, "operations", None) or [], shown, run.id, judged[: self.evidence_chars]
+            getattr(out, "operations", None) or [], shown, run.id, judged[: self.evidence_chars], self._backing(run)
         )
         # one vote per run and rule: the outcome credit of an injected rule wins over the LLM's operation on it
         return auto + [v for v in votes if v.rule_id not in injected], self._guarded(run, adds)
@@ -891,10 +956,12 @@ class MementoTrainer:
         self._note_guard(state, "decomposition", plan.adds)
         return plan
 
-    def _apply_reflection(self, batch: int, plan: ReflectionPlan, tx: Any) -> dict[str, int]:
+    def _apply_reflection(
+        self, batch: int, plan: ReflectionPlan, tx: Any, backings: dict[str, EvidenceRecord]
+    ) -> dict[str, int]:
         if not self._writes("decomposition"):
             return {}
-        retired = self._apply_votes(self.memory.decomposition, plan.votes, batch, tx)
+        retired = self._apply_votes(self.memory.decomposition, plan.votes, batch, tx, backings)
         got = self.memory.apply("decomposition", plan.adds, batch=batch, tx=tx) if plan.adds else {}
         return {
             "reject": got.get("reject", 0),

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memento.extras import has_extra, install_hint
 from memento.files import atomic_path, atomic_write_text
+from memento.leakage import LeakageAudit, audit_lines
 from memento.optimize.costs import MethodCosts, PhaseCost
 from memento.types import utcnow
 
@@ -88,6 +89,7 @@ class MethodResult(BaseModel):
     curve: list[dict[str, Any]] = Field(default_factory=list)
     growth: list[dict[str, Any]] = Field(default_factory=list)
     artefacts: dict[str, str] = Field(default_factory=dict)
+    leakage: LeakageAudit | None = None  # the test phase's leakage audit (totals; per example in test/results.json)
     started_at: dt.datetime | None = None
     finished_at: dt.datetime | None = None
 
@@ -137,6 +139,7 @@ def render_markdown(report: CompareReport) -> str:
         "",
         "LM roles: " + ", ".join(f"{role} = `{model}`" for role, model in report.lm_roles.items()),
         "",
+        *_leak_warning(report),
         "| method | status | score (95% CI) | failed examples | Δ vs baseline (95% CI) | train LM calls (cached) | "
         "train tokens | test LM calls (cached) | test tokens | judge calls (train/test) | searches (train/test) | "
         "fetches (train/test) | wall s (train/test) | $ (train+test) |",
@@ -210,12 +213,41 @@ def render_markdown(report: CompareReport) -> str:
         for name, rows in passes.items():
             shown = ", ".join(f"pass {r['pass']}: {_fmt(r['score'])}" for r in rows)
             lines.append(f"- `{name}`: {shown}")
+    audited = {name: res.leakage for name, res in report.methods.items() if res.leakage is not None}
+    if audited:
+        lines += ["", "## Leakage audit (test)", ""]
+        for name, audit in audited.items():
+            first, *rest = audit_lines(audit)
+            lines += [f"- `{name}`: {first.removeprefix('- ')}", *rest]
+        lines += [
+            "",
+            "Shown after the cutoff: memory items and pages dated on or after an example's cutoff that reached its "
+            "prompts (expected 0), counted from the item ids and pages recorded with each prompt; per example in each "
+            "method's `test/results.json`.",
+        ]
     lines += ["", "## Artefacts", ""]
     for name, res in report.methods.items():
         for label, value in res.artefacts.items():
             lines.append(f"- `{name}` {label}: `{value}`")
     lines += _provenance_lines(report.provenance)
     return "\n".join(lines) + "\n"
+
+
+def _leak_warning(report: CompareReport) -> list[str]:
+    """The warning at the top of a report whose methods were shown items dated on or after an example's cutoff."""
+    leaking = {name: res.leakage for name, res in report.methods.items() if res.leakage and res.leakage.leaked}
+    if not leaking:
+        return []
+    parts = ", ".join(
+        f"`{name}` ({a.items_after_cutoff} memory items, {a.pages_after_cutoff} pages, in {a.examples_leaking} "
+        f"examples)"
+        for name, a in leaking.items()
+    )
+    return [
+        f"**Leakage: these methods were shown information dated on or after their examples' cutoff, so their "
+        f'scores may be inflated: {parts}. See "Leakage audit" below.**',
+        "",
+    ]
 
 
 def _provenance_lines(prov: dict[str, Any] | None) -> list[str]:

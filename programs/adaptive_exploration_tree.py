@@ -169,7 +169,7 @@ class _TreeRun:
         self.call = call
         self.traj = call.trajectory
         self.budgets = program.budgets
-        self.session = SessionMemory()
+        self.session = SessionMemory(dates=call.dates, dating=call.trajectory.dating)
         self.memory = program.memory_text(call)
         self.reflections: list[str] = []
         self.direct_answers: dict[str, tuple[str, list[Evidence]]] = {}
@@ -289,7 +289,7 @@ class _TreeRun:
             context=self.call.context,
             web=self.call.web,
             session=self.session,
-            memory=self.p.memory,
+            memory=self.p.memory_view(self.call),
             node_id=node.id,
             record=self.call.add_tool_call,
             record_step=self.call.add_step,

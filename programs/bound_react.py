@@ -33,6 +33,7 @@ from dspy.adapters.types.tool import Tool
 from dspy.utils.exceptions import ContextWindowExceededError, format_error_for_lm
 
 from memento.errors import handle_error
+from memento.output_schema import SCHEMA_KEY, tool_args_schema
 from memento.untrusted import DATA_RULE, has_rule, quote_data, with_rule
 
 __all__ = ["BoundReAct", "tool_spec", "FINISH", "StepHook"]
@@ -91,6 +92,9 @@ class BoundReAct(dspy.ReAct):
             signature = signature.with_instructions(with_rule(signature.instructions, DATA_RULE))
         super().__init__(signature, tools=list(specs), max_iters=max_iters)
         self.tool_names: tuple[str, ...] = tuple(name for name in self.tools if name != FINISH)
+        # ``next_tool_args`` is typed dict[str, Any]; a schema sent to the model closes it to the tools' arguments
+        schema = {SCHEMA_KEY: tool_args_schema(self.tools.values())}
+        self.react.signature = self.react.signature.with_updated_fields("next_tool_args", **schema)
 
     def _format_trajectory(self, trajectory: dict[str, Any]) -> str:
         adapter = dspy.settings.adapter or dspy.ChatAdapter()

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import dspy
 
+from memento.dating import DateFilter, read_pages, run_evidence
 from memento.errors import ConfigError, MemoryFrozenError, handle_error
 from memento.memory.case_bank import CaseBank, RetrievalPolicy, open_case_bank
 from memento.memory.location import Location
@@ -60,14 +61,22 @@ from memento.signatures.plan_from_cases import PlanFromCases
 from memento.tasks.task import Task
 from memento.text import one_line
 from memento.threads import run_parallel
-from memento.types import Case, CBRDetails, Node, Plan, PlanStep, ToolCall, Trajectory, new_id
+from memento.types import Case, CBRDetails, EvidenceRecord, Node, Plan, PlanStep, ToolCall, Trajectory, new_id
 from memento.untrusted import quote_data
 
 if TYPE_CHECKING:
     from memento.config import Settings
     from memento.lm import Roles
 
-__all__ = ["CaseBasedAgent", "PassResult", "RewardFn", "fit_cases", "render_cases", "render_tool_plan"]
+__all__ = [
+    "CaseBasedAgent",
+    "PassResult",
+    "RewardFn",
+    "fit_cases",
+    "record_cases",
+    "render_cases",
+    "render_tool_plan",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +125,20 @@ def _plan(nodes: list[Node]) -> Plan:
     )
 
 
-def _retrieve_not_own(bank: CaseBank, query: str, k: int, *, ref: str) -> list[tuple[Case, float]]:
+def record_cases(call: ResearchCall, store: str, bank: CaseBank, hits: list[tuple[Case, float]]) -> None:
+    """Record the cases shown to a call (with their dates) and how many its date filter hid, in its dating record."""
+    dating = call.trajectory.dating
+    if dating is None:
+        return
+    with call._lock:
+        dating.show(store, [(case.id, case.evidence.dated) for case, _ in hits])
+        if call.dates.active and store not in dating.hidden and store not in dating.undated_dropped:
+            dating.count_hidden(store, *bank.hidden_counts(call.dates))
+
+
+def _retrieve_not_own(
+    bank: CaseBank, query: str, k: int, *, ref: str, dates: DateFilter | None = None
+) -> list[tuple[Case, float]]:
     """``bank.retrieve`` without the cases the run ``ref`` wrote: a task never reads its own tool cases.
 
     Sub-tasks of one run execute in parallel and each stores its tool case when it ends, so a case of this run can
@@ -127,7 +149,7 @@ def _retrieve_not_own(bank: CaseBank, query: str, k: int, *, ref: str) -> list[t
     hits: list[tuple[Case, float]] = []
     for _ in range(3):
         own |= set(bank.case_ids_for_ref(ref))
-        hits = bank.retrieve(query, k, exclude_ids=own)
+        hits = bank.retrieve(query, k, exclude_ids=own, dates=dates)
         fresh = set(bank.case_ids_for_ref(ref))
         if not any(case.id in fresh for case, _ in hits):
             return hits
@@ -335,12 +357,19 @@ class CaseBasedAgent(ResearchProgram):
             return []
         own = [] if self.own_cases else self.bank.case_ids_for_ref(call.task_id)
         key = call.retrieval_key or call.task_text
-        return self.bank.retrieve(key, self.k, policy=self.policy, alpha=self.alpha, exclude_ids=own)
+        hits = self.bank.retrieve(
+            key, self.k, policy=self.policy, alpha=self.alpha, exclude_ids=own, dates=call.dates
+        )  # only cases dated before the task's cutoff compete (the Q-gate's prefilter included)
+        record_cases(call, "cases", self.bank, hits)
+        return hits
 
     def _execute(self, call: ResearchCall, node: Node) -> None:
         context = call.context.strip()
         if self.executor_bank is not None and self.executor_k > 0 and len(self.executor_bank):
-            tool_cases = _retrieve_not_own(self.executor_bank, node.question, self.executor_k, ref=call.task_id)
+            tool_cases = _retrieve_not_own(
+                self.executor_bank, node.question, self.executor_k, ref=call.task_id, dates=call.dates
+            )
+            record_cases(call, "tool_cases", self.executor_bank, tool_cases)
             if tool_cases:
                 lines = [
                     f"Sub-task: {c.task_text}\nOutcome: {'answered' if succeeded(c.reward) else 'failed'}\n"
@@ -382,6 +411,7 @@ class CaseBasedAgent(ResearchProgram):
                     reward=1.0 if node.status == "answered" else 0.0,
                     trajectory_ref=call.task_id,
                     meta={"seconds": round(time.perf_counter() - started, 3)},
+                    evidence=run_evidence(call.trajectory, pages=read_pages(tool_calls)),
                 )
             except MemoryFrozenError as exc:  # a frozen executor bank is read-only by design
                 call.note(f"cbr: executor case not stored ({exc})")
@@ -427,7 +457,7 @@ class CaseBasedAgent(ResearchProgram):
         reward = min(1.0, max(0.0, reward)) if reward == reward else 0.0  # NaN -> 0
         info.reward = reward
         key = call.retrieval_key or call.task_text
-        case, loss = self._write(key, info.plan, reward, hits, call.task_id, executed)
+        case, loss = self._write(key, info.plan, reward, hits, call.task_id, run_evidence(call.trajectory))
         info.stored_case, info.gate_loss = (case.id if case else None), loss
         call.trajectory.timings["retain_s"] = round(time.perf_counter() - started, 6)
         call.trajectory.score = reward
@@ -440,10 +470,10 @@ class CaseBasedAgent(ResearchProgram):
         reward: float,
         hits: list[tuple[Case, float]],
         task_id: str,
-        executed: list[Node] | None = None,
+        evidence: EvidenceRecord | None = None,
     ) -> tuple[Case, float | None]:
         plan = plan or "(no sub-task was executed)"
-        case = self.bank.add(task_text, plan, reward, trajectory_ref=task_id)
+        case = self.bank.add(task_text, plan, reward, trajectory_ref=task_id, evidence=evidence)
         loss = None
         if hits:
             loss = self.bank.record(task_text, [c for c, _ in hits], reward, task_id=task_id, learn=self.learn)
@@ -466,7 +496,8 @@ class CaseBasedAgent(ResearchProgram):
         hits = [(self.bank.get(cid), 0.0) for cid in info.get("retrieved", [])]
         trajectory = pred.get("trajectory", None)
         task_id = trajectory.task_id if isinstance(trajectory, Trajectory) else new_id("t-")
-        case, loss = self._write(task_text, info.get("plan", ""), float(reward), hits, task_id)
+        evidence = run_evidence(trajectory) if isinstance(trajectory, Trajectory) else None
+        case, loss = self._write(task_text, info.get("plan", ""), float(reward), hits, task_id, evidence)
         info.update(reward=float(reward), reward_source="retain()", stored_case=case.id, gate_loss=loss)
         if isinstance(trajectory, Trajectory):
             trajectory.cbr = CBRDetails.model_validate(info)

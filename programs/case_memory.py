@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import dspy
 
+from memento.dating import run_evidence
 from memento.errors import ConfigError
 from memento.memory.case_bank import CaseBank, RetrievalPolicy, open_case_bank
 from memento.memory.location import Location
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD
 from memento.programs.baselines import ClosedBook, FewShot, _join_context
-from memento.programs.case_based_agent import render_cases
+from memento.programs.case_based_agent import record_cases, render_cases
 from memento.programs.registry import register_method
 from memento.programs.research_program import ResearchCall
 from memento.types import Case
@@ -109,7 +110,10 @@ class CaseMemoryBaseline(ClosedBook):
         if len(self.bank):
             own = self.bank.case_ids_for_ref(call.task_id)
             key = call.retrieval_key or call.task_text
-            hits = self.bank.retrieve(key, self.k, policy=self.policy, alpha=self.alpha, exclude_ids=own)
+            hits = self.bank.retrieve(
+                key, self.k, policy=self.policy, alpha=self.alpha, exclude_ids=own, dates=call.dates
+            )
+            record_cases(call, "cases", self.bank, hits)
         call.trajectory.timings["retrieve_s"] = round(time.perf_counter() - started, 6)
         with self._lock:
             self._retrieved[call.task_id] = [c.id for c, _ in hits]
@@ -138,7 +142,13 @@ class CaseMemoryBaseline(ClosedBook):
         trajectory = pred.trajectory
         answer = "\n".join(f"{name}: {trajectory.prediction.get(name)}" for name in self.task.output_fields)
         key = trajectory.retrieval_key or trajectory.task_text
-        case = self.bank.add(key, f"Answer given:\n{answer}", float(reward), trajectory_ref=trajectory.task_id)
+        case = self.bank.add(
+            key,
+            f"Answer given:\n{answer}",
+            float(reward),
+            trajectory_ref=trajectory.task_id,
+            evidence=run_evidence(trajectory),  # closed-book: no page, the run (its cutoff) dates it
+        )
         retrieved = (pred.get("cases", None) or {}).get("retrieved") or []
         if retrieved:
             self.bank.record(key, retrieved, float(reward), task_id=trajectory.task_id)

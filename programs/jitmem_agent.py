@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
+from memento.dating import DateFilter
 from memento.errors import ConfigError, handle_error
 from memento.memory.location import Location
 from memento.memory.memory_guard import MemoryGuard, texts_read
@@ -52,7 +53,7 @@ from memento.programs.registry import register_method
 from memento.programs.research_program import CONTROL_ARGS, EmptyQuestionError
 from memento.signatures.judge_success import JudgeSuccess
 from memento.tasks.task import Task
-from memento.types import JitMemDetails, Trajectory, Usage, new_id
+from memento.types import DatingRecord, JitMemDetails, Trajectory, Usage, new_id
 from memento.untrusted import quote_data
 from memento.usage import UsageMeter
 
@@ -120,6 +121,8 @@ class JitMemAgent(dspy.Module):
         self.retrieval = retrieval
         self.distiller = distiller
         self.store = store
+        self.undated: str = getattr(executor, "undated", "keep")  # the one undated policy (build_program sets it)
+        self.cutoff_filter = bool(getattr(executor, "cutoff_filter", True))
         self.judge_fn: JudgeFn | None = judge if callable(judge) else None
         self.use_judge = bool(judge) and self.judge_fn is None
         self.judge = dspy.Predict(JudgeSuccess) if self.use_judge else None
@@ -181,13 +184,15 @@ class JitMemAgent(dspy.Module):
         timings: dict[str, float] = {}
         notes: list[str] = []
         meter = UsageMeter(self.roles)
+        dates = DateFilter.of(kwargs.get("cutoff"), self.undated, enabled=self.cutoff_filter)
         with meter:
             started = time.perf_counter()
-            hits = (
-                self.bank.retrieve(key, self.k, exclude_task_id=kwargs.get("task_id"))
+            found = (  # only trajectories dated before the task's cutoff compete for the top k
+                self.bank.search(key, self.k, exclude_task_id=kwargs.get("task_id"), dates=dates)
                 if self.retrieval and self.k
                 else []
             )
+            hits = [hit.as_tuple() for hit in found]
             timings["retrieve_s"] = round(time.perf_counter() - started, 6)
             payload, raw_tokens = "", 0
             if hits or not self.retrieval:
@@ -223,6 +228,12 @@ class JitMemAgent(dspy.Module):
                 trajectory.prediction = json.loads(json.dumps(outputs, default=str))
                 pred.trajectory = trajectory
             executor_usage = trajectory.usage
+            if trajectory.dating is None:
+                trajectory.cutoff = trajectory.cutoff or dates.cutoff
+                trajectory.dating = DatingRecord(cutoff=dates.cutoff, undated=dates.undated, filtered=dates.enabled)
+            trajectory.dating.show("trajectories", [(hit.item_id, hit.dated) for hit in found])
+            if dates.active:
+                trajectory.dating.count_hidden("trajectories", *self.bank.hidden_counts(dates))
             retrieved = [t.task_id for t, _, _ in hits]
             notes.insert(
                 0, f"jitmem: retrieved {len(hits)} trajectories {retrieved} (scores {[round(s, 3) for *_, s in hits]})"

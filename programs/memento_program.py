@@ -40,7 +40,7 @@ from memento.memory.location import Location
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree, _TreeRun
 from memento.programs.exploration_agent import ExplorationAgent
 from memento.programs.registry import register_method
-from memento.programs.research_program import ResearchCall, ResearchProgram
+from memento.programs.research_program import ResearchCall
 from memento.types import Exploration
 
 if TYPE_CHECKING:
@@ -73,20 +73,6 @@ class LearningStages:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> LearningStages:
         return self
-
-
-class _WithView:
-    """The program as one call sees it: every attribute from the program, memory replaced by a per-call view."""
-
-    def __init__(self, program: Memento, view: Any) -> None:
-        self._program = program
-        self.memory = view
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._program, name)
-
-    def memory_text(self, call: ResearchCall) -> dict[str, str]:
-        return ResearchProgram.memory_text(self, call)  # type: ignore[arg-type]
 
 
 class Memento(AdaptiveExplorationTree):
@@ -154,19 +140,15 @@ class Memento(AdaptiveExplorationTree):
 
     # -- the call ----------------------------------------------------------------------------------------
     def research(self, call: ResearchCall) -> dict[str, Any]:
-        make_view = getattr(self.memory, "view", None)
-        view = (
-            make_view(exclude_task_id=call.task_id, relevance=self.stages.relevance)
-            if make_view is not None
-            else self.memory
-        )
+        # the view hides the task's own items and everything its cutoff forbids, and records what it shows
+        view = self.memory_view(call, relevance=self.stages.relevance)
         call.trajectory.memory_version = getattr(self.memory, "version", None)
         first = self.cold_start(call, view)
         if first is not None and first.insights:
             guidance = "Research-strategy insights from exploration:\n" + "\n".join(f"- {i}" for i in first.insights)
             call.context = f"{call.context}\n\n{guidance}".strip()
         try:
-            return _TreeRun(_WithView(self, view), call).execute()  # type: ignore[arg-type]
+            return _TreeRun(self, call).execute()
         finally:
             injected = getattr(view, "injected", None)
             if injected is not None:

@@ -42,6 +42,7 @@ __all__ = [
     "MethodInfo",
     "register_method",
     "build_program",
+    "apply_dating",
     "method_names",
     "method_info",
     "require_method_extras",
@@ -239,7 +240,7 @@ def build_program(
     extra = {key: value for key, value in injected.items() if value is not None and key in params}
     if frozen is not None and "frozen" in params:
         extra["frozen"] = frozen
-    return builder(
+    program = builder(
         task=task_obj,
         settings=settings,
         roles=roles,
@@ -247,3 +248,22 @@ def build_program(
         memory_dir=parse_location(memory_dir) if memory_dir is not None else None,
         **extra,
     )
+    apply_dating(program, settings, task_obj)
+    return program
+
+
+def apply_dating(program: Any, settings: Settings, task: Task) -> None:
+    """Give a built program (and every research program inside it: a JitMem executor) the one undated policy
+    (``[web] undated`` wins over the task's default: :func:`memento.dating.resolve_undated`) and the memory date
+    filter switch (``[memory] cutoff_filter``)."""
+    from memento.dating import resolve_undated
+
+    policy = resolve_undated(settings.web.undated, task).policy
+    modules = [program]
+    named = getattr(program, "named_sub_modules", None)
+    if callable(named):
+        modules += [module for _name, module in named()]
+    for module in modules:
+        if hasattr(module, "undated") and hasattr(module, "cutoff_filter"):
+            module.undated = policy
+            module.cutoff_filter = bool(settings.memory.cutoff_filter)

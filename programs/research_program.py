@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, get_origin
 import dspy
 
 from memento.config import Budgets
+from memento.dating import DateFilter, resolve_undated
 from memento.errors import ConfigError, RecoverableError, handle_error
 from memento.tasks.task import Task, get_task
-from memento.types import AgentStep, ToolCall, Trajectory, Usage
+from memento.types import AgentStep, DatingRecord, ToolCall, Trajectory, Usage
 from memento.usage import UsageMeter
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ class ResearchCall:
     task_goal: str = ""
     retrieval_key: str = ""
     extra: dict[str, Any] = field(default_factory=dict)  # other keyword arguments (a training example's labels)
+    dates: DateFilter = field(default_factory=DateFilter)  # what this task may see of memory (its cutoff)
+    view: Any = None  # the memory as this call sees it (ResearchProgram.memory_view), made on first use
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add_tool_call(self, call: ToolCall) -> None:
@@ -133,7 +136,11 @@ class ResearchProgram(dspy.Module):
         threads: how many sub-questions (or tasks) run in parallel inside one call.
         memory: attached persistent memory (MEMENTO's M1-M4), or ``None`` for empty memory inputs.
         roles: the LM role map, so usage is attributed to roles (``lm``, ``judge_lm``...).
-        undated: policy for undated web results (``keep``/``drop``); defaults to the task's.
+        undated: the undated policy (``keep``/``drop``) of web results, pages and memory items; without one, the
+            task's declared default, else ``keep`` (:func:`memento.dating.resolve_undated`; ``build_program`` sets
+            the ``[web] undated`` setting, which wins).
+        cutoff_filter: ``False`` switches the memory date filter off (``[memory] cutoff_filter``: to measure
+            leakage; the audit then reports what was shown after the cutoff).
 
     Subclasses set ``method`` (the registry name), ``needs_web`` and implement ``research(call) -> dict`` returning
     the task's output fields; they fill ``call.trajectory`` (nodes, notes) as they go.
@@ -154,6 +161,7 @@ class ResearchProgram(dspy.Module):
         memory: MemoryProvider | None = None,
         roles: Roles | None = None,
         undated: str | None = None,
+        cutoff_filter: bool = True,
     ) -> None:
         super().__init__()
         self.task = get_task(task) if isinstance(task, str) else task
@@ -169,7 +177,8 @@ class ResearchProgram(dspy.Module):
         self.threads = threads
         self.memory = memory
         self.roles = roles
-        self.undated = undated or self.task.undated_policy
+        self.undated = resolve_undated(undated, self.task).policy
+        self.cutoff_filter = cutoff_filter
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ResearchProgram:
         for name in self._shared_attrs:
@@ -205,6 +214,8 @@ class ResearchProgram(dspy.Module):
             retrieval_key=key if key != task_text else "",
             inputs=dict(inputs),
             method=self.method or type(self).__name__,
+            cutoff=cutoff,
+            dating=DatingRecord(cutoff=cutoff, undated=self.undated, filtered=self.cutoff_filter),
         )
         if kwargs.get("task_id"):
             trajectory.task_id = str(kwargs["task_id"])
@@ -220,6 +231,7 @@ class ResearchProgram(dspy.Module):
             task_goal=self.task.task_goal(),
             retrieval_key=key,
             extra={k: v for k, v in kwargs.items() if k not in inputs and k not in ("cutoff", "context")},
+            dates=DateFilter.of(cutoff, self.undated, enabled=self.cutoff_filter),
         )
 
     def forward(self, **kwargs: Any) -> dspy.Prediction:
@@ -246,6 +258,8 @@ class ResearchProgram(dspy.Module):
                 outputs = empty_outputs(self.task.signature)
         trajectory.timings["total_s"] = round(time.perf_counter() - started, 6)
         trajectory.usage = self._usage(meter.usage(), call)
+        if call.web is not None and trajectory.dating is not None:
+            trajectory.dating.pages_undated_dropped += int(call.web.counts().get("undated_dropped", 0))
         outputs = {name: outputs.get(name) for name in self.task.output_fields}
         trajectory.prediction = _jsonable(outputs)
         return dspy.Prediction(**outputs, trajectory=trajectory)
@@ -255,15 +269,30 @@ class ResearchProgram(dspy.Module):
         raise NotImplementedError
 
     # -- helpers for subclasses ------------------------------------------------------------------------------
+    def memory_view(self, call: ResearchCall, **options: Any) -> Any:
+        """The attached memory as this call may see it (made once per call): a memory with views
+        (:meth:`memento.memory.memento_memory.MementoMemory.view`) hides what the task's own run wrote and every
+        item its cutoff forbids, and records what it shows in the trajectory's dating record; any other
+        :class:`~memento.protocols.MemoryProvider` is used as it is. ``options`` (``relevance``) go to the view."""
+        if call.view is None and self.memory is not None:
+            make = getattr(self.memory, "view", None)
+            call.view = (
+                make(exclude_task_id=call.task_id, dates=call.dates, dating=call.trajectory.dating, **options)
+                if callable(make)
+                else self.memory
+            )
+        return call.view
+
     def memory_text(self, call: ResearchCall) -> dict[str, str]:
         """The memory-bearing inputs for this task (M1 craft knowledge, M2/M3 rules, M4 facts); "" without memory."""
         keys = ("craft_knowledge", "decomposition_rules", "web_action_rules", "known_facts")
-        if self.memory is None:
+        view = self.memory_view(call)
+        if view is None:
             return dict.fromkeys(keys, "")
         out: dict[str, str] = {}
         for key in keys:
             try:
-                out[key] = getattr(self.memory, key)(call.retrieval_key or call.task_text) or ""
+                out[key] = getattr(view, key)(call.retrieval_key or call.task_text) or ""
             except Exception as exc:  # a broken memory must not lose the run: record and continue without it
                 handle_error(exc, where=f"memory {key}", record=call.note, log=logger)
                 out[key] = ""

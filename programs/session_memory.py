@@ -2,11 +2,14 @@
 
 It lives for one program call. Reflection reads it as text (:meth:`SessionMemory.render`) and the sub-question
 agent's ``search_memory`` tool queries it (:meth:`SessionMemory.search`), so a question answered earlier in the
-session is answered again from memory rather than from the web.
+session is answered again from memory rather than from the web. Like every memory it honours the task's date filter:
+an answer resting on a page dated on or after the cutoff (or on an undated page under ``drop``) is never shown, and
+the trajectory's dating record counts it (store ``session``).
 
 Example:
     >>> from memento.programs.session_memory import SessionMemory
-    >>> from memento.types import Evidence
+    >>> from memento.dating import DateFilter
+from memento.types import DatingRecord, Evidence
     >>> memory = SessionMemory()
     >>> memory.add("n1", "Who wrote Dune?", "Frank Herbert", [Evidence(url="https://example.org/dune")])
     >>> memory.search("Who is the author of Dune?")[0].answer
@@ -19,7 +22,8 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-from memento.types import Evidence
+from memento.dating import DateFilter
+from memento.types import DatingRecord, Evidence
 
 __all__ = ["SessionEntry", "SessionMemory"]
 
@@ -61,23 +65,47 @@ class SessionMemory:
 
     Scoring is the share of the query's content words found in an entry's question and answer (ties broken by
     recency), which is exact for the paraphrases that matter here and needs no index.
+
+    Args:
+        dates: the task's date filter: an entry is shown only when every page it rests on passes it.
+        dating: where the entries it hides are counted (store ``session``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, dates: DateFilter | None = None, dating: DatingRecord | None = None) -> None:
         self._entries: list[SessionEntry] = []
         self._terms: list[set[str]] = []
         self._lock = threading.Lock()
+        self.dates = dates
+        self.dating = dating
+        self._hidden = [0, 0]  # entries hidden: dated on/after the cutoff, undated under drop
 
     def add(self, node_id: str, question: str, answer: str, evidence: list[Evidence] | None = None) -> SessionEntry:
-        """Remember an answer (answers that are empty are ignored by :meth:`search` but still returned)."""
+        """Remember an answer (answers that are empty are ignored by :meth:`search` but still returned). An answer
+        the date filter forbids is counted and kept out of :meth:`entries`, :meth:`search` and :meth:`render`."""
         entry = SessionEntry(node_id, question, answer, tuple(evidence or ()))
+        why = self._verdict(entry)
         with self._lock:
+            if why is not None:
+                self._hidden[0 if why == "after" else 1] += 1
+                if self.dating is not None:
+                    self.dating.count_hidden("session", self._hidden[0], self._hidden[1])
+                return entry
             self._entries.append(entry)
             self._terms.append(_terms(question + " " + answer))
         return entry
 
+    def _verdict(self, entry: SessionEntry) -> str | None:
+        """Why the filter hides an entry (its first page that fails), or ``None`` when it may be shown."""
+        if self.dates is None:
+            return None
+        for ev in entry.evidence:
+            why = self.dates.verdict(ev.published)
+            if why is not None:
+                return why
+        return None
+
     def entries(self) -> list[SessionEntry]:
-        """All entries, oldest first."""
+        """All entries shown to the task, oldest first."""
         with self._lock:
             return list(self._entries)
 

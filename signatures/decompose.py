@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dspy
 
+from memento.output_schema import limit
 from memento.signatures._fields import caller_context, craft_knowledge, decomposition_rules, takes_guidance, task_goal
 
 __all__ = ["Decompose"]
@@ -36,6 +37,9 @@ class Decompose(dspy.Signature):
     craft_knowledge: str = craft_knowledge()
     decomposition_rules: str = decomposition_rules()
     max_questions: int = dspy.InputField(desc="the largest number of sub-questions you may return")
-    sub_questions: list[str] = dspy.OutputField(
-        desc="self-contained sub-questions, one per item, entities named explicitly, most fundamental first"
+    sub_questions: list[str] = limit(
+        dspy.OutputField(
+            desc="self-contained sub-questions, one per item, entities named explicitly, most fundamental first"
+        ),
+        max_items_from="max_questions",
     )

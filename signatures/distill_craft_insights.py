@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dspy
 
+from memento.output_schema import limit
 from memento.signatures._fields import data_input, reads_data
 
 __all__ = ["DistillCraftInsights"]
@@ -20,4 +21,6 @@ class DistillCraftInsights(dspy.Signature):
 
     task: str = dspy.InputField(desc="the task that was researched")
     run_record: str = data_input("sub-questions, answers, searches and scraped pages of the run")
-    insights: list[str] = dspy.OutputField(desc="at most three transferable research-strategy insights")
+    insights: list[str] = limit(
+        dspy.OutputField(desc="at most three transferable research-strategy insights"), max_items=3
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dspy
 
+from memento.output_schema import limit
 from memento.signatures._fields import caller_context, data_input, reads_data, takes_guidance, task_goal
 
 __all__ = ["PlanFromCases"]
@@ -39,5 +40,8 @@ class PlanFromCases(dspy.Signature):
     )
     progress: str = data_input("Sub-tasks executed so far with their results; empty on the first cycle")
     max_sub_tasks: int = dspy.InputField(desc="The most new sub-tasks this cycle may add")
-    sub_tasks: list[str] = dspy.OutputField(desc="The new sub-tasks to execute now, in order; empty when done")
+    sub_tasks: list[str] = limit(
+        dspy.OutputField(desc="The new sub-tasks to execute now, in order; empty when done"),
+        max_items_from="max_sub_tasks",
+    )
     done: bool = dspy.OutputField(desc="True when no further planning cycle is needed after these sub-tasks")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dspy
 from pydantic import BaseModel, Field
 
+from memento.output_schema import limit
 from memento.signatures._fields import (
     caller_context,
     craft_knowledge,
@@ -75,6 +76,9 @@ class Reflect(dspy.Signature):
     remaining_budget: int = dspy.InputField(desc="how many more sub-questions may be asked in this session")
     stopping_rule: str = dspy.InputField(desc="when to propose no more sub-questions")
     reflection: str = dspy.OutputField(desc="what is known, what is missing, and why (a few sentences)")
-    new_questions: list[ProposedQuestion] = dspy.OutputField(
-        desc="new sub-questions with the id of the node each refines; an empty list when nothing is missing"
+    new_questions: list[ProposedQuestion] = limit(
+        dspy.OutputField(
+            desc="new sub-questions with the id of the node each refines; an empty list when nothing is missing"
+        ),
+        max_items_from="remaining_budget",
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dspy
 
+from memento.output_schema import limit
 from memento.signatures._fields import data_input, reads_data
 
 __all__ = ["SummarizeRun"]
@@ -20,4 +21,6 @@ class SummarizeRun(dspy.Signature):
     task: str = dspy.InputField(desc="the task that was researched")
     run_record: str = data_input("the full record of the run, one block per sub-question")
     max_chars: int = dspy.InputField(desc="the maximum length of the summary in characters")
-    summary: str = dspy.OutputField(desc="the compressed record, one block per sub-question")
+    summary: str = limit(
+        dspy.OutputField(desc="the compressed record, one block per sub-question"), max_chars_from="max_chars"
+    )

@@ -74,7 +74,8 @@ class MultiHopTask(Task):
                 raise DataError(f"{where}: a row needs a question and a non-empty answers list")
             data: dict[str, Any] = {"question": question, "answers": answer_list(row["answers"], where=where)}
             data.update({key: row[key] for key in _KEEP if key in row})
-            examples.append(dspy.Example(**data).with_inputs("question"))
+            # a cutoff is a control argument every program receives (its web tools and memory honour it)
+            examples.append(dspy.Example(**data).with_inputs("question", *(["cutoff"] if data.get("cutoff") else [])))
             if limit is not None and len(examples) >= limit:
                 break
         return examples

@@ -123,7 +123,8 @@ class OpinionTask(Task):
             for key in ("id", "cutoff"):
                 if key in row:
                     data[key] = row[key]
-            examples.append(dspy.Example(**data).with_inputs("question", "options", "subgroup"))
+            fields = ["question", "options", "subgroup", *(["cutoff"] if data.get("cutoff") else [])]
+            examples.append(dspy.Example(**data).with_inputs(*fields))  # the cutoff reaches every program
             if limit is not None and len(examples) >= limit:
                 break
         return examples

@@ -39,7 +39,8 @@ class QATask(Task):
             for key in ("id", "cutoff"):
                 if key in row:
                     data[key] = row[key]
-            examples.append(dspy.Example(**data).with_inputs("question"))
+            # a cutoff is a control argument every program receives (its web tools and memory honour it)
+            examples.append(dspy.Example(**data).with_inputs("question", *(["cutoff"] if data.get("cutoff") else [])))
             if limit is not None and len(examples) >= limit:
                 break
         return examples

@@ -38,7 +38,9 @@ class Task:
 
     name: ClassVar[str] = ""
     signature: ClassVar[type[dspy.Signature]]
-    undated_policy: ClassVar[Literal["keep", "drop"]] = "keep"
+    #: the task's default for undated pages and memory items, declared only where its paper states one (none of
+    #: the shipped tasks does); ``[web] undated`` wins over it (:func:`memento.dating.resolve_undated`)
+    undated_policy: ClassVar[Literal["keep", "drop"] | None] = None
     #: the task's answer is short (a span): the research programs' final predictor reasons over the findings first
     #: (a ``reasoning`` output added there, never to the task signature, so baselines and saved programs keep shape)
     reason_before_answer: ClassVar[bool] = False

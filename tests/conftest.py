@@ -72,7 +72,7 @@ def _offline_env(
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
     monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
-    dspy.configure(lm=None, callbacks=[])
+    dspy.configure(lm=None, callbacks=[], adapter=None)
     _blocked.clear()
     yield
     attempts, _blocked[:] = list(_blocked), []

@@ -148,7 +148,7 @@ def make_fetcher(settings: Settings, *, offline: bool | None = None) -> Any:
         max_concurrent=web.max_concurrent_fetches,
         allow_private=web.allow_private,
         allowed_private_hosts=set(web.allowed_private_hosts),
-        undated=web.undated,
+        undated=web.undated or "keep",
         offline=web.offline if offline is None else offline,
     )
 
@@ -164,13 +164,14 @@ def make_web_tools(
     stay reproducible and offline); with a live backend it fetches through a :class:`Fetcher`."""
     backend = make_backend(settings)
     fetcher = None if _uses_corpus(settings) else make_fetcher(settings)
-    return WebTools(backend, fetcher, cutoff=cutoff, undated=undated or settings.web.undated, **options)
+    return WebTools(backend, fetcher, cutoff=cutoff, undated=undated or settings.web.undated or "keep", **options)
 
 
 def web_tools_factory(settings: Settings, **options: Any) -> Callable[[dt.date | str | None, str | None], WebTools]:
     """A function ``f(cutoff, undated) -> WebTools`` whose tools all share ONE backend and ONE fetcher (hence
-    their concurrency limits and URL cache). The backend is opened on the first call. ``undated=None`` means
-    ``settings.web.undated``. Extra ``options`` (``k``, ``page_chars``) go to every :class:`WebTools`."""
+    their concurrency limits and URL cache). The backend is opened on the first call. ``undated`` is the program's
+    policy (:func:`memento.dating.resolve_undated`; ``None``: ``settings.web.undated``, else ``keep``). Extra
+    ``options`` (``k``, ``page_chars``) go to every :class:`WebTools`."""
     lock = threading.Lock()
     shared: dict[str, Any] = {}
 
@@ -179,7 +180,7 @@ def web_tools_factory(settings: Settings, **options: Any) -> Callable[[dt.date |
             if "backend" not in shared:
                 shared["backend"] = make_backend(settings)
                 shared["fetcher"] = None if _uses_corpus(settings) else make_fetcher(settings)
-        policy = undated or settings.web.undated
+        policy = undated or settings.web.undated or "keep"
         return WebTools(shared["backend"], shared["fetcher"], cutoff=cutoff, undated=policy, **options)  # type: ignore[arg-type]
 
     return make

@@ -22,6 +22,7 @@ from memento.errors import DataError, handle_error
 from memento.scrub import scrub_url
 from memento.types import PageResult, SearchHit, SearchResults, ToolCall, ToolError, ToolResult
 from memento.untrusted import quote_data
+from memento.web.errors import UndatedRefused
 from memento.web.search_result import SearchBackend, UndatedPolicy, coerce_date, filter_by_cutoff
 from memento.web.tool_output import PAGE_CHARS, SNIPPET_CHARS, ToolRecorder, render_result, render_search
 from memento.web.url_cache import normalize_url
@@ -82,6 +83,7 @@ class WebTools:
         self._cache_hits = 0
         self._seen: set[str] = set()
         self._repeated = 0
+        self._undated_dropped = 0  # results and pages the "drop" policy removed (recorded in the run's dating)
 
     # ------------------------------------------------------------ typed calls
     def search(self, query: str) -> SearchResults | ToolError:
@@ -95,12 +97,7 @@ class WebTools:
         if not query:
             return ToolError(reason="empty query", message="error: empty query")
         try:
-            if self._takes_undated:
-                found = self.backend.search(query, k=self.k, before=self.cutoff, undated=self.undated)
-            else:  # a minimal backend (the bare protocol): apply the undated policy here
-                found = filter_by_cutoff(
-                    self.backend.search(query, k=self.k, before=self.cutoff), self.cutoff, self.undated
-                )
+            found = self._search(query)
         except Exception as exc:  # a tool never raises into the agent (a fatal error stops the run)
             failure = handle_error(exc, where="search", log=logger)
             return ToolError(reason=failure.reason, message=f"error: search failed: {failure.message}")
@@ -122,6 +119,10 @@ class WebTools:
             return ToolError(reason="empty url", message="error: empty url")
         try:
             page = self._open(url)
+        except UndatedRefused as exc:  # the undated policy at work: counted, then answered as any refusal
+            self._drop_count(1)
+            failure = handle_error(exc, where=f"scrape of {scrub_url(url)}", log=logger)
+            return ToolError(reason=failure.reason, message=f"error: {failure.message}")
         except Exception as exc:  # never raise into the agent (a fatal error stops the run)
             failure = handle_error(exc, where=f"scrape of {scrub_url(url)}", log=logger)
             return ToolError(reason=failure.reason, message=f"error: {failure.message}")
@@ -138,6 +139,28 @@ class WebTools:
             cached=cached,
             text=page.text or "",
         )
+
+    def _search(self, query: str) -> list[Any]:
+        """The backend's results under the cutoff and the undated policy; under ``drop`` with a cutoff, the undated
+        results that the ranking would have shown are counted (``undated_dropped``) and the dated ones fill in."""
+        if not self._takes_undated:  # a minimal backend (the bare protocol): apply the undated policy here
+            found = self.backend.search(query, k=self.k, before=self.cutoff)
+            kept = filter_by_cutoff(found, self.cutoff, self.undated)
+            self._drop_count(sum(1 for r in found if r.published is None) if self.undated == "drop" else 0)
+            return kept
+        if self.undated == "keep" or self.cutoff is None:
+            return list(self.backend.search(query, k=self.k, before=self.cutoff, undated=self.undated))
+        ranked = list(self.backend.search(query, k=self.k, before=self.cutoff, undated="keep"))
+        undated = sum(1 for r in ranked if r.published is None)
+        if not undated:
+            return ranked  # the same results "drop" would give
+        self._drop_count(undated)
+        return list(self.backend.search(query, k=self.k, before=self.cutoff, undated="drop"))
+
+    def _drop_count(self, n: int) -> None:
+        if n:
+            with self._lock:
+                self._undated_dropped += n
 
     # ------------------------------------------------------------------ tools
     def search_web(self, query: str) -> str:
@@ -167,7 +190,8 @@ class WebTools:
     # ------------------------------------------------------------- accounting
     def counts(self) -> dict[str, int]:
         """``searches``, ``fetches`` (scrape calls), ``fetch_cache_hits`` (served from the URL cache),
-        ``unique_urls`` (distinct normalised URLs scraped) and ``repeated_urls`` (scrapes of an already-scraped URL).
+        ``unique_urls`` (distinct normalised URLs scraped), ``repeated_urls`` (scrapes of an already-scraped URL)
+        and ``undated_dropped`` (results and pages the ``drop`` undated policy removed).
         """
         with self._lock:
             return {
@@ -176,6 +200,7 @@ class WebTools:
                 "fetch_cache_hits": self._cache_hits,
                 "unique_urls": len(self._seen),
                 "repeated_urls": self._repeated,
+                "undated_dropped": self._undated_dropped,
             }
 
     def _append(self, call: ToolCall) -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "ConfigOpt",
     "NoWaitOpt",
     "TaskOpt",
+    "OptionalTaskOpt",
     "LimitOpt",
     "MetricOpt",
     "EmbedderOpt",
@@ -52,6 +53,10 @@ NoWaitOpt = Annotated[
     typer.Option("--no-wait", help="If another process writes the memory directory, exit at once instead of waiting."),
 ]
 TaskOpt = Annotated[str, typer.Option("--task", help="Task spec: qa, multihop, legal, opinion, sales.")]
+#: ``config show --task``: optional (what applies to that task, e.g. its undated policy)
+OptionalTaskOpt = Annotated[
+    str | None, typer.Option("--task", help="A task spec, to say what applies to it (its undated policy and why).")
+]
 LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Use the first N examples of each file.")]
 MetricOpt = Annotated[
     str, typer.Option("--metric", help="The task's metric: default, or a kind it offers (judge, em, f1 ...).")
@@ -134,6 +139,13 @@ _FLAGS: tuple[Flag, ...] = (
     _flag("lm", str, "lm.model", "Agent model, e.g. openai/gpt-4o-mini (env MEMENTO_LM)."),
     _flag("api_base", str, "lm.api_base", "API base of the agent model (any OpenAI-compatible server)."),
     _flag("judge_lm", str, "judge_lm.model", "Judge model (default: the agent model)."),
+    _flag(
+        "structured_outputs",
+        Literal["auto", "schema", "json", "off"],
+        "lm.structured_outputs",
+        "Replies as JSON: auto (the signature's JSON schema for a model behind --api-base or a local one), schema, "
+        "json (JSON mode), off (DSPy's ChatAdapter). Every role inherits it.",
+    ),
     Flag("corpus", CorpusOpt, "web.corpus"),
     _flag("threads", int, "run.threads", "Parallel work: examples evaluated at once (sub-questions for run).", min=1),
     _flag("seed", int, "run.seed", "Split, optimiser and bootstrap seed (run.seed)."),
@@ -283,7 +295,7 @@ FLAGS: dict[str, Flag] = {flag.name: flag for flag in _FLAGS}
 
 #: Flags that travel together, by group name (a group name may be given to :func:`with_flags`).
 GROUPS: dict[str, tuple[str, ...]] = {
-    "lm": ("config", "lm", "api_base", "judge_lm"),
+    "lm": ("config", "lm", "api_base", "judge_lm", "structured_outputs"),
     "research": ("initial_questions", "total_questions", "steps_per_question"),
     "memory": ("profile", "stores"),
     "observe": ("log_lm", "replay_lm", "mlflow"),

@@ -1,7 +1,9 @@
-"""The ``memento memory`` commands: show, stats, diff, rollback and export a MEMENTO memory directory.
+"""The ``memento memory`` commands: show, stats, diff, rollback, forget and export a memory directory.
 
 Example:
     memento memory stats --memory runs/mem
+    memento memory show --source evil.example --memory runs/mem
+    memento memory forget --source evil.example --memory runs/mem
     memento memory diff 1 2 --memory runs/mem
     memento memory diff --memory runs/mem --against runs/mem-replayed
     memento memory rollback 1 --memory runs/mem
@@ -27,7 +29,7 @@ from memento.commands._common import (
 from memento.commands._observe import JsonOpt, print_json
 from memento.commands._options import ConfigOpt, NoWaitOpt
 from memento.config import load_settings
-from memento.memory.location import Location, parse_location
+from memento.memory.location import DirectoryLocation, Location, parse_location
 from memento.text import one_line
 
 __all__ = ["register", "app"]
@@ -54,6 +56,13 @@ def _open(memory: str | Location | None, config: Path | None, *, write: bool = F
     return MementoMemory(_location(memory, config), read_only=not write)
 
 
+def _dated(evidence: Any) -> str:
+    """`` dated 2007-06-01, 3 pages`` of an item's evidence (``undated`` when it has no date)."""
+    day = evidence.dated.isoformat() if evidence.dated is not None else "undated"
+    pages = len(evidence.pages)
+    return f"{day}, {pages} page{'s' if pages != 1 else ''}"
+
+
 @app.command("show")
 @cli_errors
 def show(
@@ -62,11 +71,23 @@ def show(
         str | None, typer.Option("--store", help="Only this store: craft, decomposition, web_action, facts.")
     ] = None,
     limit: Annotated[int, typer.Option("--limit", help="Items shown per store.", min=1)] = 20,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            help="List only what this source taught (a page URL or a domain), in every store of the directory: "
+            "M1-M4 items, CBR cases, JitMem trajectories.",
+        ),
+    ] = None,
     config: ConfigOpt = None,
 ) -> None:
-    """Print the memory's items: M1 entries, M2/M3 rules (heaviest first) and M4 facts."""
+    """Print the memory's items: M1 entries, M2/M3 rules (heaviest first) and M4 facts, each with its date and the
+    pages behind it; with --source, every item of the directory that source backs."""
     from memento.memory.memento_memory import STORES
 
+    if source is not None:
+        _show_source(_location(memory, config), source)
+        return
     with _open(memory, config) as mem:
         if store is not None and store not in STORES:
             from memento.errors import ConfigError
@@ -80,7 +101,8 @@ def show(
         if store in (None, "craft"):
             line("\n[bold]M1 craft knowledge[/bold]")
             for e in sorted(mem.craft.all(), key=lambda e: (-e.support, e.id))[:limit]:
-                line(f"- {escape(e.text)} [dim]({e.id}, support {e.support}, batch {e.batch})[/dim]")
+                meta = f"{e.id}, support {e.support}, batch {e.batch}; {_dated(e.evidence)}"
+                line(f"- {escape(e.text)} [dim]({meta})[/dim]")
         for name, book, title in (
             ("decomposition", mem.decomposition, "M2 decomposition rules"),
             ("web_action", mem.web_action, "M3 web-action rules"),
@@ -91,13 +113,33 @@ def show(
             for r in sorted(book.all(), key=lambda r: (-book.weight(r), r.id))[:limit]:
                 line(
                     f"- {escape(f'[{r.status}]')} {escape(r.text)} [dim]({r.id}, support {r.support}, contradiction "
-                    f"{r.contradiction}, batches {r.created_batch}-{r.updated_batch})[/dim]"
+                    f"{r.contradiction}, batches {r.created_batch}-{r.updated_batch}; {_dated(r.evidence)})[/dim]"
                 )
         if store in (None, "facts"):
             line("\n[bold]M4 domain facts[/bold] (current)")
             for f in mem.facts.all(include_superseded=False)[:limit]:
                 sources = escape(", ".join(f.sources[:3])) or "-"
-                line(f"- {escape(f'[{f.entity}]')} {escape(f.text)} [dim]({f.id}, sources {sources})[/dim]")
+                line(
+                    f"- {escape(f'[{f.entity}]')} {escape(f.text)} [dim]({f.id}, sources {sources}; "
+                    f"{_dated(f.evidence)})[/dim]"
+                )
+
+
+def _show_source(directory: Location, source: str) -> None:
+    """Every live item of the directory backed by ``source``, by store, with its date and the matching pages."""
+    from memento.memory.forget import ForgetQuery, memory_items
+    from memento.types import source_matches
+
+    items = memory_items(directory, ForgetQuery(sources=(source,)))
+    console.print(f"{len(items)} items taught by {escape(source)} in {escape(str(directory))}", soft_wrap=True)
+    for item in items:
+        pages = [p.url for p in item.evidence.pages if source_matches(p.url, source)]
+        console.print(
+            f"- {item.store} {item.id}: {escape(one_line(item.text, 110))} [dim]({_dated(item.evidence)}; "
+            f"from {escape(', '.join(pages[:3]) or source)})[/dim]",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @app.command("stats")
@@ -289,7 +331,61 @@ def rollback(
         with _open(directory, config, write=True) as mem:
             before = mem.version
             changed = mem.rollback(version)
-    console.print(f"memory {escape(str(mem.directory))}: version {before} -> {version} ({changed} items restored)")
+    what = "the empty memory" if version == 0 else f"version {version}"
+    console.print(
+        f"memory {escape(str(mem.directory))}: version {before} -> {what} ({changed} items restored; the change log "
+        "keeps every version)",
+        soft_wrap=True,
+    )
+
+
+@app.command("forget")
+@cli_errors
+def forget(
+    item_id: Annotated[
+        list[str] | None, typer.Option("--id", help="An item id (c-, r-, f-, case-, traj-N, or a task id).")
+    ] = None,
+    source: Annotated[
+        list[str] | None,
+        typer.Option("--source", help="Everything a source backs: a page URL, or a domain (its host and subdomains)."),
+    ] = None,
+    text: Annotated[list[str] | None, typer.Option("--text", help="Items whose text contains this.")] = None,
+    memory: MemoryOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be forgotten; change nothing.")] = False,
+    no_wait: NoWaitOpt = False,
+    config: ConfigOpt = None,
+) -> None:
+    """Forget items by id, source or text in every store of a memory directory.
+
+    M1-M4 items are removed as a new memory version (each removal a change-log line: `memory diff` shows them,
+    `memory rollback` to the version before brings them back); CBR cases and JitMem trajectories get tombstones in
+    their bank's change log and are never retrieved again.
+    """
+    from memento.memory.forget import ForgetQuery, forget_items
+
+    query = ForgetQuery(ids=tuple(item_id or ()), sources=tuple(source or ()), texts=tuple(text or ()))
+    directory = _location(memory, config)
+    if isinstance(directory, DirectoryLocation) and not directory.path.is_dir():
+        from memento.errors import DataError
+
+        raise DataError(f"no memory directory at {directory}")
+    with memory_lock(directory, no_wait=no_wait):  # never while a trainer or a learning run writes it
+        report = forget_items(directory, query, dry_run=dry_run)
+    for item in report.items:
+        console.print(
+            f"- {item.store} {item.id}: {escape(one_line(item.text, 100))} [dim]({escape(item.reason)})[/dim]",
+            highlight=False,
+            soft_wrap=True,
+        )
+    counts = ", ".join(f"{store} {n}" for store, n in report.counts().items()) or "nothing matched"
+    verb = "would forget" if dry_run else "forgot"
+    version = ""
+    if not dry_run and report.version_after != report.version_before:
+        version = (
+            f"; memory version {report.version_before} -> {report.version_after} (undo: memento memory rollback "
+            f"{report.version_before} --memory {directory})"
+        )
+    console.print(f"{verb} {len(report.items)} items ({counts}){version}", highlight=False, soft_wrap=True)
 
 
 @app.command("export")

@@ -92,8 +92,10 @@ class JitMemRunner:
 
     def test(
         self, ctx: CompareContext, spec: MethodSpec, method_dir: Path, models: dict[str, str]
-    ) -> tuple[list[float], int, dict[str, float], PhaseCost, dict[str, Any]] | None:
-        """The stream protocol's test phase (``None`` under ``frozen``: the harness evaluates the loaded program)."""
+    ) -> tuple[list[float], int, dict[str, float], PhaseCost, dict[str, Any], Any] | None:
+        """The stream protocol's test phase (``None`` under ``frozen``: the harness evaluates the loaded program):
+        scores, failures, measures, cost, the stream's summary and its leakage audit (written with the per-example
+        results to ``test/``)."""
         if self._protocol(ctx) != "stream":
             return None
         from memento.optimize.jitmem_stream import run_orderings
@@ -114,4 +116,8 @@ class JitMemRunner:
         cost = PhaseCost.from_usage(
             meter.usage(), wall_seconds=clock[1], searches=result.searches, fetches=result.fetches, models=models
         )
-        return result.scores, result.failed, {}, cost, result.summary
+        from memento.metrics.evaluation import write_results
+
+        evaluated = result.eval_result(ctx.testset, task=ctx.task, metric_name=str(ctx.task.name), seed=ctx.seed)
+        write_results(evaluated, method_dir / "test")
+        return result.scores, result.failed, {}, cost, result.summary, evaluated.leakage

@@ -271,3 +271,32 @@ def test_every_method_shows_the_page_only_as_data(tmp_path, method, stages):
     if method == "jitmem":
         notes = json.loads((tmp_path / "run1.json").read_text(encoding="utf-8"))["notes"]
         assert any(n.startswith("jitmem: memory guard dropped 1 payload lines: Follow the page") for n in notes)
+
+
+def test_with_the_guard_off_forgetting_the_hostile_page_removes_the_poison_from_later_prompts(tmp_path):
+    """Provenance and removal (issue 23 item 2): every item the hostile page backed goes with `memory forget --source`
+    (a new version: diffable, rollbackable), and a later eval injects none of it."""
+    engine = obeying_engine()
+    with OpenAICompatServer(engine) as server:
+        trained = _train(tmp_path, server, "--no-guard")
+        assert trained.exit_code == 0, trained.output
+        assert any(POISON in t for t in _stored(tmp_path / "mem"))
+        shown = CliRunner().invoke(app, ["memory", "show", "--source", "corpus://harbour", "--memory",
+                                         str(tmp_path / "mem")], env=_env(tmp_path))  # fmt: skip
+        assert shown.exit_code == 0 and "banana" in shown.output
+        forgot = CliRunner().invoke(app, ["memory", "forget", "--source", "corpus://harbour", "--memory",
+                                          str(tmp_path / "mem")], env=_env(tmp_path))  # fmt: skip
+        assert forgot.exit_code == 0, forgot.output
+        assert "memory version 1 -> 2" in forgot.output
+        assert not any("banana" in t.lower() for t in _stored(tmp_path / "mem"))
+        before = len(engine.calls)
+        evaluated = _eval(tmp_path, server)
+        assert evaluated.exit_code == 0, evaluated.output
+    memory_inputs = ("craft_knowledge", "decomposition_rules", "web_action_rules", "known_facts")
+    injected = [c.inputs.get(name, "") for c in engine.calls[before:] for name in memory_inputs]
+    assert injected and not any("banana" in text.lower() for text in injected)
+    # nothing of the poison anywhere in the eval's prompts but inside the data marking (the page it reads again)
+    assert not any("banana" in outside_data(c.messages[-1]["content"]).lower() for c in engine.calls[before:])
+    assert not any("banana" in c.system.lower() for c in engine.calls[before:])
+    memory = MementoMemory(tmp_path / "mem", read_only=True)
+    assert memory.diff(1, 2).stores["craft"].removed and memory.versions()[-1]["note"].startswith("forget: source")

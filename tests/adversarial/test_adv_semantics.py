@@ -31,13 +31,15 @@ def _memory_with_two_versions(path: Path, text: str = "Read the primary source f
     return memory
 
 
-def test_rollback_to_version_0_is_refused_and_changes_nothing(tmp_path):
+def test_rollback_to_version_0_returns_to_the_empty_memory_and_the_log_keeps_everything(tmp_path):
     _memory_with_two_versions(tmp_path / "mem").db.close()
     result = CliRunner().invoke(app, ["memory", "rollback", "0", "--memory", str(tmp_path / "mem")])
-    assert result.exit_code == 1 and len(_lines(result.output)) == 1
-    assert "refusing to roll back to version 0" in result.output and "1, 2" in result.output
+    assert result.exit_code == 0 and "version 2 -> the empty memory (2 items restored" in result.output
     memory = MementoMemory(tmp_path / "mem", read_only=True)
-    assert memory.version == 2 and len(memory.craft.all()) == 2
+    assert memory.version == 0 and memory.craft.all() == []
+    assert [v["status"] for v in memory.versions()] == ["rolled_back", "rolled_back"]
+    assert len(memory.snapshot(2)["stores"]["craft"]) == 2  # still readable in the change log
+    assert [c["op"] for c in memory.db.changes()][-2:] == ["rollback", "rollback"]
 
 
 def _rows(path: Path, n: int = 4) -> Path:

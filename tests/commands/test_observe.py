@@ -52,7 +52,8 @@ def test_eval_log_lm_one_line_per_server_request(tmp_path: Path) -> None:
         assert line["role"] == "lm" and line["model"] == "openai/x"
         assert line["stage"] == "answer" and line["predictor"]  # the stage and the predictor's signature
         assert line["messages"][0]["role"] == "system" and line["messages"][-1]["role"] == "user"
-        assert "[[ ## answer ## ]]" in line["completion"] and "example.org/x" in line["completion"]
+        assert "example.org/x" in json.loads(line["completion"])["answer"]  # the JSON adapter's reply
+        assert line["parsed"] is True and line["parse_error"] is None  # each reply parsed into the signature
         assert "hunter22" not in json.dumps(line)
         assert line["cached"] is False and line["retries"] == [] and line["error"] is None
         assert line["tokens"]["prompt"] > 0 and line["tokens"]["completion"] > 0 and line["latency_s"] > 0

@@ -7,6 +7,7 @@ Done means: record with a test server, then ``--replay-lm`` with the server stop
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +48,25 @@ def _engine(gold: dict[str, str]) -> ScriptedEngine:
     def searched(call: Any) -> bool:
         return "observation_0" in call.inputs
 
+    def urls(text: str) -> list[str]:
+        return list(dict.fromkeys(re.findall(r"https://ex\.org/[a-z0-9]+", text)))
+
+    def facts(call: Any) -> list[dict[str, Any]]:  # M4 facts cite a page the run was shown (else none is stored)
+        found = urls(call.inputs.get("findings", ""))
+        return [{"entity": "Company", "fact": f"A company page is {found[0]}.", "sources": found[:1]}] if found else []
+
     return ScriptedEngine(
         overrides={
             "answer": lambda call: gold.get(call.inputs.get("question", ""), f"answer {call.index}"),
             "next_tool_name": lambda call: "finish" if searched(call) else "search_web",
-            "next_tool_args": lambda call: {} if searched(call) else {"query": call.inputs.get("question", "")[:80]},
+            "next_tool_args": lambda call: (
+                {} if searched(call) else {"query": (call.inputs.get("task") or call.inputs.get("question", ""))[:80]}
+            ),
             # the distillers write something to every store, whatever adapter formats the replies
             "insights": ["Search the company's name first, then its founder's."],
             "operations": [{"op": "add", "text": "Quote the exact company name.", "reason": "it found the page"}],
-            "facts": [{"entity": "Person0", "fact": "Person0 was born in Town0.", "sources": ["https://ex.org/p0"]}],
+            "sources": lambda call: urls(call.prompt)[:1],
+            "facts": facts,
         }
     )
 

@@ -186,7 +186,7 @@ def test_memory_commands(tmp_path):
     assert out.exit_code == 0 and (tmp_path / "exp" / "facts.md").read_text().count("Frank Herbert") == 1
 
     out = runner.invoke(app, ["memory", "rollback", "1", *d])
-    assert out.exit_code == 0 and "version 2 -> 1" in out.output
+    assert out.exit_code == 0 and "version 2 -> version 1" in out.output
     assert MementoMemory(tmp_path / "mem").version == 1 and len(MementoMemory(tmp_path / "mem").craft) == 0
 
     out = runner.invoke(app, ["memory", "rollback", "7", *d])

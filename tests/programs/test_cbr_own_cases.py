@@ -25,7 +25,7 @@ class RacingBank:
             return ids
         return [cid for cid, case in self.cases.items() if case.trajectory_ref == ref]
 
-    def retrieve(self, query, k, *, exclude_ids=()):
+    def retrieve(self, query, k, *, exclude_ids=(), dates=None):
         ranked = [case for cid, case in sorted(self.cases.items(), reverse=True) if cid not in set(exclude_ids)]
         return [(case, 1.0) for case in ranked[:k]]
 

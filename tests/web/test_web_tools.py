@@ -72,6 +72,7 @@ def test_search_web_and_scrape_render_compact_text_and_record_calls(corpus):
         "fetch_cache_hits": 0,
         "unique_urls": 3,
         "repeated_urls": 1,
+        "undated_dropped": 0,
     }
 
 
@@ -169,7 +170,7 @@ def test_factory_builds_corpus_index_once_and_shares_backend(corpus_src, tmp_pat
     tools = make_web_tools(settings, cutoff="2021-01-01")
     assert "Paul Clyne" in tools.search_web("Paul Clyne")
     assert (index / "meta.json").stat().st_mtime_ns == stamp  # reused, not rebuilt
-    assert make(None, None).undated == settings.web.undated
+    assert settings.web.undated is None and make(None, None).undated == "keep"  # not set: undated pages are kept
 
 
 def test_factory_backend_selection_and_errors(tmp_path, corpus):
