@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -42,14 +43,14 @@ class _Rendezvous(ScriptedEngine):
         self.met = False
         self._cond = threading.Condition()
 
-    def reply(self, system: str, messages: list[dict[str, str]]) -> str:
+    def reply(self, system: str, messages: list[dict[str, str]], **options: Any) -> str:
         found = re.search(r"book number (\d+)", " ".join(m["content"] for m in messages))
         if found is not None:
             with self._cond:
                 self.seen.add(found.group(1))
                 self._cond.notify_all()
                 self.met = self._cond.wait_for(lambda: len(self.seen) >= self.n, timeout=120) or self.met
-        return super().reply(system, messages)
+        return super().reply(system, messages, **options)
 
 
 def _overlapping_runs(timeline: list[tuple[float, float, str]]) -> set[frozenset[str]]:
