@@ -62,7 +62,7 @@ SMOKE_TEST_NOTE = (
 )
 #: output budget of a local role that sets no max_tokens (the bundled model: shorter, it is a smoke test)
 DEFAULT_MAX_TOKENS = 1024
-BUNDLED_MAX_TOKENS = 256
+BUNDLED_MAX_TOKENS = 512
 PROMPT_CACHE_BYTES = 1 << 30  # llama.cpp states of evaluated prompts kept in RAM per loaded model
 _LOCK_POLL_SECONDS = 0.1
 

@@ -4,7 +4,7 @@
 objects closed, references inlined) that a server or a local engine can decode against. Every array carries
 ``maxItems`` and every free string ``maxLength``: a field may state its own bounds (:func:`limit`), an array may take
 its bound from an integer input of the same call (``max_items_from="max_questions"``: the decompose budget), and
-the rest share the role's output budget (``max_tokens`` at about three characters a token), so that a small model
+the rest share the role's output budget (``max_tokens`` at two characters a token), so that a small model
 decoding under the schema closes the JSON before it runs out of tokens. A field whose value has no closed type of
 its own (ReAct's ``next_tool_args``) carries the schema it must follow (:data:`SCHEMA_KEY`; built from the tools'
 own argument types by :func:`tool_args_schema`).
@@ -17,7 +17,7 @@ Example:
     ...     steps: list[str] = limit(dspy.OutputField(), max_items=3)
     >>> schema = output_schema(Plan, max_tokens=300)
     >>> schema["properties"]["steps"]["maxItems"], schema["properties"]["steps"]["items"]["maxLength"]
-    (3, 276)
+    (3, 184)
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ _MAX_CHARS_FROM = "memento_max_chars_from"
 
 DEFAULT_MAX_ITEMS = 8  # an array without a bound of its own
 DEFAULT_MAX_TOKENS = 4096  # the output budget assumed when the role sets no max_tokens
-CHARS_PER_TOKEN = 3  # conservative for English text (closer to 4 in practice)
+CHARS_PER_TOKEN = 2  # a safety factor: a small model looping in a string writes ~3 characters a token
 MIN_CHARS = 40  # no free string is bounded below this
 MAX_CHARS = 1000  # nor above this: llama.cpp refuses the grammar of a much longer bounded string
 _OVERHEAD_TOKENS = 24  # braces, keys and quotes of a small object

@@ -185,24 +185,16 @@ def test_the_guard_keeps_the_poison_out_and_the_report_says_why(tmp_path):
     assert "banana" not in decompose.prompt  # nothing of the poison is injected as guidance
 
 
-@pytest.fixture
-def json_adapter() -> Any:
-    import dspy
-
-    dspy.configure(adapter=dspy.JSONAdapter())
-    try:
-        yield
-    finally:
-        dspy.configure(adapter=None)
-
-
-def test_the_marking_holds_under_the_json_adapter(tmp_path, json_adapter):
-    """The same training run with DSPy's JSONAdapter formatting every prompt: the page stays inside the marking."""
+@pytest.mark.parametrize("mode", ["off", "json"])
+def test_the_marking_holds_under_every_adapter(tmp_path, mode):
+    """The same training run with DSPy's ChatAdapter (`--structured-outputs off`) and JSON mode formatting every
+    prompt (the tests above run the default, the structured adapter): the page stays inside the marking."""
     engine = obeying_engine()
     with OpenAICompatServer(engine) as server:
-        trained = _train(tmp_path, server)
+        trained = _train(tmp_path, server, "--structured-outputs", mode)
     assert trained.exit_code == 0, trained.output
-    assert any('"' in c.text and "{" in c.text for c in engine.calls)  # JSON replies were asked for and parsed
+    chat = [c for c in engine.calls if c.text.rstrip().endswith("[[ ## completed ## ]]")]
+    assert len(chat) == (len(engine.calls) if mode == "off" else 0)  # the adapter asked for (and parsed) that form
     assert {"solve", "craft insights", "facts"} <= _assert_page_text_only_inside_data(engine.calls)
     assert not any("banana" in t.lower() for t in _stored(tmp_path / "mem"))
 
