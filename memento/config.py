@@ -368,9 +368,15 @@ class CompareBudget(_Section):
 class RunSettings(_Section):
     """Parallelism, seed and output location."""
 
-    threads: int = Field(default=4, ge=1, le=256)
+    threads: int = Field(default=4, ge=1, le=256)  # examples in flight (per node under the Ray executor)
     seed: int = 42
     output_dir: Path = Path("runs")
+    # where forward passes run: "threads" (this process) or "ray" (Ray tasks over a cluster; pip install
+    # memento-dspy[ray]). ray_address: None starts a local cluster for the command; else an existing cluster
+    # ("host:port", "auto", "ray://host:10001"). ray_cpus: logical CPUs of that local cluster.
+    executor: Literal["threads", "ray"] = "threads"
+    ray_address: str | None = None
+    ray_cpus: int = Field(default=8, ge=1, le=1024)
 
 
 class ObserveSettings(_Section):

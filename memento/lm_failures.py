@@ -42,17 +42,25 @@ class LMFailureWatch(BaseCallback):
         self._ctx: contextlib.ExitStack | None = None
 
     def on_lm_end(self, call_id: str, outputs: Any | None, exception: Exception | None = None) -> None:
+        text = str(exception).splitlines()[0] if str(exception) else ""
+        self._end(None if exception is None else f"{type(exception).__name__}: {text}")
+
+    def _end(self, error: str | None) -> None:
         with self._lock:
-            if exception is None:
+            if error is None:
                 self.ok += 1
                 self.streak = 0
                 return
             self.failed += 1
             self.streak += 1
-            text = str(exception).splitlines()[0] if str(exception) else ""
-            self.last_error = f"{type(exception).__name__}: {text}"[:200]
+            self.last_error = error[:200]
             if self.streak >= self.max_consecutive:
                 self.tripped = True
+
+    def absorb_remote(self, outcome: Any) -> None:
+        """Count the LM calls another process of the run made (a Ray worker's task), in the order they ended."""
+        for error in outcome.call_errors:
+            self._end(error)
 
     def __enter__(self) -> LMFailureWatch:
         import dspy

@@ -18,11 +18,12 @@ import collections
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from memento.cancel import check_cancelled, wait_cancelled
 
-__all__ = ["LMLimiter", "limiter_for", "set_role_limits"]
+__all__ = ["LMLimiter", "limiter_for", "set_limiter_source", "set_role_limits"]
 
 _POLL_SECONDS = 0.1
 
@@ -42,6 +43,7 @@ class LMLimiter:
         self._starts: collections.deque[float] = collections.deque()
         self.in_flight = 0
         self.peak = 0
+        self.granted = 0
 
     def _rate_wait(self, now: float) -> float:
         """Seconds to wait before the next start is allowed by the rate limit (0: now). Caller holds the lock."""
@@ -53,8 +55,9 @@ class LMLimiter:
             return 0.0
         return 60.0 - (now - self._starts[0])
 
-    def acquire(self) -> None:
-        """Wait for a slot (checking for a cancel while waiting)."""
+    def acquire(self, *, timeout: float | None = None) -> bool:
+        """Wait for a slot (checking for a cancel while waiting); ``False`` when ``timeout`` seconds passed first."""
+        give_up = None if timeout is None else time.monotonic() + timeout
         while True:
             check_cancelled()
             with self._cond:
@@ -62,14 +65,18 @@ class LMLimiter:
                 delay = 0.0 if full else self._rate_wait(time.monotonic())
                 if not full and delay <= 0:
                     self.in_flight += 1
+                    self.granted += 1
                     self.peak = max(self.peak, self.in_flight)
                     if self.requests_per_minute:
                         self._starts.append(time.monotonic())
-                    return
+                    return True
+                left = None if give_up is None else give_up - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
                 if full:
-                    self._cond.wait(_POLL_SECONDS)
+                    self._cond.wait(_POLL_SECONDS if left is None else min(_POLL_SECONDS, left))
                     continue
-            wait_cancelled(min(delay, _POLL_SECONDS * 10))
+            wait_cancelled(min(delay, _POLL_SECONDS * 10, *(() if left is None else (left,))))
 
     def release(self) -> None:
         """Give the slot back."""
@@ -89,6 +96,16 @@ class LMLimiter:
 
 _limiters: dict[str, LMLimiter] = {}
 _registry_lock = threading.Lock()
+# Where limiters come from instead of this process's registry: the Ray executor's cluster-wide budget
+# (memento.lm_budget), so a role's limits hold across every process of a run.
+_source: Callable[[str], Any] | None = None
+
+
+def set_limiter_source(source: Callable[[str], Any] | None) -> None:
+    """Take every role's limiter from ``source(role)`` (an object with ``slot()``, or ``None``: unbounded) instead
+    of this process's limiters; ``None`` goes back to them."""
+    global _source
+    _source = source
 
 
 def set_role_limits(role: str, *, max_concurrency: int | None, requests_per_minute: float | None) -> None:
@@ -106,9 +123,11 @@ def set_role_limits(role: str, *, max_concurrency: int | None, requests_per_minu
             _limiters[role] = LMLimiter(max_concurrency=max_concurrency, requests_per_minute=requests_per_minute)
 
 
-def limiter_for(role: str | None) -> LMLimiter | None:
-    """The limiter of a role, or ``None`` when the role is unbounded."""
+def limiter_for(role: str | None) -> Any:
+    """The limiter of a role (an :class:`LMLimiter`, or the cluster's), or ``None`` when the role is unbounded."""
     if role is None:
         return None
+    if _source is not None:
+        return _source(role)
     with _registry_lock:
         return _limiters.get(role)

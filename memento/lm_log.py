@@ -203,7 +203,8 @@ class LMCallLog(ActivatedCallback):
     """Append one scrubbed JSON line per LM call to ``path``; thread-safe.
 
     Args:
-        path: the JSONL file (created with its directory; appended to, never truncated).
+        path: the JSONL file (created with its directory; appended to, never truncated); ``None``: the records are
+            kept in :attr:`records` (a Ray worker returns them to the driver, which writes them).
         roles: the role map from :func:`memento.configure`, to name each call's role; an LM that is not in it is
             named by its model string.
 
@@ -216,17 +217,20 @@ class LMCallLog(ActivatedCallback):
         ...     dspy.Predict("q -> a")(q="hi")
     """
 
-    def __init__(self, path: str | Path, *, roles: Any | None = None) -> None:
-        self.path = Path(path).expanduser()
+    def __init__(self, path: str | Path | None, *, roles: Any | None = None) -> None:
+        self.path = Path(path).expanduser() if path is not None else None
         self.roles = roles
         self.sink = _Sink(self)
         self.lines = 0
+        self.records: list[dict[str, Any]] = []  # path None: the records are kept here (a Ray worker's calls)
         self._lock = threading.Lock()
         self._open: dict[str, _Open] = {}
         self._pending: dict[int, _Open] = {}  # by thread: a reply waiting for its parse
         self._local = threading.local()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("a", encoding="utf-8")
+        self._file: Any = None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("a", encoding="utf-8")
 
     # -- DSPy callback hooks -------------------------------------------------------------------------------
     def _role(self, instance: Any) -> str:
@@ -333,6 +337,11 @@ class LMCallLog(ActivatedCallback):
     # -- output --------------------------------------------------------------------------------------------
     def write(self, record: dict[str, Any]) -> None:
         """Append one record (scrubbed) as a JSON line and flush."""
+        if self._file is None:
+            with self._lock:
+                self.records.append(json.loads(json.dumps(scrub_data(record), ensure_ascii=False, default=str)))
+                self.lines += 1
+            return
         line = json.dumps(scrub_data(record), ensure_ascii=False, default=str)
         with self._lock:
             if self._file.closed:
@@ -341,12 +350,18 @@ class LMCallLog(ActivatedCallback):
             self._file.flush()
             self.lines += 1
 
+    def absorb_remote(self, outcome: Any) -> None:
+        """Write the LM calls another process of the run made (a Ray worker's task, scrubbed there)."""
+        for record in outcome.log:
+            self.write(record)
+
     def close(self) -> None:
         """Write the replies of this thread still waiting for a parse, then close the file (further calls are not
         logged)."""
         self._flush_pending(every_thread=True)
         with self._lock:
-            self._file.close()
+            if self._file is not None:
+                self._file.close()
 
     @staticmethod
     def read(path: str | Path) -> list[dict[str, Any]]:

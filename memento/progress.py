@@ -153,6 +153,14 @@ class LMCallCounter(ModuleStackCallback):
         if self.on_call is not None:
             self.on_call(calls)
 
+    def absorb_remote(self, outcome: Any) -> None:
+        """Count the LM calls another process of the run made (a Ray worker's task)."""
+        with self._lock:
+            self.calls += len(outcome.call_errors)
+            calls = self.calls
+        if self.on_call is not None:
+            self.on_call(calls)
+
     def install(self) -> Any:
         """A ``dspy.context`` adding this counter to the active callbacks."""
         import dspy

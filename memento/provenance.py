@@ -38,7 +38,7 @@ _NOT_ANSWER = (
     *("api_key", "api_key_env", "api_base", "num_retries", "cache", "max_concurrency", "requests_per_minute"),
     *("max_concurrent_searches", "max_concurrent_fetches", "user_agent", "cache_dir"),
 )
-_NOT_ANSWER_KEYS = ("run.threads", "run.output_dir")
+_NOT_ANSWER_KEYS = ("run.threads", "run.output_dir", "run.executor", "run.ray_address", "run.ray_cpus")
 _NOT_ANSWER_SECTIONS = ("log", "logging", "observe", "mlflow", "progress")
 
 
@@ -121,8 +121,13 @@ def provenance(
     data_files: Mapping[str, str | Path | None] | None = None,
     started_at: str | None = None,
     ended_at: str | None = None,
+    executor: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Everything needed to say what produced a result (see the module docstring); secrets masked."""
+    """Everything needed to say what produced a result (see the module docstring); secrets masked.
+
+    ``executor``: where the forward passes ran (:meth:`memento.ray_executor.RayExecutor.info`); default: threads
+    of this process.
+    """
     data = {}
     for label, path in (data_files or {}).items():
         if path is None:
@@ -137,6 +142,7 @@ def provenance(
         "git_commit": git_commit(),
         "data": data,
         "command": scrub(" ".join([Path(sys.argv[0]).name if sys.argv else "python", *sys.argv[1:]])),
+        "executor": executor or {"executor": "threads", "nodes": 1, "threads": settings.run.threads},
         "started_at": started_at,
         "ended_at": ended_at or utcnow().isoformat(),
     }

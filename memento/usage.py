@@ -193,6 +193,18 @@ class UsageMeter(ActivatedCallback):
             by_stage=by_stage,
         )
 
+    def absorb_remote(self, outcome: Any) -> None:
+        """Count LM calls another process of the run made (a Ray worker's task, measured there), by role and stage."""
+        usage: Usage = outcome.usage
+        with self._lock:
+            for table, source in ((self._by_role, usage.by_role), (self._by_stage, usage.by_stage)):
+                for key, entry in source.items():
+                    mine = table.setdefault(key, StageUsage())
+                    mine.lm_calls += entry.lm_calls
+                    mine.prompt_tokens += entry.prompt_tokens
+                    mine.completion_tokens += entry.completion_tokens
+                    mine.cached_calls += entry.cached_calls
+
     def reset(self) -> None:
         """Forget everything counted so far."""
         with self._lock:

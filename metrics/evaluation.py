@@ -42,6 +42,7 @@ __all__ = [
     "ExampleResult",
     "EvalResult",
     "evaluate",
+    "score_example",
     "write_results",
     "render_markdown",
     "aggregate",
@@ -68,6 +69,7 @@ class ExampleResult(BaseModel):
     judge_usage: Usage = Field(default_factory=Usage)  # the metric's LM usage (judges)
     seconds: float = 0.0
     leakage: LeakageAudit | None = None  # what it was shown dated on/after its cutoff (memento.leakage)
+    node: str | None = None  # the Ray node that ran it (--executor ray); None: this process
     trajectory: Trajectory | None = Field(default=None, exclude=True)
 
 
@@ -156,6 +158,52 @@ def _example_id(example: Any, index: int) -> str | None:
     return str(value) if value is not None else None
 
 
+def score_example(
+    program: Callable[..., Any], metric: Callable[..., Any], example: Any, index: int, *, roles: Any | None = None
+) -> ExampleResult:
+    """Run ``program`` on one example and score it: the record of example ``index`` (failures recorded on it).
+
+    The program and the metric each run under their own :class:`memento.usage.UsageMeter`; only a fatal error
+    (:class:`memento.errors.FatalError`) or a cancel leaves this function.
+    """
+    inputs = dict(example.inputs()) if hasattr(example, "inputs") else dict(example)
+    record = ExampleResult(index=index, id=_example_id(example, index), inputs=_jsonable(inputs))
+    t0 = time.perf_counter()
+    pred: Any = None
+    meter = UsageMeter(roles)
+    try:
+        with meter:
+            pred = program(**inputs)
+    except Exception as exc:
+        record.error = handle_error(exc, where=f"example {record.id or index}", log=logger).reason
+    usage = meter.usage()
+    trajectory = getattr(pred, "trajectory", None) if pred is not None else None
+    cutoff = parse_iso(inputs.get("cutoff", example.get("cutoff") if hasattr(example, "get") else None))
+    record.leakage = LeakageAudit.of(trajectory if isinstance(trajectory, Trajectory) else None, cutoff=cutoff)
+    if isinstance(trajectory, Trajectory):
+        record.trajectory = trajectory
+        for key in _WEB_KEYS:
+            setattr(usage, key, getattr(trajectory.usage, key))
+        if trajectory.error and record.error is None:
+            record.error = trajectory.error
+    record.usage = usage
+    record.prediction = prediction_fields(pred)
+    if pred is not None:
+        judge_meter = UsageMeter(roles)
+        try:
+            with judge_meter:
+                result = metric(example, pred)
+            record.score, record.feedback, record.measures = _metric_outputs(result)
+        except Exception as exc:
+            failure = handle_error(exc, where=f"metric on example {record.id or index}", log=logger)
+            record.error = record.error or f"metric: {failure.reason}"
+        record.judge_usage = judge_meter.usage()
+        if isinstance(trajectory, Trajectory):
+            trajectory.score = record.score
+    record.seconds = round(time.perf_counter() - t0, 6)
+    return record
+
+
 def evaluate(
     program: Callable[..., Any],
     examples: Sequence[dspy.Example],
@@ -171,6 +219,7 @@ def evaluate(
     out_dir: str | Path | None = None,
     previous: Sequence[ExampleResult] = (),
     labels: dict[str, Any] | None = None,
+    remote: Callable[[list[tuple[int, Any]], Callable[[ExampleResult], None]], None] | None = None,
 ) -> EvalResult:
     """Run ``program`` on every example and score it with ``metric``.
 
@@ -188,6 +237,9 @@ def evaluate(
         previous: finished examples of an interrupted run with the same run key: those (same index and id,
             no error) are kept and not run again.
         labels: extra fields of the result (``run_key``, ``provenance``), written into partial results too.
+        remote: runs ``(index, example)`` pairs elsewhere (the Ray executor's :meth:`~memento.ray_executor.
+            RayExecutor.examples`: :func:`score_example` on the cluster) and hands each finished record to its second
+            argument; ``None``: ``threads`` threads of this process.
 
     Returns:
         An :class:`EvalResult`; examples keep the input order.
@@ -202,47 +254,15 @@ def evaluate(
     finished: list[ExampleResult] = []
     finished_lock = threading.Lock()
 
-    def run_one(item: tuple[int, dspy.Example]) -> ExampleResult:
-        index, example = item
-        inputs = dict(example.inputs()) if hasattr(example, "inputs") else dict(example)
-        record = ExampleResult(index=index, id=_example_id(example, index), inputs=_jsonable(inputs))
-        t0 = time.perf_counter()
-        pred: Any = None
-        meter = UsageMeter(roles)
-        try:
-            with meter:
-                pred = program(**inputs)
-        except Exception as exc:
-            record.error = handle_error(exc, where=f"example {record.id or index}", log=logger).reason
-        usage = meter.usage()
-        trajectory = getattr(pred, "trajectory", None) if pred is not None else None
-        cutoff = parse_iso(inputs.get("cutoff", example.get("cutoff") if hasattr(example, "get") else None))
-        record.leakage = LeakageAudit.of(trajectory if isinstance(trajectory, Trajectory) else None, cutoff=cutoff)
-        if isinstance(trajectory, Trajectory):
-            record.trajectory = trajectory
-            for key in _WEB_KEYS:
-                setattr(usage, key, getattr(trajectory.usage, key))
-            if trajectory.error and record.error is None:
-                record.error = trajectory.error
-        record.usage = usage
-        record.prediction = prediction_fields(pred)
-        if pred is not None:
-            judge_meter = UsageMeter(roles)
-            try:
-                with judge_meter:
-                    result = metric(example, pred)
-                record.score, record.feedback, record.measures = _metric_outputs(result)
-            except Exception as exc:
-                failure = handle_error(exc, where=f"metric on example {record.id or index}", log=logger)
-                record.error = record.error or f"metric: {failure.reason}"
-            record.judge_usage = judge_meter.usage()
-            if isinstance(trajectory, Trajectory):
-                trajectory.score = record.score
-        record.seconds = round(time.perf_counter() - t0, 6)
+    def done(record: ExampleResult) -> None:
         with finished_lock:
             finished.append(record)
         if progress is not None:
             progress(record)
+
+    def run_one(item: tuple[int, dspy.Example]) -> ExampleResult:
+        record = score_example(program, metric, item[1], item[0], roles=roles)
+        done(record)
         return record
 
     extra = dict(labels or {})
@@ -257,7 +277,10 @@ def evaluate(
     todo = [(i, ex) for i, ex in enumerate(examples) if i not in reused]
     extra["resumed"] = len(reused)
     try:
-        run_parallel(run_one, todo, threads=threads)
+        if remote is not None:
+            remote(todo, done)
+        else:
+            run_parallel(run_one, todo, threads=threads)
     except (FatalError, Cancelled) as exc:
         with finished_lock:
             done = sorted(finished, key=lambda r: r.index)

@@ -78,6 +78,7 @@ __all__ = [
     "MementoTrainer",
     "PHASES",
     "example_id",
+    "forward_run",
     "RunRecord",
     "RunDigest",
     "RuleVote",
@@ -98,6 +99,18 @@ class _StaleBatch(Exception):
 
 class _CorruptCheckpoint(Exception):
     """A batch's checkpoint row cannot be read back (truncated JSON, a record of the wrong shape)."""
+
+
+def forward_run(program: Any, inputs: dict[str, Any], cutoff: Any, task_id: str) -> RunRecord:
+    """One forward run of Phase A: ``program`` on one example's inputs; a crash is a failed run, not a failed batch."""
+    try:
+        pred = program(**inputs, cutoff=cutoff, task_id=task_id)
+    except Exception as exc:  # noqa: BLE001 - one broken example is a failed run, not a failed batch
+        failure = handle_error(exc, where=f"forward pass on {task_id}", log=logger)
+        trajectory = Trajectory(task_text=str(inputs), task_id=task_id, error=failure.reason)
+        return RunRecord(id=task_id, trajectory=trajectory, crashed=True)
+    prediction = {k: v for k, v in pred.items() if k != "trajectory"}
+    return RunRecord(id=task_id, prediction=json.loads(json.dumps(prediction, default=str)), trajectory=pred.trajectory)
 
 
 def example_id(example: Any, index: int) -> str:
@@ -301,6 +314,9 @@ class MementoTrainer:
         self.lm_watch = LMFailureWatch(max_consecutive=max_consecutive_lm_failures)
         self.task = getattr(program, "task", None)
         self._lock = threading.Lock()
+        # the Ray executor's forward pass (memento.ray_executor.RayExecutor.forward_runs): takes (inputs, cutoff,
+        # task id) per example and returns their RunRecords, run on the cluster against this memory's version
+        self.remote_forward: Callable[[list[tuple[dict[str, Any], Any, str]]], list[RunRecord]] | None = None
 
     @classmethod
     def from_settings(
@@ -539,22 +555,10 @@ class MementoTrainer:
 
     # -- Phase A: forward pass -----------------------------------------------------------------------------
     def _forward(self, examples: list[Any], ids: list[str]) -> list[RunRecord]:
-        def one(pair: tuple[int, Any]) -> RunRecord:
-            i, example = pair
-            try:
-                pred = self.program(**self._inputs(example), cutoff=self._cutoff(example), task_id=ids[i])
-            except Exception as exc:  # noqa: BLE001 - one broken example is a failed run, not a failed batch
-                failure = handle_error(exc, where=f"forward pass on {ids[i]}", log=logger)
-                trajectory = Trajectory(task_text=str(self._inputs(example)), task_id=ids[i], error=failure.reason)
-                return RunRecord(id=ids[i], trajectory=trajectory, crashed=True)
-            prediction = {k: v for k, v in pred.items() if k != "trajectory"}
-            return RunRecord(
-                id=ids[i],
-                prediction=json.loads(json.dumps(prediction, default=str)),
-                trajectory=pred.trajectory,
-            )
-
-        return run_parallel(one, list(enumerate(examples)), threads=self.threads)
+        jobs = [(self._inputs(example), self._cutoff(example), ids[i]) for i, example in enumerate(examples)]
+        if self.remote_forward is not None:  # the Ray executor: each run a task on the cluster (memory read there)
+            return list(self.remote_forward(jobs))
+        return run_parallel(lambda job: forward_run(self.program, *job), jobs, threads=self.threads)
 
     def _find_injections(self, runs: list[RunRecord]) -> None:
         """Keep, per run, the instruction-like passages of the pages it read (for the guard, after a resume too)."""

@@ -92,10 +92,15 @@ class Memento(AdaptiveExplorationTree):
     method = "memento"
     _shared_attrs = (*AdaptiveExplorationTree._shared_attrs, "stages")
 
-    def __init__(self, task: Task | str, *, memory: Any, stages: Any = None, **kwargs: Any) -> None:
+    def __init__(
+        self, task: Task | str, *, memory: Any, stages: Any = None, training: bool | None = None, **kwargs: Any
+    ) -> None:
         if memory is None:
             raise ConfigError("Memento needs a memory (MementoMemory(directory))")
         super().__init__(task, memory=memory, **kwargs)
+        # training runs explore at the end of a sample; default: when the memory is writable (a Ray worker's
+        # forward pass of a training batch reads it read-only and says training=True)
+        self.training = training if training is not None else not getattr(memory, "frozen", True)
         if stages is None:
             from memento.programs.memento_learner import MementoLearner
 
@@ -132,7 +137,7 @@ class Memento(AdaptiveExplorationTree):
 
     def end_of_sample(self, call: ResearchCall, view: Any, spent: int) -> Exploration | None:
         """While training, spend the rest of the exploration budget after the answer (never at test time)."""
-        if getattr(self.memory, "frozen", True) or not hasattr(view, "readable") or not view.readable("craft"):
+        if not self.training or not hasattr(view, "readable") or not view.readable("craft"):
             return None
         unanswered = [n.question for n in call.trajectory.nodes if n.parent_id and n.status != "answered"]
         extra = "Questions this run could not answer:\n" + "\n".join(f"- {q}" for q in unanswered[:5])
@@ -172,7 +177,7 @@ def _build_memento(
     roles: Roles | None = None,
     trainset=None,
     memory_dir: Location | None = None,
-    frozen: bool = True,
+    frozen: bool | Literal["forward"] = True,
     embedder: Any = None,
     web: Any = None,
 ) -> Memento:
@@ -183,7 +188,9 @@ def _build_memento(
     training phase): the memory opened writable (created when missing, with ``embedder`` for canonicalisation) and
     a :class:`~memento.programs.memento_learner.MementoLearner` as its learning stages (``program.stages.learner``,
     for :meth:`~memento.optimize.memento_trainer.MementoTrainer.for_program`), exploring ``[trainer] exploration``
-    steps per sample. ``web`` replaces the settings' web-tools factory (e.g. a counting wrapper).
+    steps per sample. ``frozen="forward"``: the training form's forward pass over the memory opened read-only (a
+    Ray worker running Phase A of a training batch; the driver writes what the runs teach). ``web`` replaces the
+    settings' web-tools factory (e.g. a counting wrapper).
     """
     from memento.memory.memento_memory import open_memory
     from memento.memory.sqlite_store import memory_exists
@@ -191,10 +198,13 @@ def _build_memento(
 
     directory = memory_dir if memory_dir is not None else settings.memory.dir
     tools = web if web is not None else web_tools_factory(settings)
-    if not frozen:
+    if frozen is not True:
         from memento.programs.memento_learner import MementoLearner
 
-        store = open_memory(settings.memory, directory, embedder=embedder)
+        if frozen == "forward":
+            store = open_memory(settings.memory, directory, read_only=True)
+        else:
+            store = open_memory(settings.memory, directory, embedder=embedder)
         # training explores with [trainer] exploration steps per sample; [budgets] exploration is the test budget
         budgets = settings.budgets.model_copy(update={"exploration": settings.trainer.exploration})
         learner = MementoLearner(roles=roles, explore_steps=max(1, budgets.exploration))
@@ -206,6 +216,7 @@ def _build_memento(
             threads=settings.run.threads,
             roles=roles,
             stages=learner,
+            training=True,
         )
     if not memory_exists(directory):
         raise DataError(f"no trained memory at {directory}: run `memento train --memory {directory}` first")

@@ -26,7 +26,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from memento.errors import ConfigError
 from memento.memory.location import LocationLike, parse_location
@@ -208,7 +208,7 @@ def build_program(
     roles: Roles | None = None,
     trainset: list[Any] | None = None,
     memory_dir: LocationLike | None = None,
-    frozen: bool | None = None,
+    frozen: bool | Literal["forward"] | None = None,
     **injected: Any,
 ) -> dspy.Module:
     """Build the program of a registered method for a task, with budgets, threads and web tools from settings.

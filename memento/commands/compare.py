@@ -27,7 +27,7 @@ def _progress(line: str, console: Console | None = None) -> None:
 
 @cli_errors
 @cancellable
-@with_flags("lm", "corpus", "threads", "seed", "research", "test_exploration", "observe", "memory", "cbr",
+@with_flags("lm", "corpus", "threads", "executor", "seed", "research", "test_exploration", "observe", "memory", "cbr",
             "cbr_training", "jitmem", "jitmem_train_gate", "compare")  # fmt: skip
 def compare(
     task: TaskOpt,

@@ -69,7 +69,7 @@ def print_summary(result: Any, path: Path, *, show: int = 10) -> None:
 
 @cli_errors
 @cancellable
-@with_flags("lm", "corpus", "threads", "research", "test_exploration", "observe", "memory", "cbr", "jitmem")
+@with_flags("lm", "corpus", "threads", "executor", "research", "test_exploration", "observe", "memory", "cbr", "jitmem")
 def eval_(
     task: TaskOpt,
     data: Annotated[Path, typer.Option("--data", help="The task's data file (JSONL or the JUSTICE CSV).")],
@@ -115,6 +115,7 @@ def eval_(
     from memento.programs.registry import build_program
     from memento.progress import ScoreProgress
     from memento.provenance import file_sha256, provenance, run_key
+    from memento.ray_executor import executor_for
     from memento.types import utcnow
 
     started_at = utcnow().isoformat()
@@ -182,28 +183,47 @@ def eval_(
             markup=False,
             highlight=False,
         )
-    labels = {"run_key": key, "provenance": provenance(settings, data_files=data_files, started_at=started_at)}
     try:
-        bar = ScoreProgress(f"eval {method}", total=len(examples))  # on stderr: elapsed, ETA, running mean
-        for record in previous:  # resumed examples count as done (before the bar shows): a finished eval's rerun
-            if record.error is None:  # shows a full bar
-                bar.advance(score=record.score)
-        with bar:
-            result = evaluate(
-                program,
-                examples,
-                score,
-                threads=settings.run.threads,
-                roles=roles,
-                task=task_spec.name,
-                method=method,
-                seed=settings.run.seed,
-                metric_name=f"{task_spec.name} {metric} metric",
-                progress=lambda record: bar.advance(score=record.score, error=bool(record.error)),
-                out_dir=out_dir,
-                previous=previous,
-                labels=labels,
-            )
+        with executor_for(settings) as executor:
+            remote = None
+            if executor is not None:  # Ray: each example a task on the cluster; the workers build the program
+                remote = executor.examples(
+                    executor.spec(
+                        method=method,
+                        task=task_spec.name,
+                        metric=metric,
+                        memory=memory,
+                        frozen=True,
+                        program_state=_program_state(program_file),
+                        trainset=trainset,
+                        memory_version=getattr(getattr(program, "memory", None), "version", None),
+                    )
+                )
+                finish.executor = executor.info()
+                err_console.print(f"memento: {executor.describe()}", markup=False, highlight=False)
+            prov = provenance(settings, data_files=data_files, started_at=started_at, executor=finish.executor)
+            labels = {"run_key": key, "provenance": prov}
+            bar = ScoreProgress(f"eval {method}", total=len(examples))  # on stderr: elapsed, ETA, running mean
+            for record in previous:  # resumed examples count as done (before the bar shows): a finished eval's
+                if record.error is None:  # rerun shows a full bar
+                    bar.advance(score=record.score)
+            with bar:
+                result = evaluate(
+                    program,
+                    examples,
+                    score,
+                    threads=settings.run.threads,
+                    roles=roles,
+                    task=task_spec.name,
+                    method=method,
+                    seed=settings.run.seed,
+                    metric_name=f"{task_spec.name} {metric} metric",
+                    progress=lambda record: bar.advance(score=record.score, error=bool(record.error)),
+                    out_dir=out_dir,
+                    previous=previous,
+                    labels=labels,
+                    remote=remote,
+                )
     except (LMUnavailableError, Cancelled) as exc:
         partial = getattr(exc, "partial_result", None)
         if partial is None:
@@ -236,12 +256,15 @@ class _Finish:
     ) -> None:
         self.settings, self.data_files, self.started_at = settings, data_files, started_at
         self.out_dir, self.fallback_dir, self.seen = out_dir, fallback_dir, seen
+        self.executor: dict[str, Any] | None = None  # the Ray executor's info (provenance), None: threads
 
     def __call__(self, result: Any, *, method: str, as_json: bool) -> None:
         from memento.metrics.evaluation import write_results
         from memento.provenance import provenance
 
-        result.provenance = provenance(self.settings, data_files=self.data_files, started_at=self.started_at)
+        result.provenance = provenance(
+            self.settings, data_files=self.data_files, started_at=self.started_at, executor=self.executor
+        )
         try:
             path = write_results(result, self.out_dir)
         except OSError as exc:
@@ -308,6 +331,17 @@ def _eval_jitmem_stream(
         warm_bank=warm_bank,
     )
     return result.eval_result(tasks, task=task_spec, metric_name=metric_name, seed=settings.run.seed)
+
+
+def _program_state(path: Path | None) -> dict[str, Any] | None:
+    """A saved program state (``--program``) as the Ray workers load it: the file's JSON."""
+    if path is None:
+        return None
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read program state from {path}: {type(exc).__name__}: {exc}") from None
+    return state if isinstance(state, dict) else None
 
 
 def previous_results(path: Path, key: dict[str, Any]) -> list[Any]:

@@ -1,0 +1,127 @@
+"""One LM budget for a Ray cluster: a named actor grants permits per role, so ``max_concurrency`` and
+``requests_per_minute`` hold across every process of a run (the driver and each node's workers).
+
+Under the threads executor :mod:`memento.lm_limiter` bounds a role's requests inside one process. Under the Ray
+executor every process of the run asks one actor instead: :class:`LMBudget` keeps one
+:class:`~memento.lm_limiter.LMLimiter` per limited role and grants a permit per request; :class:`BudgetClient` is what
+:func:`memento.lm_limiter.limiter_for` hands :class:`memento.lm.MementoLM` in each process. A permit is asked for
+with a short wait and asked again, so a cancel (Ctrl-C on the driver, a cancel sent to a worker) is seen between
+asks and an abandoned ask holds nothing.
+
+Example:
+    >>> budget = start_budget({"lm": (2, None)}, name="memento-budget-x")  # doctest: +SKIP
+    >>> client = BudgetClient(budget, roles={"lm"})  # doctest: +SKIP
+    >>> with client.limiter("lm").slot():  # doctest: +SKIP
+    ...     ...  # one request of role lm: at most 2 in flight across the cluster
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from memento.cancel import check_cancelled
+from memento.lm_limiter import LMLimiter
+
+__all__ = ["LMBudget", "BudgetClient", "role_limits", "start_budget"]
+
+_ASK_SECONDS = 0.5  # one ask waits this long in the actor at most; the caller checks for a cancel and asks again
+
+
+class LMBudget:
+    """The budget actor's class (wrapped with ``ray.remote`` by :func:`start_budget`): one limiter per role.
+
+    Args:
+        limits: ``{role: (max_concurrency, requests_per_minute)}``; roles not listed are unbounded.
+    """
+
+    def __init__(self, limits: dict[str, tuple[int | None, float | None]]) -> None:
+        self.limiters = {
+            role: LMLimiter(max_concurrency=conc, requests_per_minute=rpm) for role, (conc, rpm) in limits.items()
+        }
+
+    def acquire(self, role: str, wait: float) -> bool:
+        """A permit for one request of ``role`` within ``wait`` seconds (``False``: none yet, ask again)."""
+        return self.limiters[role].acquire(timeout=wait)
+
+    def release(self, role: str) -> None:
+        """Give a permit back."""
+        self.limiters[role].release()
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """Per role: the limits, requests in flight now, the peak and the permits granted."""
+        return {
+            role: {
+                "max_concurrency": lim.max_concurrency,
+                "requests_per_minute": lim.requests_per_minute,
+                "in_flight": lim.in_flight,
+                "peak": lim.peak,
+                "granted": lim.granted,
+            }
+            for role, lim in self.limiters.items()
+        }
+
+
+def role_limits(settings: Any) -> dict[str, tuple[int | None, float | None]]:
+    """The limited roles of ``settings``: ``{role: (max_concurrency, requests_per_minute)}``."""
+    from memento.config import ROLES
+
+    out = {}
+    for name in ROLES:
+        role = settings.role(name)
+        if role.max_concurrency is not None or role.requests_per_minute is not None:
+            out[name] = (role.max_concurrency, role.requests_per_minute)
+    return out
+
+
+def start_budget(limits: dict[str, tuple[int | None, float | None]], *, name: str) -> Any:
+    """Start the budget actor ``name`` on the connected cluster (a threaded actor: each waiting ask holds a thread)."""
+    import ray
+
+    actor = ray.remote(LMBudget).options(name=name, num_cpus=0, max_concurrency=512)
+    return actor.remote(limits)
+
+
+class _RemoteSlot:
+    """The limiter of one role as :class:`memento.lm.MementoLM` uses it: ``with limiter.slot(): request``."""
+
+    def __init__(self, actor: Any, role: str) -> None:
+        self.actor = actor
+        self.role = role
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        import ray
+
+        while True:
+            check_cancelled()
+            if ray.get(self.actor.acquire.remote(self.role, _ASK_SECONDS)):
+                break
+        try:
+            yield
+        finally:
+            ray.get(self.actor.release.remote(self.role))
+
+
+class BudgetClient:
+    """A process's view of the cluster budget: :meth:`limiter` is a :func:`memento.lm_limiter.set_limiter_source`.
+
+    Args:
+        actor: the :class:`LMBudget` actor handle.
+        roles: the roles the budget limits (others get no limiter: unbounded, no round trip).
+    """
+
+    def __init__(self, actor: Any, *, roles: set[str]) -> None:
+        self.actor = actor
+        self.roles = set(roles)
+        self._slots = {role: _RemoteSlot(actor, role) for role in self.roles}
+
+    def limiter(self, role: str) -> _RemoteSlot | None:
+        return self._slots.get(role)
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """The actor's :meth:`LMBudget.stats`."""
+        import ray
+
+        return dict(ray.get(self.actor.stats.remote()))
