@@ -187,6 +187,7 @@ class ForwardWorker:
         from memento.metrics.evaluation import score_example
 
         def one(built: _Built) -> Any:
+            assert built.metric is not None, "run_example needs a spec with a metric"
             record = score_example(built.program, built.metric, example, index, roles=built.roles)
             record.node = self.address
             return record

@@ -254,7 +254,7 @@ def evaluate(
     finished: list[ExampleResult] = []
     finished_lock = threading.Lock()
 
-    def done(record: ExampleResult) -> None:
+    def finish(record: ExampleResult) -> None:
         with finished_lock:
             finished.append(record)
         if progress is not None:
@@ -262,7 +262,7 @@ def evaluate(
 
     def run_one(item: tuple[int, dspy.Example]) -> ExampleResult:
         record = score_example(program, metric, item[1], item[0], roles=roles)
-        done(record)
+        finish(record)
         return record
 
     extra = dict(labels or {})
@@ -278,7 +278,7 @@ def evaluate(
     extra["resumed"] = len(reused)
     try:
         if remote is not None:
-            remote(todo, done)
+            remote(todo, finish)
         else:
             run_parallel(run_one, todo, threads=threads)
     except (FatalError, Cancelled) as exc:

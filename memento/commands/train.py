@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from memento.commands._common import cancellable, cli_errors, console, memory_lock
+from memento.commands._common import cancellable, cli_errors, console, err_console, memory_lock
 from memento.commands._observe import observe, report_hint
 from memento.commands._options import (
     EmbedderOpt,
@@ -75,8 +75,14 @@ def train(
     score = task_spec.make_metric(metric, roles=roles)
     directory = settings.memory.dir  # the location --memory gave (parsed with the settings), else [memory] dir
     vectors = embedder_named(embedder)
+    from memento.ray_executor import executor_for
+
     with memory_lock(directory, no_wait=no_wait):  # one writer per memory, for all of its writes
-        reports = _fit(directory, vectors, task_spec, examples, score, settings, roles)
+        with executor_for(settings) as executor:  # --executor ray: Phase A's runs on the cluster
+            if executor is not None:
+                executor.check_memory(directory)
+                err_console.print(f"memento: {executor.describe()}", markup=False, highlight=False)
+            reports = _fit(directory, vectors, task_spec, examples, score, settings, roles, executor=executor)
     if seen.tracker is not None:
         seen.tracker.log_training(reports, directory)
     report_hint(directory)
@@ -90,9 +96,12 @@ def _fit(
     score: Any,
     settings: Any,
     roles: Any,
+    *,
+    executor: Any = None,
 ) -> list[Any]:
     """Open the memory (under its lock) and train it batch by batch with a progress display; returns the batch
-    reports."""
+    reports. With the Ray ``executor`` each batch's forward pass runs on the cluster: the workers open the memory
+    read-only at the version the batch starts from; distillation and commits stay here."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -136,6 +145,16 @@ def _fit(
             progress.update(bar, completed=done, batch=batch, description=f"{_PHASE_LABEL[phase]} {detail}".strip())
 
         trainer = MementoTrainer.for_program(program, score, settings, on_event=on_event)
+        if executor is not None:
+            trainer.remote_forward = executor.forward_runs(
+                lambda: executor.spec(
+                    method="memento",
+                    task=task_spec.name,
+                    memory=directory,
+                    frozen="forward",
+                    memory_version=store.version,
+                )
+            )
         reports = trainer.fit(examples)
     console.print(reports_table(reports))
     for report in reports:
