@@ -13,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 
-HEAVY = ("litellm", "torch", "faiss", "sentence_transformers", "mlflow")
+HEAVY = ("litellm", "torch", "faiss", "sentence_transformers", "mlflow", "ray")  # ray: only --executor ray
 
 HOOK = textwrap.dedent(
     """

@@ -1,0 +1,182 @@
+"""A two-node Ray cluster on this machine (issue 26): a head and a second node started as separate processes with
+`ray start` on loopback addresses, then `memento eval --executor ray --ray-address ...` across both.
+
+Ray replaces 127.0.0.1 by the host's own address when a cluster may have several nodes, so the nodes bind to
+127.0.0.2 and 127.0.0.3 (loopback too). Usage statistics are off, no dashboard, a small object store, a short temp
+directory, a token of the test's own, 4 logical CPUs per node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memento.testing import OpenAICompatServer
+
+pytestmark = pytest.mark.slow
+
+if os.environ.get("CI") != "true":
+    pytest.importorskip("ray", reason="the [ray] extra is not installed")
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "examples" / "multihop" / "corpus.jsonl"
+HEAD, SECOND = "127.0.0.2", "127.0.0.3"
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _ray_bin() -> str:
+    found = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
+    assert found, "the ray command is not installed"
+    return found
+
+
+class TwoNodes:
+    """The head and the second node, each a `ray start --block` process of its own (stopped by signalling it)."""
+
+    def __init__(self, base: Path) -> None:
+        self.token = secrets.token_hex(16)
+        self.port = _free_port(HEAD)
+        self.address = f"{HEAD}:{self.port}"
+        self.temp = tempfile.mkdtemp(prefix="mr2", dir="/tmp")  # socket paths must stay short
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMENTO_", "RAY_"))}
+        self.env.update(
+            RAY_USAGE_STATS_ENABLED="0",
+            RAY_AUTH_MODE="token",
+            RAY_AUTH_TOKEN=self.token,
+            DSPY_CACHEDIR=str(base / "dspy-cache"),
+            LITELLM_LOCAL_MODEL_COST_MAP="True",
+            HF_HUB_OFFLINE="1",
+        )
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def _start(self, *args: str) -> None:
+        common = ["--num-cpus=4", "--object-store-memory=80000000", "--disable-usage-stats", "--block"]
+        proc = subprocess.Popen(
+            [_ray_bin(), "start", *args, *common],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.procs.append(proc)
+
+    def alive_nodes(self) -> int:
+        probe = (
+            "import ray; ray.init(address=%r, _node_ip_address=%r, log_to_driver=False);"
+            "print(sum(1 for n in ray.nodes() if n['Alive']))" % (self.address, HEAD)
+        )
+        done = subprocess.run([sys.executable, "-c", probe], env=self.env, capture_output=True, text=True, timeout=120)
+        return int(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else 0
+
+    def __enter__(self) -> TwoNodes:
+        self._start("--head", f"--node-ip-address={HEAD}", f"--port={self.port}", "--include-dashboard=false",
+                    f"--temp-dir={self.temp}")  # fmt: skip
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex((HEAD, self.port)) == 0:
+                    break
+            time.sleep(0.5)
+        self._start(f"--address={self.address}", f"--node-ip-address={SECOND}")
+        while time.monotonic() < deadline and self.alive_nodes() < 2:
+            time.sleep(1)
+        assert self.alive_nodes() == 2, "the second node did not join"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
+    with TwoNodes(tmp_path_factory.mktemp("ray2")) as cluster:
+        yield cluster
+
+
+def _data(tmp_path: Path, n: int) -> Path:
+    rows = [{"id": f"q{i}", "question": f"What is item number {i}?", "answers": [f"item {i}"]} for i in range(n)]
+    path = tmp_path / "questions.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+def _eval(cluster: TwoNodes, tmp_path: Path, server: OpenAICompatServer, out: str, *more: str) -> dict:
+    env = dict(cluster.env, MEMENTO_LM_CACHE="false", MEMENTO_LM_API_KEY="test-key", COLUMNS="200")
+    cmd = [
+        sys.executable, "-m", "memento.cli", "eval", "--task", "qa", "--data", str(_data(tmp_path, 16)),
+        "--method", "closed_book", "--lm", "openai/x", "--api-base", server.api_base, "--out", str(tmp_path / out),
+        "--corpus", str(CORPUS), *more,
+    ]  # fmt: skip
+    server.max_in_flight = 0
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / out / "results.json").read_text())
+    result["peak"] = server.max_in_flight
+    result["stderr"] = done.stderr
+    return result
+
+
+def _answers(result: dict) -> list:
+    return [(e["index"], e["id"], e["prediction"], e["score"], e["error"]) for e in result["examples"]]
+
+
+def test_eval_across_two_nodes_holds_the_limit_cluster_wide(two_nodes: TwoNodes, tmp_path: Path) -> None:
+    with OpenAICompatServer(latency=0.3) as server:
+        threads = _eval(two_nodes, tmp_path, server, "threads", "--threads", "4")
+        ray_args = ("--executor", "ray", "--ray-address", two_nodes.address, "--threads", "4")
+        limited = _eval(two_nodes, tmp_path, server, "ray2", *ray_args, "--config", str(_limit(tmp_path, 2)))
+        wide = _eval(two_nodes, tmp_path, server, "ray8", *ray_args, "--config", str(_limit(tmp_path, 8)))
+    assert "2 nodes (127.0.0.2, 127.0.0.3), 4 examples in flight per node" in limited["stderr"], limited["stderr"]
+    assert limited["peak"] == 2  # 8 examples in flight over two nodes, 2 requests at the server: one budget
+    assert wide["peak"] > 2
+    assert _answers(limited) == _answers(wide) == _answers(threads)
+    for result in (limited, wide):
+        assert result["provenance"]["executor"]["nodes"] == 2
+        assert {e["node"] for e in result["examples"]} == {HEAD, SECOND}  # both nodes served some examples
+        assert result["usage"]["lm_calls"] == threads["usage"]["lm_calls"] == 16
+
+
+def _limit(tmp_path: Path, n: int) -> Path:
+    path = tmp_path / f"limit{n}.toml"
+    path.write_text(f"[lm]\nmax_concurrency = {n}\n", encoding="utf-8")
+    return path
+
+
+def test_a_sqlite_memory_is_refused_on_two_nodes_in_one_line(two_nodes: TwoNodes, tmp_path: Path) -> None:
+    env = dict(two_nodes.env, MEMENTO_LM_API_KEY="test-key")
+    cmd = [
+        sys.executable, "-m", "memento.cli", "train", "--task", "qa", "--data", str(_data(tmp_path, 2)),
+        "--memory", str(tmp_path / "mem"), "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1",
+        "--embedder", "hashing", "--executor", "ray", "--ray-address", two_nodes.address,
+    ]  # fmt: skip
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.startswith("memento:") or "Error" in line]
+    assert any("SQLite memory" in line and "2 nodes" in line for line in lines), done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
