@@ -89,10 +89,25 @@ class _CallErrors(BaseCallback):
             self.errors.append(None if exception is None else f"{type(exception).__name__}: {text}")
 
 
+_embedders: dict[str, Any] = {}
+_embedders_lock = threading.Lock()
+
+
+def _embedder(name: str) -> Any:
+    """The ``--embedder`` of that name, loaded once per worker process (a new batch rebuilds the program, not it)."""
+    from memento.commands._options import embedder_named
+
+    with _embedders_lock:
+        if name not in _embedders:
+            _embedders[name] = embedder_named(name)
+        return _embedders[name]
+
+
 class _Built:
     def __init__(self, spec: WorkerSpec) -> None:
         import memento
         from memento.commands.run import resolve_task
+        from memento.lm import dspy_defaults
         from memento.lm_budget import BudgetClient
         from memento.lm_limiter import set_limiter_source
         from memento.programs.registry import build_program
@@ -101,13 +116,12 @@ class _Built:
         if spec.budget is not None:
             set_limiter_source(BudgetClient(spec.budget, roles=spec.budget_roles).limiter)
         self.roles = memento.configure(settings, set_default=False)  # dspy.context per call: actor threads vary
+        self.defaults = dspy_defaults(self.roles)
         self.task = resolve_task(spec.task, roles=self.roles, threads=settings.run.threads)
         self.metric = self.task.make_metric(spec.metric, roles=self.roles) if spec.metric is not None else None
         injected: dict[str, Any] = {}
         if spec.embedder is not None:
-            from memento.commands._options import embedder_named
-
-            injected["embedder"] = embedder_named(spec.embedder)
+            injected["embedder"] = _embedder(spec.embedder)
         self.program = build_program(
             spec.method,
             task=self.task,
@@ -172,7 +186,7 @@ class ForwardWorker:
             log = LMCallLog(None, roles=built.roles) if spec.log_lm else None
             ended = _CallErrors()
             callbacks = [*dspy.settings.get("callbacks", []), ended]
-            with dspy.context(lm=built.roles.lm, callbacks=callbacks), meter:
+            with dspy.context(**built.defaults, callbacks=callbacks), meter:
                 with log if log is not None else contextlib.nullcontext():
                     outcome.value = fn(built)
             outcome.usage = meter.usage()

@@ -31,7 +31,7 @@ from memento.errors import ConfigError, LMNotConfiguredError, LMUnavailableError
 from memento.lm_limiter import limiter_for, set_role_limits
 from memento.scrub import register_secret, scrub
 
-__all__ = ["MementoLM", "Roles", "build_lm", "configure", "explain_lm_error", "role_lm"]
+__all__ = ["MementoLM", "Roles", "build_lm", "configure", "dspy_defaults", "explain_lm_error", "role_lm"]
 
 logger = logging.getLogger(__name__)
 
@@ -247,7 +247,6 @@ def configure(settings: Settings, *, set_default: bool = True) -> Roles:
         LMNotConfiguredError: no model for ``lm``.
     """
     from memento.lm_log import install_retry_hook
-    from memento.structured_adapter import StructuredAdapter
 
     install_retry_hook()  # every retry of an LM call is logged at INFO (-v) with its error
     replay = None
@@ -258,9 +257,17 @@ def configure(settings: Settings, *, set_default: bool = True) -> Roles:
     lms = {name: build_lm(settings.role(name), name=name, replay=replay, local=settings.local) for name in ROLES}
     roles = Roles(**lms)
     if set_default:
-        dspy.configure(lm=roles.lm, adapter=StructuredAdapter())
+        dspy.configure(**dspy_defaults(roles))
     logger.info("configured LM roles: %s", {name: lm.model for name, lm in roles.items()})
     return roles
+
+
+def dspy_defaults(roles: Roles) -> dict[str, Any]:
+    """What :func:`configure` makes DSPy's defaults (the ``lm`` role, the structured adapter): ``dspy.configure`` or
+    ``dspy.context`` keywords (a Ray worker installs them per call with ``dspy.context``)."""
+    from memento.structured_adapter import StructuredAdapter
+
+    return {"lm": roles.lm, "adapter": StructuredAdapter()}
 
 
 def role_lm(roles: Roles | None, name: str) -> dspy.LM | None:

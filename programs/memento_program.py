@@ -201,8 +201,8 @@ def _build_memento(
     if frozen is not True:
         from memento.programs.memento_learner import MementoLearner
 
-        if frozen == "forward":
-            store = open_memory(settings.memory, directory, read_only=True)
+        if frozen == "forward":  # the training form's ranking: the same embedder over the read-only memory
+            store = open_memory(settings.memory, directory, read_only=True, embedder=embedder)
         else:
             store = open_memory(settings.memory, directory, embedder=embedder)
         # training explores with [trainer] exploration steps per sample; [budgets] exploration is the test budget

@@ -82,7 +82,8 @@ def train(
             if executor is not None:
                 executor.check_memory(directory)
                 err_console.print(f"memento: {executor.describe()}", markup=False, highlight=False)
-            reports = _fit(directory, vectors, task_spec, examples, score, settings, roles, executor=executor)
+            reports = _fit(directory, vectors, task_spec, examples, score, settings, roles, executor=executor,
+                           embedder_name=embedder)  # fmt: skip
     if seen.tracker is not None:
         seen.tracker.log_training(reports, directory)
     report_hint(directory)
@@ -98,6 +99,7 @@ def _fit(
     roles: Any,
     *,
     executor: Any = None,
+    embedder_name: str | None = None,
 ) -> list[Any]:
     """Open the memory (under its lock) and train it batch by batch with a progress display; returns the batch
     reports. With the Ray ``executor`` each batch's forward pass runs on the cluster: the workers open the memory
@@ -152,6 +154,7 @@ def _fit(
                     task=task_spec.name,
                     memory=directory,
                     frozen="forward",
+                    embedder=embedder_name,
                     memory_version=store.version,
                 )
             )

@@ -147,7 +147,7 @@ def _train(data: Path, corpus: Path, memory: Path, server: OpenAICompatServer, e
     return [
         sys.executable, "-m", "memento.cli", "train",
         "--task", "multihop", "--data", str(data), "--memory", str(memory), "--batch-size", "3",
-        "--corpus", str(corpus), "--threads", "2", "--embedder", "hashing",
+        "--corpus", str(corpus), "--threads", "1", "--embedder", "hashing",
         "--lm", "openai/scripted", "--api-base", server.api_base, "--executor", executor,
     ]  # fmt: skip
 
@@ -164,6 +164,7 @@ def test_train_on_ray_leaves_the_memory_a_threads_run_leaves(tmp_path: Path) -> 
     with OpenAICompatServer(make_engine()) as server:
         for executor in ("threads", "ray"):
             cmd = _train(data, corpus, tmp_path / executor, server, executor)
+            cmd += ["--log-lm", str(tmp_path / f"{executor}.jsonl")]
             done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
             assert done.returncode == 0, done.stderr[-3000:]
             assert "MEMENTO training batches" in done.stdout
@@ -178,6 +179,13 @@ def test_train_on_ray_leaves_the_memory_a_threads_run_leaves(tmp_path: Path) -> 
     )
     assert diff.returncode == 0, diff.stdout[-3000:] + diff.stderr[-2000:]
     assert "same contents" in diff.stdout
+    # the same prompts were sent (forward passes on the workers, distillers on the driver), each logged once; with
+    # one thread a run's sub-questions finish in one order (in parallel, session memory lists them as they finish)
+    logged = {ex: (tmp_path / f"{ex}.jsonl").read_text().splitlines() for ex in ("threads", "ray")}
+    calls = {ex: sorted(json.dumps([json.loads(line)[k] for k in ("role", "stage", "messages")]) for line in lines)
+             for ex, lines in logged.items()}  # fmt: skip
+    assert len(calls["ray"]) == len(calls["threads"]) > 20
+    assert calls["ray"] == calls["threads"]
 
 
 def test_a_sqlite_memory_is_refused_on_a_cluster_of_several_nodes(tmp_path: Path) -> None:

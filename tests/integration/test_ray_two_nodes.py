@@ -10,20 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from memento.testing import OpenAICompatServer
+from memento.testing import OpenAICompatServer, RayNodes
 
 pytestmark = pytest.mark.slow
 
@@ -32,90 +26,12 @@ if os.environ.get("CI") != "true":
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "examples" / "multihop" / "corpus.jsonl"
-HEAD, SECOND = "127.0.0.2", "127.0.0.3"
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def _ray_bin() -> str:
-    found = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
-    assert found, "the ray command is not installed"
-    return found
-
-
-class TwoNodes:
-    """The head and the second node, each a `ray start --block` process of its own (stopped by signalling it)."""
-
-    def __init__(self, base: Path) -> None:
-        self.token = secrets.token_hex(16)
-        self.port = _free_port(HEAD)
-        self.address = f"{HEAD}:{self.port}"
-        self.temp = tempfile.mkdtemp(prefix="mr2", dir="/tmp")  # socket paths must stay short
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMENTO_", "RAY_"))}
-        self.env.update(
-            RAY_USAGE_STATS_ENABLED="0",
-            RAY_AUTH_MODE="token",
-            RAY_AUTH_TOKEN=self.token,
-            DSPY_CACHEDIR=str(base / "dspy-cache"),
-            LITELLM_LOCAL_MODEL_COST_MAP="True",
-            HF_HUB_OFFLINE="1",
-        )
-        self.procs: list[subprocess.Popen[bytes]] = []
-
-    def _start(self, *args: str) -> None:
-        common = ["--num-cpus=4", "--object-store-memory=80000000", "--disable-usage-stats", "--block"]
-        proc = subprocess.Popen(
-            [_ray_bin(), "start", *args, *common],
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        self.procs.append(proc)
-
-    def alive_nodes(self) -> int:
-        probe = (
-            "import ray; ray.init(address=%r, _node_ip_address=%r, log_to_driver=False);"
-            "print(sum(1 for n in ray.nodes() if n['Alive']))" % (self.address, HEAD)
-        )
-        done = subprocess.run([sys.executable, "-c", probe], env=self.env, capture_output=True, text=True, timeout=120)
-        return int(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else 0
-
-    def __enter__(self) -> TwoNodes:
-        self._start("--head", f"--node-ip-address={HEAD}", f"--port={self.port}", "--include-dashboard=false",
-                    f"--temp-dir={self.temp}")  # fmt: skip
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            with socket.socket() as sock:
-                if sock.connect_ex((HEAD, self.port)) == 0:
-                    break
-            time.sleep(0.5)
-        self._start(f"--address={self.address}", f"--node-ip-address={SECOND}")
-        while time.monotonic() < deadline and self.alive_nodes() < 2:
-            time.sleep(1)
-        assert self.alive_nodes() == 2, "the second node did not join"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
-        shutil.rmtree(self.temp, ignore_errors=True)
+HEAD, SECOND = RayNodes.ADDRESSES
 
 
 @pytest.fixture(scope="module")
-def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
-    with TwoNodes(tmp_path_factory.mktemp("ray2")) as cluster:
+def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayNodes]:
+    with RayNodes(tmp_path_factory.mktemp("ray2")) as cluster:
         yield cluster
 
 
@@ -126,7 +42,7 @@ def _data(tmp_path: Path, n: int) -> Path:
     return path
 
 
-def _eval(cluster: TwoNodes, tmp_path: Path, server: OpenAICompatServer, out: str, *more: str) -> dict:
+def _eval(cluster: RayNodes, tmp_path: Path, server: OpenAICompatServer, out: str, *more: str) -> dict:
     env = dict(cluster.env, MEMENTO_LM_CACHE="false", MEMENTO_LM_API_KEY="test-key", COLUMNS="200")
     cmd = [
         sys.executable, "-m", "memento.cli", "eval", "--task", "qa", "--data", str(_data(tmp_path, 16)),
@@ -146,7 +62,7 @@ def _answers(result: dict) -> list:
     return [(e["index"], e["id"], e["prediction"], e["score"], e["error"]) for e in result["examples"]]
 
 
-def test_eval_across_two_nodes_holds_the_limit_cluster_wide(two_nodes: TwoNodes, tmp_path: Path) -> None:
+def test_eval_across_two_nodes_holds_the_limit_cluster_wide(two_nodes: RayNodes, tmp_path: Path) -> None:
     with OpenAICompatServer(latency=0.3) as server:
         threads = _eval(two_nodes, tmp_path, server, "threads", "--threads", "4")
         ray_args = ("--executor", "ray", "--ray-address", two_nodes.address, "--threads", "4")
@@ -168,7 +84,7 @@ def _limit(tmp_path: Path, n: int) -> Path:
     return path
 
 
-def test_a_sqlite_memory_is_refused_on_two_nodes_in_one_line(two_nodes: TwoNodes, tmp_path: Path) -> None:
+def test_a_sqlite_memory_is_refused_on_two_nodes_in_one_line(two_nodes: RayNodes, tmp_path: Path) -> None:
     env = dict(two_nodes.env, MEMENTO_LM_API_KEY="test-key")
     cmd = [
         sys.executable, "-m", "memento.cli", "train", "--task", "qa", "--data", str(_data(tmp_path, 2)),
