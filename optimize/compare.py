@@ -147,12 +147,22 @@ def _eval_command(ctx: CompareContext, spec: MethodSpec, method_dir: Path, artef
 
 
 def _test_phase(
-    ctx: CompareContext, spec: MethodSpec, program: dspy.Module, method_dir: Path, models: dict[str, str]
+    ctx: CompareContext,
+    spec: MethodSpec,
+    program: dspy.Module,
+    method_dir: Path,
+    models: dict[str, str],
+    remote_fields: dict[str, Any] | None = None,
 ) -> tuple[list[float], int, dict[str, float], PhaseCost, LeakageAudit | None]:
     """Evaluate the reloaded program on the test set; per-example records (their leakage audits included) go to
-    ``method_dir/test/``."""
+    ``method_dir/test/``. Under the Ray executor the workers build the program from ``remote_fields`` (the runner's
+    ``remote``) and score each example; the memory version this process loaded is the one they must read."""
     from memento.metrics.evaluation import evaluate, write_results
 
+    if remote_fields is not None:
+        version = getattr(getattr(program, "memory", None), "version", None)
+        remote_fields = {**remote_fields, "memory_version": version}
+    remote = ctx.remote(remote_fields)
     observer = ctx.observer
     with metered(ctx.roles) as (meter, clock):
         result = evaluate(
@@ -167,6 +177,7 @@ def _test_phase(
             progress=None
             if observer is None
             else lambda r: observer.example(spec.name, "test", r.score, bool(r.error)),
+            remote=remote,
         )
     write_results(result, method_dir / "test")
     searches = sum(row.usage.searches for row in result.examples)
@@ -227,7 +238,9 @@ def _run_method(
             record.leakage = streamed[5] if len(streamed) > 5 else None
         else:
             program = runner.load(ctx, spec, method_dir)
-            tested = _test_phase(ctx, spec, program, method_dir, models)
+            remote = getattr(runner, "remote", None)
+            fields = remote(ctx, spec, method_dir) if remote is not None and ctx.executor is not None else None
+            tested = _test_phase(ctx, spec, program, method_dir, models, fields)
             record.scores, record.failed_examples, record.measures, record.costs.test, record.leakage = tested
         record.artefacts["predictions"] = "test/"
         record.status = "done"
@@ -353,6 +366,8 @@ def compare(
     embedder: Any = None,
     observer: CompareObserver | None = None,
     provenance: dict[str, Any] | None = None,
+    executor: Any = None,
+    embedder_name: str | None = None,
 ) -> CompareReport:
     """Train and test every method on one split with one metric and write ``results.json``/``results.md``/plots.
 
@@ -378,6 +393,10 @@ def compare(
         observer: follows phases, examples and finished methods (progress bars, MLflow tracking).
         provenance: what produced the comparison (:func:`memento.provenance.provenance`); stored in the report,
             its ``ended_at`` updated when the comparison ends.
+        executor: a started :class:`memento.ray_executor.RayExecutor`: each method's test examples and MEMENTO's
+            training forward passes run on the cluster (``metric`` must then be a name, not a callable);
+            ``None``: threads of this process.
+        embedder_name: the ``--embedder`` name the Ray workers load (``embedder`` is this process's object).
 
     Returns:
         The :class:`CompareReport` that was written to ``out_dir``.
@@ -443,6 +462,13 @@ def compare(
     _check_split(out, split)
     ctx = CompareContext(task_obj, settings, roles, metric_fn, train, budget, threads, seed, test, out)
     ctx.embedder, ctx.observer = embedder, observer
+    if executor is not None:
+        if callable(metric):
+            raise ConfigError("--executor ray: give the metric by name (a Ray worker builds it), not a callable")
+        ctx.executor = executor
+        ctx.worker = {"task": task_obj.name, "metric": metric or "default", "trainset": train}
+        if embedder_name is not None:
+            ctx.worker["embedder"] = embedder_name
     report = CompareReport(
         task=task_obj.name,
         metric=metric_name,

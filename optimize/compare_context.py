@@ -37,6 +37,8 @@ __all__ = [
     "MEMORY_DIR",
     "metered",
     "reused_memory",
+    "saved_program_fields",
+    "frozen_memory_fields",
 ]
 
 logger = logging.getLogger(__name__)
@@ -75,6 +77,17 @@ class CompareContext:
     out_dir: Path
     embedder: Any = None
     observer: CompareObserver | None = None
+    # --executor ray: the RayExecutor and what every worker spec of this comparison shares (task and metric names,
+    # the training set, the embedder's name); None under threads
+    executor: Any = None
+    worker: dict[str, Any] = field(default_factory=dict)
+
+    def remote(self, fields: dict[str, Any] | None) -> Any:
+        """``evaluate(remote=...)`` for a program the workers build from ``fields`` (a runner's :meth:`remote`), or
+        ``None``: threads of this process."""
+        if self.executor is None or fields is None:
+            return None
+        return self.executor.examples(self.executor.spec(**self.worker, **fields))
 
     def memory_trainset(self) -> list[dspy.Example]:
         """The training examples a memory method learns from (at most ``budget.memory_train_limit``)."""
@@ -153,7 +166,9 @@ class MethodRunner(Protocol):
 
     A runner with its own test protocol may also define ``test(ctx, spec, method_dir, models)`` returning
     ``(scores, failed, measures, PhaseCost, info)`` (or ``None`` to be evaluated the usual way); JitMem's test stream
-    does.
+    does. ``remote(ctx, spec, method_dir)`` gives the fields a Ray worker builds the loaded program from
+    (:class:`memento.forward_worker.WorkerSpec`: method, memory, frozen, program_state); every built-in runner has
+    it.
     """
 
     def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome: ...
@@ -167,6 +182,19 @@ def reused_memory(source: str) -> TrainOutcome:
         info={"memory_from": source, "note": f"reads the memory trained by `{source}` (its cost)"},
         artefacts={"memory": f"../{source}/{MEMORY_DIR}"},
     )
+
+
+def saved_program_fields(spec: MethodSpec, method_dir: Path) -> dict[str, Any]:
+    """A worker's build of a saved program (``ProgramRunner``, ``OptimizerRunner``): the base method and the state
+    the training phase saved, shipped as JSON (a node need not see this machine's disk)."""
+    import json
+
+    return {"method": spec.base, "program_state": json.loads((method_dir / PROGRAM_FILE).read_text(encoding="utf-8"))}
+
+
+def frozen_memory_fields(method: str, memory_dir: Path) -> dict[str, Any]:
+    """A worker's build of a memory method at test time: the memory opened read-only by its location."""
+    return {"method": method, "memory": memory_dir, "frozen": True}
 
 
 @contextlib.contextmanager

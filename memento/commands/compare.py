@@ -100,23 +100,30 @@ def compare(
 
     seen = observe(settings, roles)  # --log-lm, --mlflow: until the command ends
     tracking = seen.compare_tracking(f"compare {task_obj.name} ({out.name})", settings)  # parent run
-    with CompareProgress(forward=tracking) as bars:  # on stderr: a bar per method and phase
-        report = run_compare(
-            task_obj,
-            methods,
-            out_dir=out,
-            settings=settings,
-            baseline=baseline,
-            metric=metric,
-            embedder=vectors,
-            progress=lambda line: _progress(line, bars.console),
-            observer=bars,
-            roles=roles,
-            provenance=provenance(
-                settings, data_files={"data": data, "train": train, "test": test}, started_at=started_at
-            ),
-            **kwargs,
-        )
+    from memento.ray_executor import executor_for
+
+    with executor_for(settings) as executor:  # --executor ray: test examples and MEMENTO's forward runs on a cluster
+        if executor is not None:
+            err_console.print(f"memento: {executor.describe()}", markup=False, highlight=False)
+        data_files = {"data": data, "train": train, "test": test}
+        where = executor.info() if executor is not None else None
+        with CompareProgress(forward=tracking) as bars:  # on stderr: a bar per method and phase
+            report = run_compare(
+                task_obj,
+                methods,
+                out_dir=out,
+                settings=settings,
+                baseline=baseline,
+                metric=metric,
+                embedder=vectors,
+                progress=lambda line: _progress(line, bars.console),
+                observer=bars,
+                roles=roles,
+                provenance=provenance(settings, data_files=data_files, started_at=started_at, executor=where),
+                executor=executor,
+                embedder_name=embedder,
+                **kwargs,
+            )
     rows: list[list[Cell]] = []
     for name, res in report.methods.items():
         score = "–" if res.mean is None else f"{res.mean:.3f} [{res.ci_low:.3f}, {res.ci_high:.3f}]"

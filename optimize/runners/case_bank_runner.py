@@ -15,7 +15,7 @@ from typing import Any
 
 import dspy
 
-from memento.optimize.compare_context import MEMORY_DIR, CompareContext, TrainOutcome
+from memento.optimize.compare_context import MEMORY_DIR, CompareContext, TrainOutcome, frozen_memory_fields
 from memento.optimize.compare_data import example_id
 from memento.optimize.method_spec import MethodSpec
 from memento.optimize.web_tally import CountingWeb
@@ -89,3 +89,6 @@ class CaseBankRunner:
     def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
         agent, _ = self._agent(ctx, spec, method_dir, train=False)
         return agent
+
+    def remote(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dict[str, Any]:
+        return frozen_memory_fields(spec.name, method_dir / MEMORY_DIR)

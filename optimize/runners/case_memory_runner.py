@@ -14,7 +14,13 @@ from typing import Any
 
 import dspy
 
-from memento.optimize.compare_context import MEMORY_DIR, CompareContext, TrainOutcome, reused_memory
+from memento.optimize.compare_context import (
+    MEMORY_DIR,
+    CompareContext,
+    TrainOutcome,
+    frozen_memory_fields,
+    reused_memory,
+)
 from memento.optimize.compare_data import example_id
 from memento.optimize.method_spec import MethodSpec, reads_memory_of
 
@@ -60,8 +66,15 @@ class CaseMemoryRunner:
         program.bank.close()
         return ctx.memory_outcome(trainset, info, curve=curve, growth=growth, k=program.k)
 
-    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
+    @staticmethod
+    def _memory_dir(ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> Path:
         memory_dir = method_dir / MEMORY_DIR
         if not (memory_dir / "cbr").is_dir():
             memory_dir = ctx.out_dir / (reads_memory_of(spec.name) or "cbr") / MEMORY_DIR
-        return ctx.build(spec.name, memory_dir=memory_dir, frozen=True)
+        return memory_dir
+
+    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
+        return ctx.build(spec.name, memory_dir=self._memory_dir(ctx, spec, method_dir), frozen=True)
+
+    def remote(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dict[str, Any]:
+        return frozen_memory_fields(spec.name, self._memory_dir(ctx, spec, method_dir))

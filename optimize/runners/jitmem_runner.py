@@ -16,7 +16,7 @@ from typing import Any
 
 import dspy
 
-from memento.optimize.compare_context import MEMORY_DIR, CompareContext, TrainOutcome, metered
+from memento.optimize.compare_context import MEMORY_DIR, CompareContext, TrainOutcome, frozen_memory_fields, metered
 from memento.optimize.costs import PhaseCost
 from memento.optimize.method_spec import MethodSpec
 
@@ -89,6 +89,9 @@ class JitMemRunner:
     def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
         # frozen: the bank is opened read-only; test runs read it and never judge or write
         return ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR, frozen=True)
+
+    def remote(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dict[str, Any]:
+        return frozen_memory_fields(spec.name, method_dir / MEMORY_DIR)
 
     def test(
         self, ctx: CompareContext, spec: MethodSpec, method_dir: Path, models: dict[str, str]

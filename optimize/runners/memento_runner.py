@@ -11,10 +11,17 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import dspy
 
-from memento.optimize.compare_context import MEMORY_DIR, CompareContext, TrainOutcome, reused_memory
+from memento.optimize.compare_context import (
+    MEMORY_DIR,
+    CompareContext,
+    TrainOutcome,
+    frozen_memory_fields,
+    reused_memory,
+)
 from memento.optimize.method_spec import MethodSpec, reads_memory_of
 from memento.optimize.web_tally import CountingWeb
 
@@ -45,8 +52,29 @@ class MementoRunner:
         trainer = MementoTrainer.for_program(
             program, ctx.metric, ctx.settings, batch_size=ctx.budget.memory_batch_size, threads=ctx.threads
         )
+        remote_web = [0, 0]  # --executor ray: the forward runs search on the workers; their trajectories count it
+        if ctx.executor is not None:
+            forward = ctx.executor.forward_runs(
+                lambda: ctx.executor.spec(
+                    **ctx.worker,
+                    method="memento",
+                    memory=method_dir / MEMORY_DIR,
+                    frozen="forward",
+                    memory_version=store.version,
+                )
+            )
+
+            def remote_forward(jobs: list[Any]) -> list[Any]:
+                runs = forward(jobs)
+                for run in runs:
+                    remote_web[0] += run.trajectory.usage.searches
+                    remote_web[1] += run.trajectory.usage.fetches
+                return runs
+
+            trainer.remote_forward = remote_forward
         reports = trainer.fit(trainset)  # resumes a half-finished batch after a crash; never applies one twice
         searches, fetches = web.totals()
+        searches, fetches = searches + remote_web[0], fetches + remote_web[1]
         curve, growth = [], []
         for rep in reports:
             curve.append({"batch": rep.batch, "score": rep.mean_score, "n": rep.examples, "valid": rep.valid_runs})
@@ -71,9 +99,16 @@ class MementoRunner:
             fetches=fetches,
         )
 
-    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
+    @staticmethod
+    def _memory_dir(ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> Path:
         memory_dir = method_dir / MEMORY_DIR
         source = reads_memory_of(spec.name)
         if source is not None and not memory_dir.is_dir():
             memory_dir = ctx.out_dir / source / MEMORY_DIR
-        return ctx.build(spec.name, memory_dir=memory_dir, frozen=True)
+        return memory_dir
+
+    def load(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dspy.Module:
+        return ctx.build(spec.name, memory_dir=self._memory_dir(ctx, spec, method_dir), frozen=True)
+
+    def remote(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dict[str, Any]:
+        return frozen_memory_fields(spec.name, self._memory_dir(ctx, spec, method_dir))

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import dspy
 
 from memento.files import save_program
-from memento.optimize.compare_context import PROGRAM_FILE, CompareContext, TrainOutcome
+from memento.optimize.compare_context import PROGRAM_FILE, CompareContext, TrainOutcome, saved_program_fields
 from memento.optimize.method_spec import MethodSpec
 from memento.optimize.web_tally import Tallied, WebTally
 
@@ -48,3 +49,6 @@ class OptimizerRunner:
         program = ctx.build(spec.base)
         program.load(str(method_dir / PROGRAM_FILE))
         return program
+
+    def remote(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dict[str, Any]:
+        return saved_program_fields(spec, method_dir)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import dspy
 
 from memento.files import save_program
-from memento.optimize.compare_context import PROGRAM_FILE, CompareContext, TrainOutcome
+from memento.optimize.compare_context import PROGRAM_FILE, CompareContext, TrainOutcome, saved_program_fields
 from memento.optimize.method_spec import MethodSpec
 
 __all__ = ["ProgramRunner"]
@@ -36,3 +37,6 @@ class ProgramRunner:
         program = ctx.build(spec.base)
         program.load(str(method_dir / PROGRAM_FILE))
         return program
+
+    def remote(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> dict[str, Any]:
+        return saved_program_fields(spec, method_dir)

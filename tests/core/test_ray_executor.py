@@ -170,8 +170,17 @@ def test_train_on_ray_leaves_the_memory_a_threads_run_leaves(tmp_path: Path) -> 
             assert "MEMENTO training batches" in done.stdout
             assert ("forward passes on a local Ray cluster" in done.stderr) == (executor == "ray"), done.stderr
     diff = subprocess.run(
-        [sys.executable, "-m", "memento.cli", "memory", "diff", "--memory", str(tmp_path / "ray"),
-         "--against", str(tmp_path / "threads")],  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "memento.cli",
+            "memory",
+            "diff",
+            "--memory",
+            str(tmp_path / "ray"),
+            "--against",
+            str(tmp_path / "threads"),
+        ],  # fmt: skip
         env=env,
         capture_output=True,
         text=True,
@@ -203,3 +212,47 @@ def test_a_sqlite_memory_is_refused_on_a_cluster_of_several_nodes(tmp_path: Path
     executor.check_memory("postgresql://memento@127.0.0.1:5432/team")  # shared: allowed
     executor.nodes = executor.nodes[:1]
     executor.check_memory(tmp_path / "mem")  # one node: allowed
+
+
+def test_compare_on_ray_equals_threads(tmp_path: Path) -> None:
+    """A comparison's test phases (a saved program state shipped to the workers, memories read by location) and
+    MEMENTO's training forward passes on the cluster: the threads run's results and memories."""
+    from memento.memory.memory_contents import normalise
+
+    sys.path.insert(0, str(ROOT / "tests" / "commands"))
+    from test_replay import VOLATILE, _data, _engine  # the replay test's deterministic comparison
+
+    questions, corpus, gold = _data(tmp_path)
+    env = _env(tmp_path)
+    args = [
+        sys.executable, "-m", "memento.cli", "compare", "--task", "multihop", "--data", str(questions),
+        "--methods", "closed_book,memento,bootstrap:closed_book,jitmem", "--n-train", "2", "--n-test", "2",
+        "--budget", "tiny", "--corpus", str(corpus), "--lm", "openai/x", "--threads", "1", "--embedder", "hashing",
+    ]  # fmt: skip
+    for executor in ("threads", "ray"):  # a server each: its replies number the calls it answered
+        with OpenAICompatServer(_engine(gold)) as server:
+            cmd = [*args, "--api-base", server.api_base, "--out", str(tmp_path / executor), "--executor", executor]
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    drop = VOLATILE | {"node", "wall_seconds"}
+    methods = ("closed_book", "memento", "bootstrap-closed_book", "jitmem")
+    for name in ("results.json", *(f"{m}/test/results.json" for m in methods)):
+        assert (tmp_path / "threads" / name).exists(), name
+        left = normalise(json.loads((tmp_path / "threads" / name).read_text()), drop=drop)
+        right = normalise(json.loads((tmp_path / "ray" / name).read_text()), drop=drop)
+        assert left == right, name
+    ray_tested = json.loads((tmp_path / "ray" / "memento" / "test" / "results.json").read_text())
+    assert {e["node"] for e in ray_tested["examples"]} == {"127.0.0.1"}
+    report = json.loads((tmp_path / "ray" / "results.json").read_text())
+    assert report["provenance"]["executor"]["executor"] == "ray"
+    assert report["methods"]["memento"]["costs"]["train"]["lm_calls"] > 0
+    for method in ("memento", "jitmem"):
+        this, other = tmp_path / "ray" / method / "memory", tmp_path / "threads" / method / "memory"
+        diff = subprocess.run(
+            [sys.executable, "-m", "memento.cli", "memory", "diff", "--memory", str(this), "--against", str(other)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert diff.returncode == 0, diff.stdout[-3000:]
