@@ -138,8 +138,9 @@ class _Built:
                 with open(path, "w", encoding="utf-8") as fh:
                     json.dump(spec.program_state, fh)
                 self.program.load(path)
-        if spec.memory_version is not None:
-            version = getattr(getattr(self.program, "memory", None), "version", None)
+        if spec.memory_version is not None:  # a MEMENTO memory, or a JitMem agent's trajectory bank
+            store = getattr(self.program, "memory", None) or getattr(self.program, "bank", None)
+            version = getattr(store, "version", None)
             if version != spec.memory_version:
                 from memento.errors import DataError
 

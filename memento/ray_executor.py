@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -40,7 +41,9 @@ _POLL_SECONDS = 0.2
 
 def is_shared_location(location: Any) -> bool:
     """Whether a memory location can be read from every node (PostgreSQL), not only from one machine's disk."""
-    return str(location).startswith(("postgresql:/", "postgres:/"))
+    from memento.memory.location import is_postgres
+
+    return is_postgres(location)
 
 
 class RayExecutor:
@@ -169,9 +172,10 @@ class RayExecutor:
         """A :class:`~memento.forward_worker.WorkerSpec` for this run (settings, budget, --log-lm filled in)."""
         from memento.forward_worker import WorkerSpec
 
-        if fields.get("memory") is not None:
+        if fields.get("memory") is not None:  # by its location: a DSN, or a directory made absolute
             self.check_memory(fields["memory"])
-            fields["memory"] = str(fields["memory"])
+            memory = fields["memory"]
+            fields["memory"] = str(memory) if is_shared_location(memory) else os.path.abspath(os.fspath(memory))
         return WorkerSpec(
             key=uuid.uuid4().hex,
             settings=self.settings,
@@ -274,6 +278,16 @@ class RayExecutor:
 
         def run(todo: list[tuple[int, Any]], done: Callable[[Any], None]) -> None:
             self.map("run_example", spec, [(index, example) for index, example in todo], lambda _i, rec: done(rec))
+
+        return run
+
+    def stream_runs(self, spec_for: Callable[[int], Any]) -> Callable[[list[tuple[Any, Any]], int], list[Any]]:
+        """``jitmem_stream.stream(remote=...)``: a stream batch's tasks on the cluster over the bank at the batch's
+        version (``spec_for(version)``); each returns its item and the trajectories it offered the bank."""
+        from memento.optimize.jitmem_stream import remote_stream_task
+
+        def run(jobs: list[tuple[Any, Any]], version: int) -> list[Any]:
+            return self.map("call", spec_for(version), [(remote_stream_task, ex, item) for ex, item in jobs])
 
         return run
 

@@ -89,6 +89,17 @@ class CompareContext:
             return None
         return self.executor.examples(self.executor.spec(**self.worker, **fields))
 
+    def remote_stream(self, method: str, memory_dir: Path) -> Any:
+        """``jitmem_stream.stream(remote=...)`` over the bank in ``memory_dir`` on the Ray workers, or ``None``."""
+        if self.executor is None:
+            return None
+        executor, worker = self.executor, self.worker
+        return executor.stream_runs(
+            lambda version: executor.spec(
+                **worker, method=method, memory=memory_dir, frozen=True, memory_version=version
+            )
+        )
+
     def memory_trainset(self) -> list[dspy.Example]:
         """The training examples a memory method learns from (at most ``budget.memory_train_limit``)."""
         limit = self.budget.memory_train_limit

@@ -46,6 +46,8 @@ __all__ = [
     "StreamResult",
     "OrderingsResult",
     "stream",
+    "stream_task",
+    "remote_stream_task",
     "run_orderings",
     "build_training_bank",
     "describe_stream",
@@ -120,6 +122,62 @@ def _score(metric: Callable[..., Any], example: Any, pred: dspy.Prediction) -> t
     return float(result.score), str(result.get("feedback", "") or "")
 
 
+def stream_task(agent: Any, example: Any, item: StreamItem, metric: Callable[..., Any] | None) -> StreamItem:
+    """One task of a stream batch: the agent on ``example`` (judging and offering its trajectory to the bank), then
+    the metric; ``item`` (its position, order, batch and bank state filled in) gets the outcome."""
+    position = item.position
+    try:
+        kwargs = _task_inputs(agent, example, position)
+        item.task_id = kwargs["task_id"]
+        pred = agent(**kwargs)
+        item.prediction = pred
+        info = pred.get("jitmem", None) or {}
+        item.accepted, item.stored = info.get("accepted"), bool(info.get("stored"))
+        trajectory = pred.get("trajectory", None)
+        if trajectory is not None and trajectory.error:
+            item.error = trajectory.error
+        if metric is not None:
+            item.score, item.feedback = _score(metric, example, pred)
+            if trajectory is not None:
+                trajectory.score = item.score
+    except Exception as exc:
+        item.error = handle_error(exc, where=f"stream task {position}", log=logger).reason
+    return item
+
+
+class _Offers:
+    """A Ray worker's view of the stream's bank: reads go to the bank opened read-only at the batch's version,
+    :meth:`add` keeps the agent's offers for the driver (which adds them to its bank's batch)."""
+
+    read_only = False
+
+    def __init__(self, bank: Any) -> None:
+        self._bank = bank
+        self.offered: list[tuple[Any, bool]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._bank, name)
+
+    def __len__(self) -> int:
+        return len(self._bank)
+
+    def add(self, trajectory: Any, accepted: bool) -> bool:
+        self.offered.append((trajectory.model_copy(deep=True), accepted))
+        return bool(accepted) or self._bank.policy != "success_only"
+
+
+def remote_stream_task(built: Any, example: Any, item: StreamItem) -> tuple[StreamItem, list[Any]]:
+    """:func:`stream_task` on a Ray worker (``ForwardWorker.call``): the worker's JitMem agent (built frozen, its
+    bank read-only) judges its run as a writing agent would and returns what it offered the bank."""
+    import copy
+
+    agent = copy.copy(built.program)  # a shallow copy per task: its own offers, the same stages and bank
+    offers = _Offers(built.program.bank)
+    agent.bank, agent.store = offers, True
+    item = stream_task(agent, example, item, built.metric)
+    return item, offers.offered
+
+
 def stream(
     agent: JitMemAgent,
     tasks: Sequence[Any],
@@ -130,6 +188,7 @@ def stream(
     threads: int = 1,
     on_batch: Callable[[int, list[StreamItem]], None] | None = None,
     checkpoint: str | Path | None = None,
+    remote: Callable[[list[tuple[Any, StreamItem]], int], list[tuple[StreamItem, list[Any]]]] | None = None,
 ) -> StreamResult:
     """Run ``agent`` over ``tasks`` as a shuffled stream of batches; the bank is updated after each batch.
 
@@ -147,6 +206,9 @@ def stream(
             records with the batch. A rerun with the same file, tasks, seed and batch size restores the finished
             batches, re-applies a checkpointed batch the bank missed (a crash between the two steps) and continues
             with the next one: each batch's trajectories are stored exactly once.
+        remote: runs a batch's ``(example, item)`` jobs elsewhere over the bank at the given version (the Ray
+            executor: :func:`remote_stream_task` on the workers) and returns each finished item with the
+            ``(trajectory, accepted)`` pairs its agent offered the bank, which are added here; ``None``: threads.
 
     Returns:
         A :class:`StreamResult` whose items are in the tasks' original order.
@@ -175,32 +237,8 @@ def stream(
         version, size = bank.version, len(bank)
 
         def run_one(position: int, *, _batch: int = batch_index, _version: int = version, _size: int = size) -> Any:
-            example = tasks[position]
-            item = StreamItem(
-                position=position,
-                order=rank[position],
-                batch=_batch,
-                task_id="",
-                bank_version=_version,
-                bank_size=_size,
-            )
-            try:
-                kwargs = _task_inputs(agent, example, position)
-                item.task_id = kwargs["task_id"]
-                pred = agent(**kwargs)
-                item.prediction = pred
-                info = pred.get("jitmem", None) or {}
-                item.accepted, item.stored = info.get("accepted"), bool(info.get("stored"))
-                trajectory = pred.get("trajectory", None)
-                if trajectory is not None and trajectory.error:
-                    item.error = trajectory.error
-                if metric is not None:
-                    item.score, item.feedback = _score(metric, example, pred)
-                    if trajectory is not None:
-                        trajectory.score = item.score
-            except Exception as exc:
-                item.error = handle_error(exc, where=f"stream task {position}", log=logger).reason
-            return item
+            item = StreamItem(position, rank[position], _batch, "", _version, _size)
+            return stream_task(agent, tasks[position], item, metric)
 
         done: list[StreamItem] = []
         key = f"{run_id}:{batch_index}"
@@ -215,7 +253,14 @@ def stream(
 
         exactly_once: dict[str, Any] = {"key": key, "before_apply": write_checkpoint} if checkpoint is not None else {}
         with bank.batch(**exactly_once):
-            done.extend(run_parallel(run_one, positions, threads=threads))
+            if remote is None:
+                done.extend(run_parallel(run_one, positions, threads=threads))
+            else:  # the Ray executor: each task on the cluster over the bank as it is; its offers are added here
+                jobs = [(tasks[p], StreamItem(p, rank[p], batch_index, "", version, size)) for p in positions]
+                for item, offered in remote(jobs, version):
+                    for trajectory, accepted in offered:
+                        item.stored = bank.add(trajectory, accepted)
+                    done.append(item)
         for item in done:
             items[item.position] = item
         logger.info("stream batch %d: %d tasks, bank %d -> %d trajectories", batch_index, len(done), size, len(bank))
@@ -445,6 +490,7 @@ def run_orderings(
     threads: int = 1,
     out_dir: str | Path,
     warm_bank: str | Path | None = None,
+    remote_for: Callable[[Path], Any] | None = None,
 ) -> OrderingsResult:
     """JitMem's test protocol: stream ``tasks`` in ``orderings`` seeded orders (seeds ``seed``, ``seed + 1``...).
 
@@ -455,7 +501,8 @@ def run_orderings(
     each ordering's mean, bank size at start and end and curve (score and bank size per batch), the mean and sample
     standard deviation of the ordering means, and the curve's mean and std per batch across orderings.
 
-    An example's score is its mean over the orderings (a failed run scores 0).
+    An example's score is its mean over the orderings (a failed run scores 0). ``remote_for(memory_dir)`` gives
+    :func:`stream`'s ``remote`` for an ordering's memory (the Ray executor); ``None``: threads.
     """
     import shutil
     import statistics
@@ -487,6 +534,7 @@ def run_orderings(
             metric=metric,
             threads=threads,
             checkpoint=run_dir / "stream.jsonl",
+            remote=remote_for(run_dir / "memory") if remote_for is not None else None,
         )
         s, f = _web_counts(result.items)
         searches, fetches = searches + s, fetches + f

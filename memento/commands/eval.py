@@ -163,8 +163,15 @@ def eval_(
     data_files = {"data": data, "train": train, "program": program_file}
     finish = _Finish(settings, data_files, started_at, out_dir=out_dir, fallback_dir=fallback_dir, seen=seen)
     if stream_protocol:  # JitMem's test protocol: the bank grows over the test stream, over seeded orderings
-        streamed = _eval_jitmem_stream(task_spec, examples, score, settings=settings, roles=roles, memory=location,
-                                       out_dir=out_dir, metric_name=f"{task_spec.name} {metric} metric")  # fmt: skip
+        with executor_for(settings) as executor:  # --executor ray: each stream batch's tasks on the cluster
+            remote_for = None
+            if executor is not None:
+                finish.executor = executor.info()
+                err_console.print(f"memento: {executor.describe()}", markup=False, highlight=False)
+                remote_for = _stream_on(executor, task=task_spec.name, metric=metric)
+            streamed = _eval_jitmem_stream(task_spec, examples, score, settings=settings, roles=roles, memory=location,
+                                           out_dir=out_dir, metric_name=f"{task_spec.name} {metric} metric",
+                                           remote_for=remote_for)  # fmt: skip
         finish(streamed.model_copy(update={"run_key": key}), method=method, as_json=as_json)
         return
     # evaluation is test time: memory-bearing methods read their memory and never write to it
@@ -192,7 +199,7 @@ def eval_(
                         method=method,
                         task=task_spec.name,
                         metric=metric,
-                        memory=memory,
+                        memory=location,
                         frozen=True,
                         program_state=_program_state(program_file),
                         trainset=trainset,
@@ -304,6 +311,7 @@ def _eval_jitmem_stream(
     memory: Location | None,
     out_dir: Path,
     metric_name: str,
+    remote_for: Any = None,
 ) -> Any:
     """Run the test set as JitMem streams over ``jitmem.orderings`` seeded orderings (``OUT/stream.json``: mean ± std
     over orderings, the cold-start curve); returns the evaluation result (``results.json`` like any method)."""
@@ -329,8 +337,23 @@ def _eval_jitmem_stream(
         threads=settings.run.threads,
         out_dir=out_dir,
         warm_bank=warm_bank,
+        remote_for=remote_for,
     )
     return result.eval_result(tasks, task=task_spec, metric_name=metric_name, seed=settings.run.seed)
+
+
+def _stream_on(executor: Any, *, task: str, metric: str) -> Any:
+    """``run_orderings(remote_for=...)``: an ordering's stream batches on the Ray workers, each over that ordering's
+    bank (opened read-only by its location at the batch's version)."""
+
+    def remote_for(memory_dir: Path) -> Any:
+        return executor.stream_runs(
+            lambda version: executor.spec(
+                method="jitmem", task=task, metric=metric, memory=memory_dir, frozen=True, memory_version=version
+            )
+        )
+
+    return remote_for
 
 
 def _program_state(path: Path | None) -> dict[str, Any] | None:

@@ -67,6 +67,7 @@ class JitMemRunner:
                 metric=ctx.metric,
                 threads=ctx.threads,
                 checkpoint=method_dir / "stream.jsonl",  # a crashed stream resumes after its last applied batch
+                remote=ctx.remote_stream(spec.name, method_dir / MEMORY_DIR),  # --executor ray: batches on workers
             )
         # bank size after each batch: what the next batch saw, and the final size after the last one
         before = {item.batch: item.bank_size for item in result.items}
@@ -115,6 +116,7 @@ class JitMemRunner:
                 threads=ctx.threads,
                 out_dir=method_dir / "test",
                 warm_bank=method_dir / MEMORY_DIR / "jitmem" if jit.warm else None,
+                remote_for=lambda memory_dir: ctx.remote_stream(spec.name, memory_dir),  # None under threads
             )
         cost = PhaseCost.from_usage(
             meter.usage(), wall_seconds=clock[1], searches=result.searches, fetches=result.fetches, models=models

@@ -256,3 +256,44 @@ def test_compare_on_ray_equals_threads(tmp_path: Path) -> None:
             timeout=300,
         )
         assert diff.returncode == 0, diff.stdout[-3000:]
+
+
+def test_jitmem_stream_batches_on_ray_equal_threads(tmp_path: Path) -> None:
+    """JitMem's test stream: each batch's tasks on the workers over the bank at the batch's version, their offers
+    added to the bank by the driver; the same scores, stream summary and banks as threads."""
+    from memento.memory.memory_contents import normalise
+
+    sys.path.insert(0, str(ROOT / "tests" / "commands"))
+    from test_replay import VOLATILE, _data, _engine
+
+    questions, corpus, gold = _data(tmp_path)
+    env = _env(tmp_path)
+    args = [
+        sys.executable, "-m", "memento.cli", "eval", "--task", "multihop", "--data", str(questions),
+        "--method", "jitmem", "--jitmem-protocol", "stream", "--orderings", "2", "--stream-batch", "2",
+        "--corpus", str(corpus), "--lm", "openai/x", "--threads", "1",
+    ]  # fmt: skip
+    for executor in ("threads", "ray"):
+        with OpenAICompatServer(_engine(gold)) as server:
+            cmd = [*args, "--api-base", server.api_base, "--out", str(tmp_path / executor), "--executor", executor]
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+            assert ("forward passes on a local Ray cluster" in done.stderr) == (executor == "ray")
+    drop = VOLATILE | {"node"}
+    for name in ("results.json", "stream.json"):
+        left = normalise(json.loads((tmp_path / "threads" / name).read_text()), drop=drop)
+        right = normalise(json.loads((tmp_path / "ray" / name).read_text()), drop=drop)
+        assert left == right, name
+    summary = json.loads((tmp_path / "ray" / "stream.json").read_text())
+    assert summary["per_ordering"][0]["bank_end"] > 0  # the driver stored what the workers' agents offered
+    for ordering in (1, 2):
+        bank = f"ordering-{ordering}/memory"
+        diff = subprocess.run(
+            [sys.executable, "-m", "memento.cli", "memory", "diff", "--memory", str(tmp_path / "ray" / bank),
+             "--against", str(tmp_path / "threads" / bank)],  # fmt: skip
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert diff.returncode == 0, diff.stdout[-3000:]
