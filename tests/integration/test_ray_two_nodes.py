@@ -96,3 +96,57 @@ def test_a_sqlite_memory_is_refused_on_two_nodes_in_one_line(two_nodes: RayNodes
     lines = [line for line in done.stderr.splitlines() if line.startswith("memento:") or "Error" in line]
     assert any("SQLite memory" in line and "2 nodes" in line for line in lines), done.stderr[-3000:]
     assert "Traceback" not in done.stderr
+
+
+def test_train_and_eval_across_two_nodes_on_a_shared_postgresql_memory(
+    two_nodes: RayNodes, tmp_path: Path, pg_location
+) -> None:
+    """`train` and `eval --method memento` across both nodes against one PostgreSQL memory: the memory equals the one
+    a threads run trains, the answers equal the threads run's, and both nodes served examples."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from memento_training_fixture import make_engine, write_data
+
+    corpus, data = write_data(tmp_path / "data")
+    env = dict(
+        two_nodes.env,
+        MEMENTO_LM_CACHE="false",
+        MEMENTO_LM_API_KEY="test-key",
+        MEMENTO_WEB_CACHE_DIR=str(tmp_path / "webcache"),
+        MEMENTO_BUDGETS_INITIAL_QUESTIONS="2",
+        MEMENTO_BUDGETS_TOTAL_QUESTIONS="3",
+        MEMENTO_BUDGETS_STEPS_PER_QUESTION="3",
+        COLUMNS="200",
+    )
+    memories = {"threads": str(pg_location("threads")), "ray": str(pg_location("ray"))}
+    ray_args = ["--executor", "ray", "--ray-address", two_nodes.address]
+    with OpenAICompatServer(make_engine()) as server:
+        common = ["--task", "multihop", "--data", str(data), "--corpus", str(corpus), "--threads", "2",
+                  "--lm", "openai/scripted", "--api-base", server.api_base]  # fmt: skip
+        for executor, memory in memories.items():
+            cmd = [sys.executable, "-m", "memento.cli", "train", *common, "--memory", memory, "--batch-size", "3",
+                   "--embedder", "hashing", *(ray_args if executor == "ray" else [])]  # fmt: skip
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+            assert done.returncode == 0, done.stderr[-3000:]
+            if executor == "ray":
+                assert "2 nodes (127.0.0.2, 127.0.0.3)" in done.stderr, done.stderr[-2000:]
+        evals = {}
+        for executor in ("threads", "ray"):
+            out = tmp_path / f"eval-{executor}"
+            where = ray_args if executor == "ray" else []
+            cmd = [sys.executable, "-m", "memento.cli", "eval", *common, "--method", "memento",
+                   "--memory", memories["ray"], "--out", str(out), *where]  # fmt: skip
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+            assert done.returncode == 0, done.stderr[-3000:]
+            evals[executor] = json.loads((out / "results.json").read_text())
+    diff = subprocess.run(
+        [sys.executable, "-m", "memento.cli", "memory", "diff", "--memory", memories["ray"],
+         "--against", memories["threads"]],  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert diff.returncode == 0 and "same contents" in diff.stdout, diff.stdout[-3000:] + diff.stderr[-2000:]
+    assert _answers(evals["ray"]) == _answers(evals["threads"])
+    assert {e["node"] for e in evals["ray"]["examples"]} == {HEAD, SECOND}
+    assert evals["ray"]["provenance"]["executor"]["nodes"] == 2
