@@ -347,27 +347,38 @@ class LegalProtocol:
         _write_rows(out / "kept.csv", plan.header, [candidates[i] for i in kept])
         lines = [json.dumps({k: v for k, v in d.items() if k != "seconds"}, ensure_ascii=False) for d in dropped]
         atomic_write_text(out / "dropped.jsonl", "".join(line + "\n" for line in lines))  # no timing: reproducible
-        self._split(out, plan.header, report)
+        by_id = {str(ex.id): ex for ex in plan.examples}
+        self._split(out, plan.header, [by_id[i] for i in kept], [candidates[i] for i in kept], report)
         report.summary = self._summary(plan, time.perf_counter() - plan.started)
         atomic_write_text(out / "summary.json", json.dumps(report.summary, indent=2, ensure_ascii=False))
         return report
 
-    def _split(self, out: Path, header: list[str], report: LegalProtocolReport) -> None:
-        """``train.csv``/``test.csv``: the kept cases as ``memento compare --data kept.csv`` splits them."""
+    def _split(
+        self,
+        out: Path,
+        header: list[str],
+        examples: list[dspy.Example],
+        rows: list[dict[str, str]],
+        report: LegalProtocolReport,
+    ) -> None:
+        """``train.csv``/``test.csv``: the kept cases as ``memento compare --data kept.csv`` splits them.
+
+        ``examples`` are the kept cases as the loader reads ``kept.csv`` (the same rows in the same order: compare's
+        seeded shuffle of positions picks the same rows), ``rows`` their source rows, position for position.
+        """
         from memento.optimize.compare_data import split_examples
 
         for name in ("train.csv", "test.csv"):
             (out / name).unlink(missing_ok=True)  # never a stale split beside new kept cases
-        examples = self.task.load(out / "kept.csv") if report.counts["kept"] else []
         try:
             train, test = split_examples(examples, n_train=self.n_train, n_test=self.n_test, seed=self.seed)
         except ConfigError as exc:
             report.split_error = str(exc)
             return
-        rows = _rows_by_id(out / "kept.csv")
+        position = {id(example): i for i, example in enumerate(examples)}
         report.train, report.test = [str(ex.id) for ex in train], [str(ex.id) for ex in test]
-        _write_rows(out / "train.csv", header, [rows[i] for i in report.train])
-        _write_rows(out / "test.csv", header, [rows[i] for i in report.test])
+        _write_rows(out / "train.csv", header, [rows[position[id(ex)]] for ex in train])
+        _write_rows(out / "test.csv", header, [rows[position[id(ex)]] for ex in test])
 
     def _summary(self, plan: _Plan, seconds: float) -> dict[str, Any]:
         report, usage = plan.report, self._usage
