@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import tempfile
 import time
 from pathlib import Path
@@ -35,35 +34,16 @@ from memento.optimize.compare_data import split_examples  # noqa: E402
 from memento.optimize.legal_protocol import LegalProtocol  # noqa: E402
 from memento.programs.leakage_probe import LeakageProbe  # noqa: E402
 from memento.tasks.legal import LegalTask  # noqa: E402
-from memento.testing import OpenAICompatServer, ScriptedCall, ScriptedEngine, is_react_step  # noqa: E402
+from memento.testing import OpenAICompatServer, ScriptedEngine, script_search_read_finish  # noqa: E402
 from memento.threads import run_parallel  # noqa: E402
 from memento.web.factory import web_tools_factory  # noqa: E402
 
 SHARED = Path("/work/shared/data")
-_URL = re.compile(r"corpus://[\w-]+")
-
-
-def _step(call: ScriptedCall) -> str:
-    if "observation_0" not in call.inputs:
-        return "search_web"
-    if "observation_1" not in call.inputs and _URL.search(call.inputs["observation_0"]):
-        return "scrape"
-    return "finish"
-
-
-def _args(call: ScriptedCall) -> dict[str, str]:
-    step = _step(call)
-    if step == "search_web":
-        return {"query": " ".join(call.inputs.get("facts", "").split()[:8])}
-    if step == "scrape":
-        match = _URL.search(call.inputs["observation_0"])
-        return {"url": match.group(0) if match else ""}
-    return {}
 
 
 def _engine() -> ScriptedEngine:
     engine = ScriptedEngine()
-    engine.when(predicate=lambda c: is_react_step(c), next_tool_name=_step, next_tool_args=_args, next_thought="go")
+    script_search_read_finish(engine, lambda c: " ".join(c.inputs.get("facts", "").split()[:8]))
     engine.when(predicate=lambda c: "found" in c.output_fields, found=False, winning_party="unknown", quote="")
     return engine
 
@@ -101,10 +81,12 @@ def main() -> None:
         started = time.perf_counter()
         report = protocol.run(args.data, work / "out", limit=args.limit)
         full, full_requests = time.perf_counter() - started, server.chat_requests - sent
-        train, test = split_examples(LegalTask().load(work / "out" / "kept.csv"), n_train=60, n_test=120, seed=42)
-        same = _ids(work / "out" / "train.csv") == [ex.id for ex in train] and _ids(work / "out" / "test.csv") == [
-            ex.id for ex in test
-        ]
+        same: bool | str = report.split_error or ""
+        if not report.split_error:
+            kept = LegalTask().load(work / "out" / "kept.csv")
+            train, test = split_examples(kept, n_train=60, n_test=120, seed=42)
+            same = _ids(work / "out" / "train.csv") == [ex.id for ex in train]
+            same = same and _ids(work / "out" / "test.csv") == [ex.id for ex in test]
     c = report.counts
     print(f"data: {args.data}  corpus: {args.corpus}  threads: {args.threads}")
     print(f"rows {c['rows']}, no term {c['no_term']}, term >= 2010 {c['recent']}, usable {c['loaded']} "
@@ -113,7 +95,7 @@ def main() -> None:
     n = max(1, len(cases))
     print(f"baseline (bare agent): {bare:.1f} s, {bare_requests} LM requests, {bare / n * 1000:.1f} ms per case")
     print(f"protocol:              {full:.1f} s, {full_requests} LM requests, {full / n * 1000:.1f} ms per case")
-    print(f"ratio protocol / bare agent: {full / bare:.2f}")
+    print(f"ratio protocol / bare agent: {full / bare:.2f}" if cases else "ratio: no case to screen")
 
 
 if __name__ == "__main__":

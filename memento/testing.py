@@ -10,8 +10,8 @@ port) and counts requests, so integration tests drive the real ``openai/<model>`
 
 Fakes of the web for the same tests: :class:`LocalSite` (a web site on 127.0.0.1 whose routes a subclass writes),
 :class:`EchoSearchBackend` (a search backend answering every query with two results naming it) and
-:func:`build_corpus` (an offline corpus from a few documents). :func:`react_steps_done`, :func:`is_react_step` and
-:func:`script_search_then_scrape` script a ReAct agent's tool steps.
+:func:`build_corpus` (an offline corpus from a few documents). :func:`react_steps_done`, :func:`is_react_step`,
+:func:`script_search_then_scrape` and :func:`script_search_read_finish` script a ReAct agent's tool steps.
 
 Example:
     >>> import dspy
@@ -56,6 +56,7 @@ __all__ = [
     "build_corpus",
     "is_react_step",
     "react_steps_done",
+    "script_search_read_finish",
     "script_search_then_scrape",
     "scripted_lm",
     "respond",
@@ -615,6 +616,35 @@ def script_search_then_scrape(engine: ScriptedEngine, url: str) -> None:
         next_tool_args=lambda c: {"query": c.inputs["question"]},
     )
     engine.when(predicate=lambda c: is_react_step(c, 1), next_tool_name="scrape", next_tool_args={"url": url})
+
+
+_CORPUS_URL = re.compile(r"corpus://[\w-]+")
+
+
+def script_search_read_finish(engine: ScriptedEngine, query: Callable[[ScriptedCall], str]) -> None:
+    """Script every ReAct agent to search ``query(call)``, read the first offline-corpus result (``corpus://...``)
+    when there is one, then finish; the rule takes precedence only over rules added after it.
+
+    Example:
+        >>> engine = ScriptedEngine()
+        >>> script_search_read_finish(engine, lambda c: c.inputs.get("question", ""))
+    """
+
+    def step(call: ScriptedCall) -> str:
+        if "observation_0" not in call.inputs:
+            return "search_web"
+        if "observation_1" not in call.inputs and _CORPUS_URL.search(call.inputs["observation_0"]):
+            return "scrape"
+        return "finish"
+
+    def args(call: ScriptedCall) -> dict[str, Any]:
+        name = step(call)
+        if name == "search_web":
+            return {"query": query(call)}
+        match = _CORPUS_URL.search(call.inputs.get("observation_0", "")) if name == "scrape" else None
+        return {"url": match.group(0)} if match else {}
+
+    engine.when(predicate=is_react_step, next_tool_name=step, next_tool_args=args, next_thought="look it up")
 
 
 # -- the web -----------------------------------------------------------------------------------------------------

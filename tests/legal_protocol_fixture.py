@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from memento.testing import ScriptedCall, ScriptedEngine, is_react_step
+from memento.testing import ScriptedCall, ScriptedEngine, script_search_read_finish
 
 COLUMNS = [
     "", "ID", "name", "href", "docket", "term", "first_party", "second_party", "facts", "facts_len", "majority_vote",
@@ -103,23 +103,6 @@ def keyword(facts: str) -> str:
     return next((k for k in KEYWORDS if k in facts), "")
 
 
-def _step(call: ScriptedCall) -> str:
-    if "observation_0" not in call.inputs:
-        return "search_web"
-    if "observation_1" not in call.inputs and _URL.search(call.inputs["observation_0"]):
-        return "scrape"
-    return "finish"
-
-
-def _args(call: ScriptedCall) -> dict[str, Any]:
-    step = _step(call)
-    if step == "search_web":
-        return {"query": keyword(call.inputs.get("facts", ""))}
-    if step == "scrape":
-        return {"url": _URL.search(call.inputs["observation_0"]).group(0)}
-    return {}
-
-
 def _claim(call: ScriptedCall) -> dict[str, Any]:
     """What the agent reports: a "ruled for" sentence it read, or (pension reform) a claim from memory."""
     if "pension reform" in call.inputs.get("facts", ""):
@@ -141,7 +124,7 @@ def make_engine(*, first: list[dict[str, Any]] | None = None) -> ScriptedEngine:
     engine = ScriptedEngine()
     for rule in first or []:
         engine.when(**rule)
-    engine.when(predicate=lambda c: is_react_step(c), next_tool_name=_step, next_tool_args=_args, next_thought="go")
+    script_search_read_finish(engine, lambda c: keyword(c.inputs.get("facts", "")))
     engine.when(
         predicate=lambda c: "found" in c.output_fields,
         found=lambda c: _claim(c)["found"],
