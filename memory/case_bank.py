@@ -186,6 +186,7 @@ class CaseBank:
         self._learner: QGateLearner | None = None
         # what identifies the saved gate last loaded or saved: (inode, mtime_ns, size) of qgate.pt, or its version
         self._gate_stamp: tuple[int, ...] | None = None
+        self._ready = False  # the gate was seen ready (trained, min_pairs logged): it stays so
         self._lock = threading.RLock()
         name = str(getattr(self.embedder, "name", type(self.embedder).__name__))
         self._store = CaseStore(self.location, embedder_name=name, dim=self.dim, lock=self._lock, frozen=frozen)
@@ -337,8 +338,13 @@ class CaseBank:
         return self._store.namespaces()
 
     def count(self, namespace: str | None = None) -> int:
-        """Live (non-evicted) cases in a namespace (default: this bank's)."""
-        return self._store.count(namespace or self.namespace)
+        """Live (non-evicted) cases in a namespace (default: this bank's): the size of its index once this process
+        has one (caught up with the database: one small read, where a count scans the namespace), else counted."""
+        ns = namespace or self.namespace
+        with self._lock:
+            if ns in self._indexes.loaded:
+                return self._indexes.get(ns).live
+        return self._store.count(ns)
 
     def cases(self, namespace: str | None = None, *, include_evicted: bool = False) -> list[Case]:
         """All cases of a namespace in insertion order."""
@@ -456,7 +462,9 @@ class CaseBank:
     @property
     def gate_ready(self) -> bool:
         """Whether the gate ranks: it has learned and at least ``min_pairs`` pairs are logged (else cosine)."""
-        return self.gate_trained and self.pairs_logged() >= self.min_pairs
+        if not self._ready:
+            self._ready = self.gate_trained and self.pairs_logged() >= self.min_pairs
+        return self._ready
 
     def q_scores(self, query: str | np.ndarray, case_ids: Sequence[str]) -> np.ndarray:
         """``Q(query, case)`` for stored cases (query text or an embedding row)."""
@@ -506,30 +514,61 @@ class CaseBank:
         qv = self._query_vec(query)
         excluded = set(exclude_ids)
         n_cand = k if policy == "cosine" else max(k, int(prefilter or self.prefilter))
+        spaces = [ns for ns in (self.namespace, self.base_namespace) if ns]
         with self._lock:
-            hits: list[tuple[int, float, str]] = []
-            for ns in filter(None, (self.namespace, self.base_namespace)):
-                index = self._indexes.get(ns)
-                allowed, _hidden, _dropped = self._store.eligible(ns, dates)
-                hits.extend((rid, s, ns) for rid, s in index.search(qv, n_cand + len(excluded), allowed=allowed))
-            hits.sort(key=lambda h: -h[1])
-            by_rid = self._store.cases_by_rid([h[0] for h in hits])
+            for attempt in range(3):
+                # the indexes as this process holds them, then one read: the namespaces' generations (do the
+                # indexes reflect them?), the ranked cases and, until the gate is known ready, its state; an index
+                # behind another writer's commits catches up and the search runs again
+                indexes = {ns: self._indexes.current(ns) for ns in spaces}
+                hits: list[tuple[int, float, str]] = []
+                for ns, index in indexes.items():
+                    allowed, _hidden, _dropped = self._store.eligible(ns, dates, generation=index.generation)
+                    hits.extend((rid, s, ns) for rid, s in index.search(qv, n_cand + len(excluded), allowed=allowed))
+                hits.sort(key=lambda h: -h[1])
+                gens, by_rid, gate_version, pairs = self._store.rank_rows(
+                    spaces, [h[0] for h in hits], **self._gate_reads(policy)
+                )
+                stale = [ns for ns in spaces if gens[ns] != indexes[ns].generation]
+                if not stale or attempt == 2:  # still moving after two catch-ups: rank what is committed now
+                    break
+                for ns in stale:
+                    self._indexes.get(ns)
             cands = [(by_rid[rid], s, rid, ns) for rid, s, ns in hits if rid in by_rid]
             cands = [c for c in cands if c[0].id not in excluded][:n_cand]
             if policy == "cosine" or not cands:
                 return [(c, float(s)) for c, s, _, _ in cands[:k]]
-            ready = self.gate_ready
+            ready = self._gate_ready_from(gate_version, pairs)
             if not ready:  # a gate that has seen fewer than min_pairs pairs is noise: Q is cosine until then
                 q = np.asarray([s for _, s, _, _ in cands], dtype=np.float32)
             else:
                 vecs = np.zeros((len(cands), self.dim), dtype=np.float32)
                 for ns in {c[3] for c in cands}:
                     rows = [i for i, c in enumerate(cands) if c[3] == ns]
-                    vecs[rows] = self._indexes.loaded[ns].vectors([cands[i][2] for i in rows])
+                    vecs[rows] = indexes[ns].vectors([cands[i][2] for i in rows])
                 q = self.gate.score(qv, vecs)
         gen = rng if rng is not None else (np.random.default_rng(seed) if seed is not None else self._rng)
         order = pick(policy, q, k, alpha=alpha, logits=ready, rng=gen)
         return [(cands[i][0], float(q[i])) for i in order]
+
+    def _gate_reads(self, policy: RetrievalPolicy) -> dict[str, bool]:
+        """What a retrieval must read of the gate's state along with its cases: nothing for cosine or once the gate
+        is known ready (a saved gate and logged pairs are never removed, so readiness never goes back); else the
+        pair count, and on PostgreSQL the stored gate's version (a directory's ``qgate.pt`` is checked on disk)."""
+        if policy == "cosine" or self._ready:
+            return {}
+        return {"gate_version": not isinstance(self.dir, Path), "pairs": True}
+
+    def _gate_ready_from(self, version: int | None, pairs: int | None) -> bool:
+        """:attr:`gate_ready` from the state read with the ranked cases (remembered once true)."""
+        if not self._ready:
+            if isinstance(self.dir, Path):
+                saved = (self.dir / GATE_FILE).exists()
+            else:
+                saved = version is not None
+            trained = saved or (self._learner is not None and self._learner.pairs_trained > 0)
+            self._ready = trained and (pairs or 0) >= self.min_pairs
+        return self._ready
 
     def hidden_counts(self, dates: DateFilter | None) -> tuple[int, int]:
         """How many live cases of the namespaces this bank reads ``dates`` keeps away from a task: ``(dated on or

@@ -117,6 +117,13 @@ class CaseIndex:
                 self._catch_up(namespace, index)
             return self.loaded[namespace]
 
+    def current(self, namespace: str) -> NamespaceIndex:
+        """The namespace's in-memory index as it is, without asking the database for its generation (a retrieval
+        checks that afterwards, in the statement that reads the ranked cases); loaded or built on first use."""
+        with self.lock:
+            index = self.loaded.get(namespace)
+            return index if index is not None else self.get(namespace)
+
     def _load(self, namespace: str) -> NamespaceIndex:
         import faiss
 

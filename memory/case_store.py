@@ -293,15 +293,14 @@ class CaseStore:
     def insert(self, cases: Sequence[Case], embs: np.ndarray, metas: Sequence[dict]) -> tuple[list[int], int]:
         """Insert cases with their embeddings in one transaction; returns their rowids and the new generation
         (several namespaces: the highest of theirs)."""
-        rids: list[int] = []
         namespaces = sorted({c.namespace for c in cases})
-        with self.tx() as db:
-            gens = {ns: self._bump_generation(ns) for ns in namespaces}
-            for case, emb, meta in zip(cases, embs, metas, strict=True):
-                try:
-                    row = db.execute(
-                        "INSERT INTO cases (id, namespace, task_text, plan, reward, created_at, trajectory_ref,"
-                        " meta, emb, dated, evidence, gen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING rid",
+        try:
+            with self.tx() as db:
+                gens = {ns: self._bump_generation(ns) for ns in namespaces}
+                rids = db.insert_returning(  # one batch: one round trip on PostgreSQL, not one per case
+                    "INSERT INTO cases (id, namespace, task_text, plan, reward, created_at, trajectory_ref, meta, emb,"
+                    " dated, evidence, gen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING rid",
+                    [
                         (
                             case.id,
                             case.namespace,
@@ -315,12 +314,24 @@ class CaseStore:
                             iso(case.evidence.dated),
                             case.evidence.model_dump_json(),
                             gens[case.namespace],
-                        ),
-                    ).fetchone()
-                except IntegrityError as exc:
-                    raise CaseBankError(f"case id {case.id!r} already exists in {self.dir}") from exc
-                rids.append(int(row[0]))
-        return rids, max(gens.values())
+                        )
+                        for case, emb, meta in zip(cases, embs, metas, strict=True)
+                    ],
+                )
+        except IntegrityError as exc:
+            raise CaseBankError(f"case id {self._taken([c.id for c in cases])!r} already exists in {self.dir}") from exc
+        return [int(r) for r in rids], max(gens.values())
+
+    def _taken(self, ids: Sequence[str]) -> str:
+        """The first of ``ids`` that repeats an earlier one or is stored already (after a failed insert)."""
+        seen: set[str] = set()
+        for cid in ids:
+            if cid in seen:
+                return cid
+            seen.add(cid)
+        marks = ",".join("?" * len(ids))
+        stored = {r[0] for r in self._rows(f"SELECT id FROM cases WHERE id IN ({marks})", list(ids))}
+        return next((cid for cid in ids if cid in stored), ids[0])
 
     def set_reward(self, case_id: str, reward: float) -> None:
         """Change a stored case's reward."""
@@ -433,6 +444,35 @@ class CaseStore:
             raise CaseBankError(f"no case {missing[0]!r} in {self.dir}")
         return _vectors([rows[c] for c in case_ids])
 
+    def rank_rows(
+        self, namespaces: Sequence[str], rids: Sequence[int], *, gate_version: bool = False, pairs: bool = False
+    ) -> tuple[dict[str, int], dict[int, Case], int | None, int | None]:
+        """What a retrieval reads, in one statement (one round trip on PostgreSQL, one consistent state on both):
+        the write generation of each namespace (to check that the index it searched reflects it), the live cases
+        among ``rids``, and on request the stored Q-gate's version and the number of logged pairs.
+
+        Returns ``(generations, live cases by rowid, gate version or None, pairs logged or None)``.
+        """
+        if not namespaces:
+            raise CaseBankError("rank_rows needs a namespace")
+        marks = ",".join("?" * len(rids)) if rids else "-1"
+        gens = ", ".join(f"(SELECT value FROM meta WHERE key=?) AS g{i}" for i in range(len(namespaces)))
+        gate = "(SELECT version FROM gate_state WHERE name='qgate')" if gate_version else "NULL"
+        count = "(SELECT COUNT(*) FROM gate_pairs)" if pairs else "NULL"
+        cols = ", ".join(c if c.startswith("'") else f"c.{c}" for c in (c.strip() for c in self._cols.split(",")))
+        rows = self._rows(
+            f"SELECT s.*, c.rid, c.evicted_at, {cols} FROM (SELECT {gens}, {gate} AS gv, {count} AS np) s "
+            f"LEFT JOIN cases c ON c.rid IN ({marks})",
+            [*(f"gen:{ns}" for ns in namespaces), *(int(r) for r in rids)],
+        )
+        n = len(namespaces)
+        first = rows[0]
+        generations = {ns: 0 if first[i] is None else int(first[i]) for i, ns in enumerate(namespaces)}
+        version = None if first[n] is None else int(first[n])
+        logged = None if first[n + 1] is None else int(first[n + 1])
+        cases = {int(r[n + 2]): _row_to_case(r[n + 4 :]) for r in rows if r[n + 2] is not None and r[n + 3] is None}
+        return generations, cases, version, logged
+
     def cases_by_rid(self, rids: Sequence[int]) -> dict[int, Case]:
         if not rids:
             return {}
@@ -461,13 +501,17 @@ class CaseStore:
     def _dated_col(self) -> str:
         return "dated" if self.dated else "NULL"
 
-    def eligible(self, namespace: str, dates: DateFilter | None) -> tuple[np.ndarray | None, int, int]:
+    def eligible(
+        self, namespace: str, dates: DateFilter | None, *, generation: int | None = None
+    ) -> tuple[np.ndarray | None, int, int]:
         """What a task may retrieve from a namespace: ``(rowids of the live cases it may see, or None when it may
         see every one; cases hidden as dated on or after its cutoff; undated cases dropped)``. Kept per namespace
-        generation and filter (tasks of one cutoff share it until the namespace changes)."""
+        generation and filter (tasks of one cutoff share it until the namespace changes); ``generation`` (that of
+        an index about to be searched) saves reading the current one, and no case inserted after it is listed."""
         if dates is None or not dates.active:
             return None, 0, 0
-        key = (namespace, self.generation(namespace), dates.cutoff, dates.undated)
+        gen = self.generation(namespace) if generation is None else generation
+        key = (namespace, gen, dates.cutoff, dates.undated)
         with self.lock:
             cached = self._eligible.get(key)
             if cached is not None:
@@ -476,8 +520,8 @@ class CaseStore:
             base = "SELECT COUNT(*) FROM cases WHERE namespace=? AND evicted_at IS NULL AND "
             hidden = int(self._rows(base + after[0], [namespace, *after[1]])[0][0]) if after else 0
             dropped = int(self._rows(base + undated, [namespace])[0][0]) if undated else 0
-            result = (None, 0, 0) if not hidden and not dropped else (self.live_rids(namespace, dates=dates), hidden,
-                                                                      dropped)  # fmt: skip
+            result = (None, 0, 0) if not hidden and not dropped else (
+                self.live_rids(namespace, dates=dates, max_generation=gen), hidden, dropped)  # fmt: skip
             if len(self._eligible) >= 64:
                 self._eligible.clear()
             self._eligible[key] = result

@@ -110,6 +110,8 @@ class Database(abc.ABC):
         self.lock = threading.RLock()
         self.conn: Any = None  # the driver's connection (None once closed)
         self._in_tx = 0
+        #: what the writers of the open transaction keep about it (emptied when it ends)
+        self.tx_cache: dict[Any, Any] = {}
 
     # -- statements ----------------------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -119,6 +121,23 @@ class Database(abc.ABC):
     @abc.abstractmethod
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """Run one statement for each row of parameters."""
+
+    def insert_returning(self, sql: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        """Run an ``INSERT ... RETURNING x`` once per row of parameters and return each row's ``x``, in order (one
+        batch, not one round trip per row, on PostgreSQL)."""
+        return [self.execute(sql, row).fetchone()[0] for row in rows]
+
+    def defer(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """A write inside :meth:`transaction` whose outcome nobody reads (an upsert, a change-log row): sent with
+        the next statement of this connection or at commit, consecutive writes of one statement as one batch (one
+        round trip on PostgreSQL instead of one each), in the order they were made, so every read through this
+        connection sees them. Outside a transaction, or on SQLite (no round trips), it runs at once."""
+        self.execute(sql, params)
+
+    def peek(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        """A read that no deferred write can change (the caller knows, e.g. a row none of them touches): it runs
+        without sending them first."""
+        return self.execute(sql, params)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """All rows of a read, under the connection's lock."""
@@ -146,14 +165,17 @@ class Database(abc.ABC):
                 return
             self._begin()
             self._in_tx = 1
+            self.tx_cache = {}
             try:
                 yield self
             except BaseException:
                 self._in_tx = 0
+                self.tx_cache = {}
                 self._rollback()
                 raise
             self._in_tx = 0
-            _crash_point(self.what)
+            self.tx_cache = {}
+            _crash_point(self)
             self._commit()
 
     @contextlib.contextmanager
@@ -230,7 +252,7 @@ _commits: dict[str, int] = {}
 _commits_lock = threading.Lock()
 
 
-def _crash_point(what: str) -> None:
+def _crash_point(db: Database) -> None:
     """A test hook: ``MEMENTO_TEST_CRASH_AT_COMMIT="memory:3"`` ends the process (exit 70, no cleanup) just before
     the 3rd commit of a ``memory`` transaction (``case bank``, ``trajectory bank``: the other parts), every write of
     that transaction sent but not committed, as a crash or a lost machine would."""
@@ -238,11 +260,12 @@ def _crash_point(what: str) -> None:
     if not spec:
         return
     part, _, nth = spec.rpartition(":")
-    if part != what:
+    if part != db.what:
         return
     with _commits_lock:
-        _commits[what] = _commits.get(what, 0) + 1
-        if _commits[what] == int(nth):
+        _commits[db.what] = _commits.get(db.what, 0) + 1
+        if _commits[db.what] == int(nth):
+            db.execute("SELECT 1")  # the deferred writes reach the server first
             os._exit(70)
 
 

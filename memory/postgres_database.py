@@ -112,6 +112,7 @@ class PostgresDatabase(Database):
         self.schema = location.schema
         self.what = what
         self.conn: Any = connect(location, what=what)
+        self._deferred: list[tuple[str, tuple[Any, ...]]] = []  # writes sent with the next statement (:meth:`defer`)
         try:
             exists = (
                 self.conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone()
@@ -132,6 +133,20 @@ class PostgresDatabase(Database):
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
         import psycopg
 
+        conn = self._conn()
+        try:
+            if not self._deferred:
+                return conn.execute(_translate(sql), tuple(params) or None)
+            with conn.pipeline():  # the deferred writes and this statement in one round trip
+                self._send_deferred()
+                cursor = conn.execute(_translate(sql), tuple(params) or None)
+            return cursor
+        except psycopg.Error as exc:
+            raise _wrap(exc) from exc
+
+    def peek(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        import psycopg
+
         try:
             return self._conn().execute(_translate(sql), tuple(params) or None)
         except psycopg.Error as exc:
@@ -143,10 +158,49 @@ class PostgresDatabase(Database):
         if not rows:
             return
         try:
-            with self._conn().cursor() as cur:
-                cur.executemany(_translate(sql), [tuple(r) for r in rows])
+            with self._conn().pipeline():
+                self._send_deferred()
+                with self._conn().cursor() as cur:
+                    cur.executemany(_translate(sql), [tuple(r) for r in rows])
         except psycopg.Error as exc:
             raise _wrap(exc) from exc
+
+    def insert_returning(self, sql: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        import psycopg
+
+        if not rows:
+            return []
+        out: list[Any] = []
+        try:
+            with self._conn().pipeline():
+                self._send_deferred()
+                with self._conn().cursor() as cur:
+                    cur.executemany(_translate(sql), [tuple(r) for r in rows], returning=True)
+                    while True:
+                        out.append(cur.fetchone()[0])  # type: ignore[index]
+                        if not cur.nextset():
+                            break
+        except psycopg.Error as exc:
+            raise _wrap(exc) from exc
+        return out
+
+    def defer(self, sql: str, params: Sequence[Any] = ()) -> None:
+        if not self.in_transaction:
+            self.execute(sql, params)
+            return
+        self._deferred.append((sql, tuple(params)))
+
+    def _send_deferred(self) -> None:
+        """Send the deferred writes (inside the caller's pipeline): each run of one statement as one batch."""
+        pending, self._deferred = self._deferred, []
+        start = 0
+        while start < len(pending):
+            end = start
+            while end < len(pending) and pending[end][0] == pending[start][0]:
+                end += 1
+            with self._conn().cursor() as cur:
+                cur.executemany(_translate(pending[start][0]), [params for _, params in pending[start:end]])
+            start = end
 
     def _conn(self) -> Any:
         if self.conn is None:
@@ -162,9 +216,10 @@ class PostgresDatabase(Database):
             raise
 
     def _commit(self) -> None:
-        self.execute("COMMIT")
+        self.execute("COMMIT")  # the deferred writes go first, in the same round trip
 
     def _rollback(self) -> None:
+        self._deferred = []
         if self.conn is not None and not self.conn.closed:
             self.conn.execute("ROLLBACK")
 

@@ -247,6 +247,9 @@ class Transaction:
         self.conn = conn
         self.batch = batch
         self.changed = 0
+        # the records the database transaction wrote or read (JSON; None: absent), shared by every Transaction
+        # that joins it: writes go out batched (Database.defer), and a record written here is not read back
+        self._known: dict[Any, str | None] = conn.tx_cache
 
     def checkpoint(self, key: str) -> Any:
         """A checkpoint value as seen inside this transaction (for a commit conditional on it), or None."""
@@ -255,8 +258,13 @@ class Transaction:
 
     def get(self, store: str, item_id: str) -> dict[str, Any] | None:
         """The stored record of an item, or None."""
-        row = self.conn.execute("SELECT data FROM items WHERE store=? AND id=?", (store, item_id)).fetchone()
-        return None if row is None else json.loads(row[0])
+        key = (store, item_id)
+        if key not in self._known:
+            # no deferred write touches an item this transaction has not seen: read without sending them
+            row = self.conn.peek("SELECT data FROM items WHERE store=? AND id=?", key).fetchone()
+            self._known[key] = None if row is None else str(row[0])
+        known = self._known[key]
+        return None if known is None else json.loads(known)
 
     def existing(self, store: str, item_id: str) -> dict[str, Any]:
         """The stored record of an item that must exist (``KeyError(item_id)`` when it does not)."""
@@ -289,13 +297,15 @@ class Transaction:
         if before == data:
             return
         task_col = "|" + "|".join(sorted(set(tasks or []))) + "|" if tasks else ""
-        self.conn.execute(
+        record = _dumps(data)
+        self.conn.defer(
             "INSERT INTO items (store, id, text, entity, status, weight, batch, tasks, data, dated) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (store, id) DO UPDATE SET text=excluded.text, "
             "entity=excluded.entity, status=excluded.status, weight=excluded.weight, batch=excluded.batch, "
             "tasks=excluded.tasks, data=excluded.data, dated=excluded.dated",
-            (store, item_id, text, entity, status, weight, int(self.batch or 0), task_col, _dumps(data), dated),
+            (store, item_id, text, entity, status, weight, int(self.batch or 0), task_col, record, dated),
         )
+        self._known[(store, item_id)] = record
         self._log(op or ("add" if before is None else "update"), store, item_id, before, data)
 
     def delete(self, store: str, item_id: str, *, op: str = "delete") -> None:
@@ -303,19 +313,20 @@ class Transaction:
         before = self.get(store, item_id)
         if before is None:
             return
-        self.conn.execute("DELETE FROM items WHERE store=? AND id=?", (store, item_id))
+        self.conn.defer("DELETE FROM items WHERE store=? AND id=?", (store, item_id))
+        self._known[(store, item_id)] = None
         self._log(op, store, item_id, before, None)
 
     def set_checkpoint(self, key: str, value: Any, *, version: int | None = None) -> None:
         """Write a resumable checkpoint atomically with the memory changes of this transaction."""
-        self.conn.execute(
+        self.conn.defer(
             "INSERT INTO checkpoints (key, version, value) VALUES (?, ?, ?) "
             "ON CONFLICT (key) DO UPDATE SET version=excluded.version, value=excluded.value",
             (key, version, _dumps(value)),
         )
 
     def _log(self, op: str, store: str, item_id: str, before: Any, after: Any) -> None:
-        self.conn.execute(
+        self.conn.defer(
             "INSERT INTO changes (batch, op, store, item_id, before, after, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 self.batch,
