@@ -222,9 +222,12 @@ class Database(abc.ABC):
         """The column names of ``table`` (empty when it does not exist)."""
 
     def add_column(self, table: str, column: str, definition: str) -> None:
-        """Add a column when missing (a migration; ``definition`` may use :meth:`ddl` placeholders)."""
-        if column not in self.columns(table):
-            self.execute(f"ALTER TABLE {table} ADD COLUMN {column} {self.ddl(definition)}")
+        """Add a column when missing (a migration; ``definition`` may use :meth:`ddl` placeholders). Checked and
+        added inside a write transaction, so processes opening a new part at once add it once (checked outside
+        one, two of them would both see it missing and the second ``ALTER TABLE`` would fail)."""
+        with self.transaction():
+            if column not in self.columns(table):
+                self.execute(f"ALTER TABLE {table} ADD COLUMN {column} {self.ddl(definition)}")
 
     # -- locks and lifecycle ---------------------------------------------------------------------------------------
     @abc.abstractmethod

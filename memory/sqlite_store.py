@@ -394,16 +394,17 @@ class SQLiteStore:
     def _migrate(self) -> None:
         """Bring an older database to :data:`SCHEMA_VERSION`: schema 1 gains ``items.dated`` (its items are
         undated: they carry no evidence) and its index."""
-        if not self._has_column("items", "dated"):
-            self.db.add_column("items", "dated", "TEXT")
-            logger.info("memory %s: schema 1 migrated to %d (items.dated; old items are undated)", self.path,
-                        SCHEMA_VERSION)  # fmt: skip
-        self.db.execute("CREATE INDEX IF NOT EXISTS items_dated ON items (store, dated)")
-        self.db.execute(
-            "INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET "
-            "value=excluded.value",
-            (str(SCHEMA_VERSION),),
-        )
+        with self.db.transaction():  # one process at a time (concurrent CREATE INDEX IF NOT EXISTS can collide)
+            if not self._has_column("items", "dated"):
+                self.db.add_column("items", "dated", "TEXT")
+                logger.info("memory %s: schema 1 migrated to %d (items.dated; old items are undated)", self.path,
+                            SCHEMA_VERSION)  # fmt: skip
+            self.db.execute("CREATE INDEX IF NOT EXISTS items_dated ON items (store, dated)")
+            self.db.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET "
+                "value=excluded.value",
+                (str(SCHEMA_VERSION),),
+            )
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def close(self) -> None:
