@@ -24,8 +24,9 @@ if TYPE_CHECKING:
         WebError,
     )
     from memento.web.factory import make_backend, make_fetcher, make_web_tools, web_tools_factory
-    from memento.web.fetcher import Fetcher, Page
+    from memento.web.fetcher import Fetcher
     from memento.web.offline_corpus import OfflineCorpus
+    from memento.web.page import Page
     from memento.web.search_result import SearchBackend, SearchResult
     from memento.web.searxng_backend import SearXNGBackend
     from memento.web.url_cache import URLCache
@@ -47,7 +48,7 @@ _HOMES: dict[str, str] = {
     "make_web_tools": "factory",
     "web_tools_factory": "factory",
     "Fetcher": "fetcher",
-    "Page": "fetcher",
+    "Page": "page",
     "OfflineCorpus": "offline_corpus",
     "SearchBackend": "search_result",
     "SearchResult": "search_result",

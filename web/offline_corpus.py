@@ -292,9 +292,9 @@ class OfflineCorpus:
         return _doc(row) if row else None
 
     def page(self, url: str, *, before: dt.date | None = None, undated: UndatedPolicy = "keep") -> Any:
-        """The document at ``url`` as a :class:`~memento.web.fetcher.Page` (``None`` when not in the corpus);
+        """The document at ``url`` as a :class:`~memento.web.page.Page` (``None`` when not in the corpus);
         :class:`AfterCutoff` when it is dated on/after ``before`` (or undated under ``undated="drop"``)."""
-        from memento.web.fetcher import Page
+        from memento.web.page import Page
 
         doc = self.get(url)
         if doc is None:

@@ -130,18 +130,18 @@ def test_an_allowlisted_address_admits_only_its_own_forms(tmp_path, monkeypatch,
         fetcher.fetch(f"http://[{form}]:8080/x")
     assert fetcher.requests_sent == 0
     v6 = Fetcher(cache_dir=None, allowed_private_hosts={"[::1]"}, retries=0)  # an address in any spelling of its own
-    assert v6._check_target("http://[0:0:0:0:0:0:0:1]:8080/x", original="x") is True
+    assert v6.address_policy.check_target("http://[0:0:0:0:0:0:0:1]:8080/x", original="x") is True
     with pytest.raises(Blocked):
-        v6._check_target("http://127.0.0.1:8080/x", original="x")
+        v6.address_policy.check_target("http://127.0.0.1:8080/x", original="x")
 
 
 def test_a_public_embedded_ipv4_is_not_refused_by_the_embedded_check():
     import ipaddress
 
-    from memento.web.fetcher import _is_public
+    from memento.web.address_policy import is_public
 
-    assert _is_public(ipaddress.ip_address("2002:808:808::1"))  # 6to4 of 8.8.8.8
-    assert not _is_public(ipaddress.ip_address("2002:7f00:1::"))
+    assert is_public(ipaddress.ip_address("2002:808:808::1"))  # 6to4 of 8.8.8.8
+    assert not is_public(ipaddress.ip_address("2002:7f00:1::"))
 
 
 def test_allowed_private_hosts_from_settings_admit_one_host_only(hostile_site, tmp_path):
