@@ -1,6 +1,6 @@
 """Checks of anonymised facts that do not use the anonymizer: garbled names and identifying fragments.
 
-:func:`memento.tasks.pii.find_leaks` finds party names left whole or word by word. Two failures escape it:
+:func:`memento.tasks.party_leaks.find_leaks` finds party names left whole or word by word. Two failures escape it:
 
 * **garbling**: part of a multi-word party name replaced and the rest left beside the placeholder ("Great the
   respondent" for "Great Lakes Dredge"): :func:`find_garbles` reports a word of the party's string (other than
@@ -23,7 +23,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
-from memento.tasks.pii import LEAK_STOPWORDS, court_spans, leak_terms
+from memento.tasks.court_names import court_spans
+from memento.tasks.party_leaks import LEAK_STOPWORDS, leak_terms
 
 __all__ = ["Finding", "find_garbles", "find_fragments"]
 
