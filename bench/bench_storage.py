@@ -10,6 +10,7 @@ bench (:class:`memento.local_postgres.LocalPostgres`), on the same machine. Prin
     python bench/bench_storage.py                       # 100k cases, 2k trajectories (a few minutes per backend)
     python bench/bench_storage.py --cases 1000000 --trajectories 100000   # the issue's sizes (hours on 2 cores)
     python bench/bench_storage.py --quick               # 5k cases, 300 trajectories
+    python bench/bench_storage.py --only cases --backends postgres --cases 1000000 --measure-at 100000,300000
 """
 
 from __future__ import annotations
@@ -58,55 +59,81 @@ class TopicEmbedder:
         return out
 
 
-def bench_cases(location: object, n: int, queries: int) -> dict[str, str]:
-    from memento.memory.case_bank import CaseBank
+def _case_measures(bank: Any, emb: TopicEmbedder, queries: int, topics: int, n: int) -> dict[str, str]:
+    """Retrieval latency (cosine and q) and held-out recall@4 of ``bank`` as it stands."""
     from memento.memory.namespace_index import NamespaceIndex
 
-    topics = max(100, n // 100)
-    emb = TopicEmbedder(topics)
-    bank = CaseBank(location, emb, seed=0, min_pairs=0)
-    started = time.perf_counter()
-    batch = 1000
-    for start in range(0, n, batch):
-        rows = [
-            {"task_text": f"t{i % topics} case {i}", "plan": f"plan {i}", "reward": float(i % 2)}
-            for i in range(start, min(n, start + batch))
-        ]
-        bank.add_many(rows)
-    write_s = time.perf_counter() - started
-    started = time.perf_counter()
-    bank.index_info()  # the index: caught up (and built past the threshold, calibrated)
-    index_s = time.perf_counter() - started
-    qtexts = [f"t{i % topics} query {i}" for i in range(queries)]
-    for qt in qtexts[:40]:  # a little gate training, so q ranks with the gate
-        hits = bank.retrieve(qt, k=4)
-        bank.record(qt, [c for c, _ in hits], rewards=[float(c.reward) for c, _ in hits])
+    qtexts = [f"t{i % topics} query {n}-{i}" for i in range(queries)]
     lat: dict[str, list[float]] = {"cosine": [], "q": []}
     for qt in qtexts:
         for policy in lat:
             s = time.perf_counter()
-            bank.retrieve(qt, k=4, policy=policy)  # type: ignore[arg-type]
+            bank.retrieve(qt, k=4, policy=policy)
             lat[policy].append(time.perf_counter() - s)
     index = bank._index("default")
     ids, vecs = index.all_vectors()
     exact = NamespaceIndex(DIM, hnsw=False, hnsw_m=32, ef_search=64, ef_construction=64)
     exact.add(ids, vecs)
+    del vecs
     found = 0
     for q in emb.embed(qtexts):
         truth = exact.search(q, 4)
         kth = truth[-1][1]
         found += sum(s >= kth - 1e-5 for _, s in index.search(q, 4))
     info = bank.index_info()
-    bank.close()
+    ef = f"efSearch {info['ef_search']}, " if info["ef_search"] is not None else ""
     return {
-        "cases": f"{n:,}",
-        "write cases/s (batches of 1000, embeddings included)": f"{n / write_s:,.0f}",
-        "index build/catch-up s": f"{index_s:.1f}",
-        "index": f"{info['kind']} (efSearch {info['ef_search']}, calibrated recall@4 {info['recall@4']:.3f})",
+        "index": f"{info['kind']} ({ef}calibrated recall@4 {info['recall@4']:.3f})",
         "retrieve k=4 cosine p50 / p95 ms": f"{pct(lat['cosine'], 50):.2f} / {pct(lat['cosine'], 95):.2f}",
         "retrieve k=4 q p50 / p95 ms": f"{pct(lat['q'], 50):.2f} / {pct(lat['q'], 95):.2f}",
         "recall@4 against exact search (held-out queries)": f"{found / (4 * queries):.3f}",
     }
+
+
+def bench_cases(location: object, n: int, queries: int, measure_at: list[int] | None = None) -> dict[str, str]:
+    """Write ``n`` cases; measure retrieval at the end and at each size of ``measure_at`` on the way (printed to
+    stderr as soon as measured, so a run stopped early still leaves its largest size measured)."""
+    from memento.memory.case_bank import CaseBank
+
+    topics = max(100, n // 100)
+    emb = TopicEmbedder(topics)
+    bank = CaseBank(location, emb, seed=0, min_pairs=0)
+    points = sorted({p for p in (measure_at or []) if 0 < p < n} | {n})
+    batch, written, write_s = 1000, 0, 0.0
+    out: dict[str, str] = {}
+    trained = False
+    for point in points:
+        started = time.perf_counter()
+        for start in range(written, point, batch):
+            rows = [
+                {"task_text": f"t{i % topics} case {i}", "plan": f"plan {i}", "reward": float(i % 2)}
+                for i in range(start, min(point, start + batch))
+            ]
+            bank.add_many(rows)
+            if (start // batch) % 50 == 0:
+                print(f"  cases written: {start + len(rows):,}", file=sys.stderr, flush=True)
+        write_s += time.perf_counter() - started
+        written = point
+        started = time.perf_counter()
+        bank.index_info()  # the index: caught up (and built past the threshold, calibrated)
+        index_s = time.perf_counter() - started
+        if not trained:  # a little gate training, so q ranks with the gate
+            for i in range(40):
+                qt = f"t{i % topics} warm-up {i}"
+                hits = bank.retrieve(qt, k=4)
+                bank.record(qt, [c for c, _ in hits], rewards=[float(c.reward) for c, _ in hits])
+            trained = True
+        row = {
+            "cases": f"{point:,}",
+            "write cases/s (batches of 1000, embeddings and index inserts included)": f"{point / write_s:,.0f}",
+            "index build/catch-up after the writes s": f"{index_s:.1f}",
+            **_case_measures(bank, emb, queries, topics, point),
+        }
+        print(f"  measured at {point:,} cases: {json.dumps(row)}", file=sys.stderr, flush=True)
+        if point != n:
+            out.update({f"{key} @ {point:,}": value for key, value in row.items() if key != "cases"})
+    bank.close()
+    return {**row, **out}
 
 
 def _trajectory(i: int, pages: int) -> object:
@@ -126,16 +153,26 @@ def _trajectory(i: int, pages: int) -> object:
     )
 
 
-def bench_trajectories(location: object, n: int, queries: int) -> dict[str, str]:
+def bench_trajectories(location: object, n: int, queries: int, disk_cap_gb: float = 20.0) -> dict[str, str]:
+    """Write up to ``n`` trajectories (stopping early once the bank's size on disk passes ``disk_cap_gb``), then time
+    retrievals that read records and pages back."""
     from memento.memory.trajectory_bank import TrajectoryBank
 
     pages = max(50, n // 20)
     bank = TrajectoryBank(location)
     started = time.perf_counter()
+    written, capped = 0, False
     for start in range(0, n, 100):
         with bank.batch(key=f"b{start}"):
             for i in range(start, min(n, start + 100)):
                 bank.add(_trajectory(i, pages), accepted=True)  # type: ignore[arg-type]
+        written = min(n, start + 100)
+        if written % 5000 == 0:
+            total = bank.disk_usage().total_bytes
+            print(f"  trajectories written: {written:,} ({total / 1e6:,.0f} MB)", file=sys.stderr, flush=True)
+            if total > disk_cap_gb * 1e9:
+                capped = True
+                break
     write_s = time.perf_counter() - started
     started = time.perf_counter()
     bank.retrieve("Who founded company 1?", k=3)
@@ -143,17 +180,18 @@ def bench_trajectories(location: object, n: int, queries: int) -> dict[str, str]
     lat = []
     for i in range(queries):
         s = time.perf_counter()
-        hits = bank.retrieve(f"Who founded company {i * 13 % n}?", k=3)
+        hits = bank.retrieve(f"Who founded company {i * 13 % written}?", k=3)
         lat.append(time.perf_counter() - s)
         assert hits and len(hits[0][0].tool_calls[0].page.text) == PAGE_CHARS  # pages given back whole
     usage = bank.disk_usage()
     bank.close()
+    cap = f", stopped by the {disk_cap_gb:g} GB disk cap" if capped else f" (disk cap {disk_cap_gb:g} GB)"
     return {
-        "trajectories": f"{n:,} ({pages:,} distinct pages of {PAGE_CHARS:,} chars, 3 per trajectory)",
-        "write trajectories/s (batches of 100)": f"{n / write_s:,.1f}",
+        "trajectories": f"{written:,}{cap} ({pages:,} distinct pages of {PAGE_CHARS:,} chars, 3 per trajectory)",
+        "write trajectories/s (batches of 100)": f"{written / write_s:,.1f}",
         "first retrieval (index build) s": f"{first_s:.2f}",
         "retrieve k=3 p50 / p95 ms (records and pages read back)": f"{pct(lat, 50):.2f} / {pct(lat, 95):.2f}",
-        "size on disk MB (pages MB)": f"{usage.total_bytes / 1e6:.1f} ({usage.page_bytes / 1e6:.1f})",
+        "size on disk MB (pages MB)": f"{usage.total_bytes / 1e6:,.1f} ({usage.page_bytes / 1e6:,.1f})",
     }
 
 
@@ -241,17 +279,6 @@ def bench_concurrency(location: object, workers: int = 4) -> dict[str, str]:
     }
 
 
-def _where_factory(backend: str, tmp: Path, server: object) -> object:
-    """``where(name)``: a fresh memory location on ``backend`` (a directory, or a database of ``server``)."""
-
-    def where(name: str) -> object:
-        if backend == "sqlite":
-            return tmp / f"sqlite-{name}"
-        return server.create_database(name)  # type: ignore[attr-defined]
-
-    return where
-
-
 def _where_factory(backend: str, tmp: Path, server: object) -> Any:
     """``where(name)``: a fresh memory location on ``backend`` (a directory, or a database of ``server``)."""
 
@@ -263,17 +290,39 @@ def _where_factory(backend: str, tmp: Path, server: object) -> Any:
     return where
 
 
+SECTIONS = ("items", "cases", "trajectories", "concurrency")
+TITLES = {"items": "MEMENTO items", "cases": "case bank", "trajectories": "trajectory bank",
+          "concurrency": "4 processes appending"}  # fmt: skip
+
+
+def _section(key: str, where: Any, args: argparse.Namespace, measure_at: list[int]) -> dict[str, str]:
+    if key == "items":
+        return bench_items(where("items"), args.items, args.queries)
+    if key == "cases":
+        return bench_cases(where("cases"), args.cases, args.queries, measure_at)
+    if key == "trajectories":
+        return bench_trajectories(where("trajectories"), args.trajectories, args.queries, args.disk_cap_gb)
+    return bench_concurrency(where("shared"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=100_000)
+    parser.add_argument("--measure-at", default="", help="comma-separated case counts to measure retrieval at too")
     parser.add_argument("--trajectories", type=int, default=2000)
+    parser.add_argument("--disk-cap-gb", type=float, default=20.0, help="stop writing trajectories past this size")
     parser.add_argument("--items", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")
     args = parser.parse_args()
     if args.quick:
         args.cases, args.trajectories, args.items, args.queries = 5000, 300, 2000, 100
+    only = set(args.only.split(","))
+    if only - set(SECTIONS):
+        parser.error(f"--only takes {SECTIONS}, not {sorted(only - set(SECTIONS))}")
+    measure_at = [int(x) for x in args.measure_at.split(",") if x.strip()]
     from memento.local_postgres import LocalPostgres
 
     results: dict[str, dict[str, dict[str, str]]] = {}
@@ -285,12 +334,8 @@ def main() -> None:
             for backend in args.backends.split(","):
                 where = _where_factory(backend, Path(tmp), server)
                 print(f"backend {backend} ...", file=sys.stderr, flush=True)
-                results[backend] = {
-                    "MEMENTO items": bench_items(where("items"), args.items, args.queries),
-                    "case bank": bench_cases(where("cases"), args.cases, args.queries),
-                    "trajectory bank": bench_trajectories(where("trajectories"), args.trajectories, args.queries),
-                    "4 processes appending": bench_concurrency(where("shared")),
-                }
+                results[backend] = {TITLES[key]: _section(key, where, args, measure_at) for key in SECTIONS
+                                    if key in only}  # fmt: skip
         finally:
             if server is not None:
                 server.stop()

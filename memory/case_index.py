@@ -145,6 +145,7 @@ class CaseIndex:
                 if index.hnsw:  # the efSearch and recall calibrated when it was built
                     index.set_ef_search(int(info.get("ef_search", self.ef_search)))
                     index.recall = float(info.get("recall", float("nan")))
+                    index.calibrated_at = int(info.get("calibrated_at", info.get("count", 0)))
                 index.tombstones = {int(t) for t in info.get("tombstones", [])}
                 index.generation = int(info["generation"])
                 index.saved_generation = index.generation
@@ -214,13 +215,36 @@ class CaseIndex:
         return None
 
     def _maybe_upgrade(self, namespace: str) -> None:
+        """Past the threshold an exact index becomes HNSW (if calibrated to the target); an HNSW index that doubled
+        since its calibration is calibrated again, and becomes exact if no efSearch reaches the target any more."""
         index = self.loaded.get(namespace)
-        if index is not None and not index.hnsw and self._wants_approximate(namespace, index.live):
+        if index is None:
+            return
+        if not index.hnsw and self._wants_approximate(namespace, index.live):
             ids, vecs = index.all_vectors()
             new = self._approximate(namespace, ids, vecs)
             if new is not None:
                 new.generation = index.generation
                 self.loaded[namespace] = new
+        elif index.hnsw and index.live >= 2 * max(1, index.calibrated_at):
+            before = index.ef_search
+            recall = index.calibrate(target=self.recall_target, k=4)
+            if recall >= self.recall_target:
+                logger.info(
+                    "case bank %s/%s: HNSW at %d cases recalibrated, efSearch %d -> %d, recall@4 %.3f",
+                    self.dir, namespace, index.live, before, index.ef_search, recall,
+                )  # fmt: skip
+                return
+            self._refused[namespace] = index.live
+            logger.warning(
+                "case bank %s/%s: HNSW reaches recall@4 %.3f < %.2f at %d cases; exact search from now on",
+                self.dir, namespace, recall, self.recall_target, index.live,
+            )  # fmt: skip
+            ids, vecs = index.all_vectors()
+            exact = self._new(False)
+            exact.add(ids, vecs)
+            exact.generation = index.generation
+            self.loaded[namespace] = exact
 
     def added(self, namespace: str, index: NamespaceIndex, rids: list[int], embs: np.ndarray, gen: int) -> None:
         """Apply this writer's own insert (committed at generation ``gen``) to the namespace's caught-up ``index``."""
@@ -257,6 +281,7 @@ class CaseIndex:
                     "hnsw": index.hnsw,
                     "ef_search": index.ef_search,
                     "recall": index.recall,
+                    "calibrated_at": index.calibrated_at,
                     "tombstones": sorted(index.tombstones),
                     "count": index.live,
                 }

@@ -78,6 +78,7 @@ class NamespaceIndex:
         self.index = faiss.IndexIDMap2(base)
         self.tombstones: set[int] = set()
         self.recall = 1.0  # recall@k against exact search (calibrated for HNSW; exact search: 1.0)
+        self.calibrated_at = 0  # live vectors when :meth:`calibrate` last ran (the owner recalibrates as it grows)
         self.generation = -1
         self.saved_generation: int | None = None  # generation of the copy on disk (None: none written/loaded)
 
@@ -161,11 +162,13 @@ class NamespaceIndex:
         Queries are ``sample`` stored vectors; each one's exact neighbours (itself excluded) are computed by a full
         scan, and a result counts as found when it scores at least the k-th exact neighbour (ties are found too).
         When no efSearch reaches the target, the largest is kept and its recall returned: the owner then falls back
-        to exact search. Exact indexes return 1.0.
+        to exact search. Exact indexes return 1.0. A graph's recall at one efSearch falls as it grows: the owner
+        calibrates again when the index has doubled since (``calibrated_at``).
         """
         if not self.hnsw or self.live <= k + 1:
             self.recall = 1.0
             return 1.0
+        self.calibrated_at = self.live
         ids, vecs = self.all_vectors()
         rng = np.random.default_rng(seed)
         picks = rng.choice(len(ids), size=min(sample, len(ids)), replace=False)

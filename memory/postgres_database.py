@@ -177,7 +177,7 @@ class PostgresDatabase(Database):
                 with self._conn().cursor() as cur:
                     cur.executemany(_translate(sql), [tuple(r) for r in rows], returning=True)
                     while True:
-                        out.append(cur.fetchone()[0])  # type: ignore[index]
+                        out.append(cur.fetchone()[0])
                         if not cur.nextset():
                             break
         except psycopg.Error as exc:

@@ -172,6 +172,44 @@ def test_a_bank_past_the_threshold_keeps_exact_search_when_hnsw_misses_the_targe
     assert "exact search kept" in caplog.text
 
 
+def test_an_hnsw_index_is_calibrated_again_when_it_doubles(tmp_path, caplog):
+    """A graph's recall at one efSearch falls as it grows: calibrated at the threshold, again once it doubled; when
+    no efSearch reaches the target any more (here: a target raised past reach) it becomes exact."""
+
+    class Fixed:
+        name, dim = "fixed-32", 32
+
+        def __init__(self) -> None:
+            self.vectors = iter(_clustered(1010, 32, noise=0.5, seed=2))
+
+        def embed(self, texts):
+            return np.stack([next(self.vectors) for _ in texts])
+
+    def add(bank: CaseBank, start: int, end: int) -> None:
+        bank.add_many([{"task_text": f"task {i}", "plan": "p", "reward": 1.0} for i in range(start, end)])
+
+    caplog.set_level("INFO", logger="memento.memory.case_index")
+    bank = CaseBank(tmp_path, Fixed(), hnsw_threshold=200)
+    add(bank, 0, 250)
+    index = bank._index("default")
+    assert index.hnsw and index.calibrated_at == 250 and index.recall >= 0.95
+    add(bank, 250, 499)
+    assert bank._index("default").calibrated_at == 250  # not yet doubled
+    add(bank, 499, 500)
+    index = bank._index("default")
+    assert index.hnsw and index.calibrated_at == 500 and index.recall >= 0.95
+    assert "HNSW at 500 cases recalibrated" in caplog.text
+    bank.save()
+    assert json.loads(next((tmp_path / "index").glob("*.json")).read_text())["calibrated_at"] == 500
+    bank._indexes.recall_target = 1.01  # no graph reaches it: at the next doubling the index becomes exact
+    add(bank, 500, 999)
+    assert bank.index_info()["kind"] == "hnsw"
+    add(bank, 999, 1000)
+    assert bank.index_info() == {"kind": "exact", "live": 1000, "ef_search": None, "recall@4": 1.0}
+    assert "exact search from now on" in caplog.text
+    assert len(bank.retrieve("task 3", k=4)) == 4
+
+
 def test_embedder_mismatch_and_frozen_are_typed_errors(location):
     loc = location()
     CaseBank(loc, HashingEmbedder(dim=64)).add("a task", "a plan", reward=1.0)
