@@ -1,4 +1,5 @@
-"""Canonicalisation: no-data rejection, LLM check, near-duplicate merge with counts summed, fact supersession."""
+"""Canonicalisation: no-data rejection, LLM check, near-duplicate merge with counts summed, fact supersession; on both
+backends."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ def test_no_data_patterns():
     assert not is_no_data("The Nile is 6,650 km long.")
 
 
-def test_near_duplicate_rules_merge_and_counts_sum(tmp_path):
-    memory = MementoMemory(tmp_path)
+def test_near_duplicate_rules_merge_and_counts_sum(location):
+    memory = MementoMemory(location())
     stored = memory.web_action.add("Put the full company name in quotes when searching.", support=2, provenance=["a"])
     engine = ScriptedEngine().when(
         "Put the full company name", verdict="same", merged="Quote the full company name in searches."
@@ -56,8 +57,8 @@ def test_near_duplicate_rules_merge_and_counts_sum(tmp_path):
     assert len(engine.calls_matching("free of near-duplicates")) == 1
 
 
-def test_duplicates_within_one_batch_merge_into_the_new_item(tmp_path):
-    memory = MementoMemory(tmp_path)
+def test_duplicates_within_one_batch_merge_into_the_new_item(location):
+    memory = MementoMemory(location())
     plan = _canon(memory, lm=False).plan(
         "craft",
         [
@@ -72,8 +73,8 @@ def test_duplicates_within_one_batch_merge_into_the_new_item(tmp_path):
     assert entry.support == 2 and entry.provenance == ["a", "b"]
 
 
-def test_llm_check_rejects_unsupported_candidates(tmp_path):
-    memory = MementoMemory(tmp_path)
+def test_llm_check_rejects_unsupported_candidates(location):
+    memory = MementoMemory(location())
     engine = ScriptedEngine().when("moon is made of cheese", accept=False, reason="unsupported")
     engine.when("accept", accept=True, reason="ok")
     lm = scripted_lm(engine)
@@ -90,8 +91,8 @@ def test_llm_check_rejects_unsupported_candidates(tmp_path):
     assert len(engine.calls_matching("may be stored")) == 2
 
 
-def test_contradicting_fact_supersedes_the_old_one_which_is_kept(tmp_path):
-    memory = MementoMemory(tmp_path)
+def test_contradicting_fact_supersedes_the_old_one_which_is_kept(location):
+    memory = MementoMemory(location())
     old = memory.facts.add("Acme Corp", "Acme Corp's CEO is Alice Smith.", sources=["https://old.test"])
     engine = ScriptedEngine().when(
         "contradicts",
@@ -114,8 +115,8 @@ def test_contradicting_fact_supersedes_the_old_one_which_is_kept(tmp_path):
     assert len(memory.facts) == 1 and memory.facts.stats()["superseded"] == 1
 
 
-def test_distinct_verdict_adds(tmp_path):
-    memory = MementoMemory(tmp_path)
+def test_distinct_verdict_adds(location):
+    memory = MementoMemory(location())
     memory.decomposition.add("When a film is named, add a sub-question that covers its director.")
     engine = ScriptedEngine(overrides={"verdict": "distinct", "merged": "", "accept": True})
     plan = _canon(memory, scripted_lm(engine)).plan(
@@ -124,8 +125,8 @@ def test_distinct_verdict_adds(tmp_path):
     assert [op.action for op in plan] == ["add"]
 
 
-def test_contradicts_verdict_raises_the_stored_rules_contradiction_count(tmp_path):
-    memory = MementoMemory(tmp_path)
+def test_contradicts_verdict_raises_the_stored_rules_contradiction_count(location):
+    memory = MementoMemory(location())
     stored = memory.web_action.add("Search news sites first for court rulings.", support=1, provenance=["a"])
     engine = ScriptedEngine().when(
         predicate=lambda c: "stored" in c.inputs, verdict="contradicts", merged="Search court records first."
@@ -148,8 +149,8 @@ def test_contradicts_verdict_raises_the_stored_rules_contradiction_count(tmp_pat
     assert len(memory.web_action) == 1  # down-weighted, not retracted
 
 
-def test_one_run_proposing_the_same_rule_twice_counts_once(tmp_path):
-    memory = MementoMemory(tmp_path)
+def test_one_run_proposing_the_same_rule_twice_counts_once(location):
+    memory = MementoMemory(location())
     plan = _canon(memory, lm=False).plan(
         "decomposition",
         [

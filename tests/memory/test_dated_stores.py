@@ -1,6 +1,6 @@
 """Dated memory in every store: the evidence record and its date, the cutoff filter applied before top-K (SQL in
 the MEMENTO stores, FAISS ID selection in the case bank, a score mask in the trajectory bank), hidden counts,
-tombstones, and old stores that load with their items undated."""
+tombstones (each on both backends), and old SQLite stores that load with their items undated."""
 
 from __future__ import annotations
 
@@ -81,8 +81,8 @@ def test_date_filter_rule_and_sql() -> None:
 
 
 # -- MEMENTO's stores --------------------------------------------------------------------------------------------
-def test_memento_stores_filter_before_top_k_and_count_what_they_hide(tmp_path) -> None:
-    memory = MementoMemory(tmp_path / "mem")
+def test_memento_stores_filter_before_top_k_and_count_what_they_hide(location) -> None:
+    memory = MementoMemory(location("mem"))
     with memory.transaction(batch=1) as tx:
         for i in range(8):  # the late facts win every ranking (more support) ...
             fact = memory.facts.new_fact("Albany", f"Albany late fact {i}", evidence=_ev(D2007, url=f"https://l/{i}"))
@@ -159,8 +159,8 @@ def test_an_old_memory_loads_read_only_and_migrated_with_its_items_undated(tmp_p
 
 # -- the case bank ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("policy", ["cosine", "q"])
-def test_case_bank_filters_inside_faiss_so_k_eligible_cases_come_back(tmp_path, policy) -> None:
-    bank = CaseBank(tmp_path / "cbr", HashingEmbedder(dim=64), prefilter=4)
+def test_case_bank_filters_inside_faiss_so_k_eligible_cases_come_back(location, policy) -> None:
+    bank = CaseBank(location("cbr"), HashingEmbedder(dim=64), prefilter=4)
     late = [bank.add(f"founder of the Acme corporation {i}", "plan", 1.0, evidence=_ev(D2007)) for i in range(12)]
     early = [bank.add(f"Acme history question {i}", "plan", 1.0, evidence=_ev(D2001)) for i in range(4)]
     undated = bank.add("founder of the Acme corporation, no date", "plan", 1.0)
@@ -175,8 +175,8 @@ def test_case_bank_filters_inside_faiss_so_k_eligible_cases_come_back(tmp_path, 
     assert bank.get(early[0].id).evidence.dated == D2001
 
 
-def test_case_bank_forget_tombstones_and_logs(tmp_path) -> None:
-    bank = CaseBank(tmp_path / "cbr", HashingEmbedder(dim=64))
+def test_case_bank_forget_tombstones_and_logs(location) -> None:
+    bank = CaseBank(location("cbr"), HashingEmbedder(dim=64))
     a = bank.add("Who founded Acme?", "plan a", 1.0, evidence=_ev(D2001, url="https://evil.org/x"))
     b = bank.add("Who founded Initech?", "plan b", 1.0)
     assert bank.forget([a.id, "case-unknown"], reason="source evil.org") == [a.id]
@@ -185,7 +185,7 @@ def test_case_bank_forget_tombstones_and_logs(tmp_path) -> None:
     assert len(bank) == 1 and [c["case_id"] for c in bank.changes()] == [a.id]
     assert bank.changes()[0]["reason"] == "source evil.org" and bank.changes()[0]["op"] == "forget"
     bank.close()
-    again = CaseBank(tmp_path / "cbr", HashingEmbedder(dim=64), frozen=True)  # the index caught up on disk too
+    again = CaseBank(location("cbr"), HashingEmbedder(dim=64), frozen=True)  # a new index caught up (on disk too)
     assert [c.id for c, _ in again.retrieve("Who founded Acme?", k=4)] == [b.id]
 
 
@@ -215,8 +215,8 @@ def _traj(text: str, task_id: str, published: dt.date | None, *, url: str = "htt
     return traj
 
 
-def test_trajectory_bank_masks_scores_before_top_k_and_tombstones(tmp_path) -> None:
-    bank = TrajectoryBank(tmp_path / "jit", bm25="rank_bm25")
+def test_trajectory_bank_masks_scores_before_top_k_and_tombstones(location) -> None:
+    bank = TrajectoryBank(location("jit"), bm25="rank_bm25")
     for i in range(6):
         bank.add(_traj(f"founder of Acme corporation case {i}", f"late{i}", D2007), accepted=True)
     for i in range(2):

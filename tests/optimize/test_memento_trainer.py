@@ -1,4 +1,5 @@
-"""MEMENTO learning loop: two batches of three multi-hop questions with a scripted LM, memory versions, rollback."""
+"""MEMENTO learning loop: two batches of three multi-hop questions with a scripted LM, memory versions, rollback; each
+test runs on both backends (a memory directory, a PostgreSQL database: the ``location`` fixture)."""
 
 from __future__ import annotations
 
@@ -25,13 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shar
 from memento_training_fixture import make_engine, write_data  # noqa: E402
 
 
-def _setup(tmp_path: Path, *, exploration: int = 0):
+def _setup(tmp_path: Path, location, *, exploration: int = 0):
     corpus, questions = write_data(tmp_path / "data")
     settings = load_settings(flags={"web": {"corpus": str(corpus), "cache_dir": str(tmp_path / "cache")}})
     from memento.web.factory import web_tools_factory
 
     task = get_task("multihop")
-    memory = MementoMemory(tmp_path / "mem", embedder=HashingEmbedder())
+    memory = MementoMemory(location("mem"), embedder=HashingEmbedder())
     program = Memento(
         task,
         memory=memory,
@@ -58,10 +59,10 @@ def _tree(a: Path, b: Path) -> bool:
     return names == sorted(p.name for p in b.iterdir()) and all(filecmp.cmp(a / n, b / n, shallow=False) for n in names)
 
 
-def test_two_batches_fill_every_store_and_version_rollback_freeze_copy(tmp_path):
+def test_two_batches_fill_every_store_and_version_rollback_freeze_copy(tmp_path, location):
     engine = make_engine()
     dspy.configure(lm=scripted_lm(engine))
-    task, memory, program, trainset = _setup(tmp_path)
+    task, memory, program, trainset = _setup(tmp_path, location)
     assert len(trainset) == 6
     reports = _trainer(program, task, memory).fit(trainset)
 
@@ -110,10 +111,10 @@ def test_two_batches_fill_every_store_and_version_rollback_freeze_copy(tmp_path)
         _trainer(program, task, memory)
 
 
-def test_resume_skips_done_batches_and_refuses_other_data(tmp_path):
+def test_resume_skips_done_batches_and_refuses_other_data(tmp_path, location):
     engine = make_engine()
     dspy.configure(lm=scripted_lm(engine))
-    task, memory, program, trainset = _setup(tmp_path)
+    task, memory, program, trainset = _setup(tmp_path, location)
     trainer = _trainer(program, task, memory)
     trainer.fit(trainset[:3])
     calls = len(engine.calls)
@@ -123,10 +124,10 @@ def test_resume_skips_done_batches_and_refuses_other_data(tmp_path):
         trainer.fit(list(reversed(trainset[:3])))
 
 
-def test_trajectory_notes_injected_items_and_own_memory_is_hidden(tmp_path):
+def test_trajectory_notes_injected_items_and_own_memory_is_hidden(tmp_path, location):
     engine = make_engine()
     dspy.configure(lm=scripted_lm(engine))
-    task, memory, program, trainset = _setup(tmp_path)
+    task, memory, program, trainset = _setup(tmp_path, location)
     own = memory.decomposition.add("When asked about q1, add a sub-question about q1.", provenance=["q1"], support=3)
     other = memory.decomposition.add("When a county is named, add a sub-question for its state.", provenance=["q9"])
     pred = program(question=trainset[0].question, task_id="q1")
@@ -137,14 +138,14 @@ def test_trajectory_notes_injected_items_and_own_memory_is_hidden(tmp_path):
     assert own.id in injected_items(pred.trajectory)["decomposition"]
 
 
-def test_exploration_runs_when_nothing_relevant_and_joins_the_batch_plan(tmp_path):
+def test_exploration_runs_when_nothing_relevant_and_joins_the_batch_plan(tmp_path, location):
     # M1 holds an entry, but the relevance check finds nothing applicable: that is a cold start too (Appendix D.1)
     nothing = {"relevant": True}  # while set, the relevance check finds no applicable entry
     engine = make_engine(
         first=[{"predicate": lambda c: nothing["relevant"] and "relevant" in c.output_fields, "relevant": []}]
     )
     dspy.configure(lm=scripted_lm(engine))
-    task, memory, program, trainset = _setup(tmp_path, exploration=2)
+    task, memory, program, trainset = _setup(tmp_path, location, exploration=2)
     with memory.transaction(batch=0) as tx:
         memory.craft.add("For films, check the studio's release notes.", provenance=["old"], tx=tx)
     pred = program(question=trainset[0].question, task_id="q1")
@@ -175,10 +176,10 @@ def test_exploration_runs_when_nothing_relevant_and_joins_the_batch_plan(tmp_pat
     assert reports[0].distillers["craft_insights"].seen == 3
 
 
-def test_frozen_memory_explores_without_write_back(tmp_path):
+def test_frozen_memory_explores_without_write_back(tmp_path, location):
     engine = make_engine()
     dspy.configure(lm=scripted_lm(engine))
-    task, memory, program, trainset = _setup(tmp_path, exploration=1)
+    task, memory, program, trainset = _setup(tmp_path, location, exploration=1)
     memory.freeze()
     pred = program(question=trainset[0].question, task_id="q1")
     assert len(memory.craft) == 0
@@ -187,18 +188,18 @@ def test_frozen_memory_explores_without_write_back(tmp_path):
     assert "Open the encyclopedia page" in decompose.inputs["context"]
 
 
-def test_memento_method_opens_memory_frozen(tmp_path):
+def test_memento_method_opens_memory_frozen(tmp_path, location):
     from memento.errors import DataError as _DataError
     from memento.programs.registry import build_program
 
     corpus, _ = write_data(tmp_path / "data")
     settings = load_settings(flags={"web": {"corpus": str(corpus), "cache_dir": str(tmp_path / "cache")}})
     with pytest.raises(_DataError, match="no trained memory"):
-        build_program("memento", task="qa", settings=settings, memory_dir=tmp_path / "none")
-    memory = MementoMemory(tmp_path / "mem")
+        build_program("memento", task="qa", settings=settings, memory_dir=location("none"))
+    memory = MementoMemory(location("mem"))
     memory.web_action.add("Quote exact names.")
     memory.commit_version(batch=1)
-    program = build_program("memento", task="qa", settings=settings, memory_dir=tmp_path / "mem")
+    program = build_program("memento", task="qa", settings=settings, memory_dir=location("mem"))
     assert isinstance(program, Memento) and program.memory.frozen and program.memory.version == 1
     with pytest.raises(MemoryFrozenError):
         program.memory.web_action.add("Another rule text.")
@@ -209,7 +210,7 @@ def test_memento_method_opens_memory_frozen(tmp_path):
     assert "Quote exact names." in solver.prompt and pred.trajectory.memory_version == 1
 
 
-def test_phase_c_credits_injected_rules_by_outcome_and_skips_failed_runs(tmp_path):
+def test_phase_c_credits_injected_rules_by_outcome_and_skips_failed_runs(tmp_path, location):
     engine = make_engine(
         first=[
             # no LLM rule operations: only the outcome credit of Phase C changes M2
@@ -224,7 +225,7 @@ def test_phase_c_credits_injected_rules_by_outcome_and_skips_failed_runs(tmp_pat
         ]
     )
     dspy.configure(lm=scripted_lm(engine))
-    task, memory, program, trainset = _setup(tmp_path)
+    task, memory, program, trainset = _setup(tmp_path, location)
     rule = memory.decomposition.add("When a place is named, add a sub-question for its state.", provenance=["old"])
     trainset = [trainset[0], trainset[1], trainset[2]]  # q1, q2 answered right; q3 fails
     [report] = _trainer(program, task, memory).fit(trainset)
@@ -236,10 +237,10 @@ def test_phase_c_credits_injected_rules_by_outcome_and_skips_failed_runs(tmp_pat
     assert len(coverage_calls) == 2 and all("Arthur Penn" not in c.prompt for c in coverage_calls)
 
 
-def test_phase_c_contradicts_rules_of_wrong_answers(tmp_path):
+def test_phase_c_contradicts_rules_of_wrong_answers(tmp_path, location):
     engine = make_engine(first=[{"predicate": lambda c: "judged_run" in c.inputs, "operations": []}])
     dspy.configure(lm=scripted_lm(engine))
-    task, memory, program, trainset = _setup(tmp_path)
+    task, memory, program, trainset = _setup(tmp_path, location)
     rule = memory.decomposition.add("When a person is named, add a sub-question for their birthplace.")
     [report] = _trainer(program, task, memory).fit([trainset[2], trainset[4], trainset[1]])  # q3, q5 wrong; q2 right
     assert report.mean_score == pytest.approx(1 / 3, abs=1e-3)
@@ -247,9 +248,9 @@ def test_phase_c_contradicts_rules_of_wrong_answers(tmp_path):
     assert (after.support, after.contradiction, after.status) == (1, 2, "downweighted")
 
 
-def test_trainer_refuses_mismatched_memory_and_bad_data(tmp_path):
-    task, memory, program, trainset = _setup(tmp_path)
-    other = MementoMemory(tmp_path / "other")
+def test_trainer_refuses_mismatched_memory_and_bad_data(tmp_path, location):
+    task, memory, program, trainset = _setup(tmp_path, location)
+    other = MementoMemory(location("other"))
     with pytest.raises(ConfigError, match="another memory"):
         MementoTrainer(program, task.metric, other)
     trainer = _trainer(program, task, memory)
