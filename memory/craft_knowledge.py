@@ -73,7 +73,12 @@ class CraftKnowledge:
         if self.embedder is not None and len(entries) > 1:
             vectors = self.embedder.embed([task_text] + [e.text for e in entries])
             sims = vectors[1:] @ vectors[0]
-            order = sorted(range(len(entries)), key=lambda i: (-float(sims[i]), -entries[i].support, entries[i].id))
+            # ties (equal similarity and support) go by batch then text, not by the random id: two runs that learn
+            # the same memory rank it the same (threads vs Ray, a rerun)
+            order = sorted(
+                range(len(entries)),
+                key=lambda i: (-float(sims[i]), -entries[i].support, entries[i].batch, entries[i].text, entries[i].id),
+            )
             entries = [entries[i] for i in order]
         return entries[: 2 * k]
 

@@ -295,3 +295,19 @@ def test_craft_relevance_check_keeps_what_the_llm_selects(location):
     with dspy.context(lm=lm):
         assert plain.craft_knowledge("court cases").count("\n") == 2  # prefilter only: matches + most supported
     assert len(engine.calls) == 1  # no relevance call without a relevance stage
+
+
+def test_craft_entries_tied_on_similarity_and_support_rank_by_batch_then_text_not_by_random_id(location):
+    """Two runs that learn the same M1 entries (threads vs Ray, a rerun) give them different random ids: the re-rank
+    must not depend on them, or the relevance prompt lists the same entries in another order."""
+    from memento.memory.embedder import HashingEmbedder
+    from memento.types import CraftEntry
+
+    memory = MementoMemory(location(), embedder=HashingEmbedder())
+    search, open_page = "Search each named person separately.", "Open the encyclopedia page of the entity."
+    for entry_id, text in (("c-0", search), ("c-1", open_page)):
+        memory.craft.put(CraftEntry(id=entry_id, text=text, batch=1))
+    task = "Are Paul Clyne and David Soares both district attorneys?"
+    vectors = HashingEmbedder().embed([task, search, open_page])
+    assert list(vectors[1:] @ vectors[0]) == [0.0, 0.0]  # no word in common: equal similarity, equal support
+    assert [e.text for e in memory.craft.candidates(task, 5)] == [open_page, search]  # by text, not by id
