@@ -6,7 +6,9 @@ executor every process of the run asks one actor instead: :class:`LMBudget` keep
 :class:`~memento.lm_limiter.LMLimiter` per limited role and grants a permit per request; :class:`BudgetClient` is what
 :func:`memento.lm_limiter.limiter_for` hands :class:`memento.lm.MementoLM` in each process. A permit is asked for
 with a short wait and asked again, so a cancel (Ctrl-C on the driver, a cancel sent to a worker) is seen between
-asks and an abandoned ask holds nothing.
+asks and an abandoned ask holds nothing. A granted permit is a lease: a process that dies while holding one (a node
+lost, a worker killed) never gives it back, so the actor takes it back once the lease has run for ``lease_seconds``
+(default 10 minutes, far above one LM request); a late release of a lease already taken back is ignored.
 
 Example:
     >>> budget = start_budget({"lm": (2, None)}, name="memento-budget-x")  # doctest: +SKIP
@@ -18,6 +20,10 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import itertools
+import logging
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,7 +32,10 @@ from memento.lm_limiter import LMLimiter
 
 __all__ = ["LMBudget", "BudgetClient", "role_limits", "start_budget"]
 
+logger = logging.getLogger(__name__)
+
 _ASK_SECONDS = 0.5  # one ask waits this long in the actor at most; the caller checks for a cancel and asks again
+LEASE_SECONDS = 600.0  # a permit not given back within this long is taken back (its holder is presumed dead)
 
 
 class LMBudget:
@@ -34,19 +43,57 @@ class LMBudget:
 
     Args:
         limits: ``{role: (max_concurrency, requests_per_minute)}``; roles not listed are unbounded.
+        lease_seconds: how long a granted permit may be held before the actor takes it back.
+
+    Example:
+        >>> budget = LMBudget({"lm": (1, None)}, lease_seconds=60)
+        >>> permit = budget.acquire("lm", 0.1)
+        >>> budget.acquire("lm", 0.1) is None  # the one permit is held
+        True
+        >>> budget.release("lm", permit)
     """
 
-    def __init__(self, limits: dict[str, tuple[int | None, float | None]]) -> None:
+    def __init__(
+        self, limits: dict[str, tuple[int | None, float | None]], *, lease_seconds: float = LEASE_SECONDS
+    ) -> None:
         self.limiters = {
             role: LMLimiter(max_concurrency=conc, requests_per_minute=rpm) for role, (conc, rpm) in limits.items()
         }
+        self.lease_seconds = lease_seconds
+        self.leases: dict[int, tuple[str, float]] = {}  # permit -> (role, when its lease ends, monotonic)
+        self.expired: dict[str, int] = {role: 0 for role in self.limiters}  # leases taken back, per role
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
 
-    def acquire(self, role: str, wait: float) -> bool:
-        """A permit for one request of ``role`` within ``wait`` seconds (``False``: none yet, ask again)."""
-        return self.limiters[role].acquire(timeout=wait)
+    def _reclaim(self) -> None:
+        """Take back every permit whose lease has ended (its holder never released it)."""
+        now = time.monotonic()
+        with self._lock:
+            ended = [(permit, role) for permit, (role, until) in self.leases.items() if until <= now]
+            for permit, _ in ended:
+                del self.leases[permit]
+        for permit, role in ended:
+            self.expired[role] += 1
+            self.limiters[role].release()
+            logger.warning("LM permit %d of role %s taken back: not released within %.0f s", permit, role,
+                           self.lease_seconds)  # fmt: skip
 
-    def release(self, role: str) -> None:
-        """Give a permit back."""
+    def acquire(self, role: str, wait: float) -> int | None:
+        """A permit for one request of ``role`` within ``wait`` seconds (``None``: none yet, ask again)."""
+        self._reclaim()
+        if not self.limiters[role].acquire(timeout=wait):
+            return None
+        with self._lock:
+            permit = next(self._ids)
+            self.leases[permit] = (role, time.monotonic() + self.lease_seconds)
+        return permit
+
+    def release(self, role: str, permit: int | None = None) -> None:
+        """Give a permit back; a permit whose lease already ended (and was taken back) is not released twice."""
+        if permit is not None:
+            with self._lock:
+                if self.leases.pop(permit, None) is None:
+                    return
         self.limiters[role].release()
 
     def stats(self) -> dict[str, dict[str, Any]]:
@@ -58,6 +105,7 @@ class LMBudget:
                 "in_flight": lim.in_flight,
                 "peak": lim.peak,
                 "granted": lim.granted,
+                "expired": self.expired[role],
             }
             for role, lim in self.limiters.items()
         }
@@ -75,12 +123,14 @@ def role_limits(settings: Any) -> dict[str, tuple[int | None, float | None]]:
     return out
 
 
-def start_budget(limits: dict[str, tuple[int | None, float | None]], *, name: str) -> Any:
+def start_budget(
+    limits: dict[str, tuple[int | None, float | None]], *, name: str, lease_seconds: float = LEASE_SECONDS
+) -> Any:
     """Start the budget actor ``name`` on the connected cluster (a threaded actor: each waiting ask holds a thread)."""
     import ray
 
     actor = ray.remote(LMBudget).options(name=name, num_cpus=0, max_concurrency=512)
-    return actor.remote(limits)
+    return actor.remote(limits, lease_seconds=lease_seconds)
 
 
 class _RemoteSlot:
@@ -96,12 +146,13 @@ class _RemoteSlot:
 
         while True:
             check_cancelled()
-            if ray.get(self.actor.acquire.remote(self.role, _ASK_SECONDS)):
+            permit = ray.get(self.actor.acquire.remote(self.role, _ASK_SECONDS))
+            if permit is not None:
                 break
         try:
             yield
         finally:
-            ray.get(self.actor.release.remote(self.role))
+            ray.get(self.actor.release.remote(self.role, permit))
 
 
 class BudgetClient:
