@@ -235,7 +235,8 @@ class TrainerSettings(_Section):
     """
 
     batch_size: int = Field(default=10, ge=1)
-    # a run succeeded when its score is strictly above this (trainer rule credit and CBR SUCCESS/FAILURE labels)
+    # a run succeeded when its score is strictly above this, everywhere: trainer rule credit, CBR SUCCESS/FAILURE and
+    # executor-bank labels, JitMem's ground-truth gate, qgate-stats' useful pairs
     success_threshold: float = Field(default=0.5, ge=0.0, lt=1.0)
     max_consecutive_lm_failures: int = Field(default=3, ge=1)
     exploration: int = Field(default=3, ge=0)

@@ -37,22 +37,24 @@ from torch import nn
 from memento.files import atomic_path
 from memento.memory.embedder import apply_compute_threads
 from memento.memory.replay_buffer import ReplayBuffer
+from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD
 
 __all__ = ["QGate", "QGateLearner", "roc_auc", "gate_report"]
 
 logger = logging.getLogger(__name__)
 
 
-def roc_auc(scores: np.ndarray, labels: np.ndarray, *, threshold: float = 0.5) -> float:
-    """Area under the ROC curve, labels ``>= threshold`` being positives: the Mann-Whitney U of the positives'
-    scores against the negatives' (``scipy.stats.mannwhitneyu``, tied ranks averaged) over ``n_pos * n_neg``.
+def roc_auc(scores: np.ndarray, labels: np.ndarray, *, threshold: float = DEFAULT_SUCCESS_THRESHOLD) -> float:
+    """Area under the ROC curve, labels strictly above ``threshold`` being positives (the success rule of
+    :func:`memento.metrics.success.succeeded`): the Mann-Whitney U of the positives' scores against the negatives'
+    (``scipy.stats.mannwhitneyu``, tied ranks averaged) over ``n_pos * n_neg``.
 
     Returns ``nan`` when only one class is present.
     """
     from scipy import stats
 
     scores = np.asarray(scores, dtype=np.float64).reshape(-1)
-    pos = np.asarray(labels, dtype=np.float64).reshape(-1) >= threshold
+    pos = np.asarray(labels, dtype=np.float64).reshape(-1) > threshold
     n_pos, n_neg = int(pos.sum()), int((~pos).sum())
     if n_pos == 0 or n_neg == 0:
         return float("nan")
@@ -340,6 +342,7 @@ def gate_report(
     seed: int = 0,
     hidden: int = 256,
     min_steps: int = 500,
+    threshold: float = DEFAULT_SUCCESS_THRESHOLD,
 ) -> dict:
     """How well Q-gates predict the logged rewards, against the cosine baseline (what ``qgate-stats`` prints).
 
@@ -352,18 +355,22 @@ def gate_report(
       ``holdout_cosine_auc`` — cosine on the same held-out pairs;
     * ``cosine_auc`` — cosine similarity as the score over every pair.
 
-    AUCs are ``nan`` when a split holds one class only. Rewards ``>= 0.5`` count as useful.
+    AUCs are ``nan`` when a split holds one class only. A reward strictly above ``threshold`` (``[trainer]
+    success_threshold``: the one success rule, :func:`memento.metrics.success.succeeded`) counts as useful.
     """
     rewards = np.asarray(pairs["reward"], dtype=np.float64)
     n = len(rewards)
     out: dict = {
         "pairs": n,
-        "positive_rate": float((rewards >= 0.5).mean()) if n else float("nan"),
-        "cosine_auc": roc_auc(pairs["cosine"], rewards) if n else float("nan"),
+        "threshold": threshold,
+        "positive_rate": float((rewards > threshold).mean()) if n else float("nan"),
+        "cosine_auc": roc_auc(pairs["cosine"], rewards, threshold=threshold) if n else float("nan"),
     }
     scored = ~np.isnan(np.asarray(pairs["q_score"], dtype=np.float64))
     out["prequential_pairs"] = int(scored.sum())
-    out["prequential_auc"] = roc_auc(pairs["q_score"][scored], rewards[scored]) if scored.any() else float("nan")
+    out["prequential_auc"] = (
+        roc_auc(pairs["q_score"][scored], rewards[scored], threshold=threshold) if scored.any() else float("nan")
+    )
     n_test = int(round(n * holdout))
     out["holdout_pairs"] = n_test
     if n_test < 2 or n - n_test < 2:
@@ -376,6 +383,6 @@ def gate_report(
     epochs = max(epochs, -(-min_steps // batches))  # small logs: enough gradient steps to fit at all
     learner.fit(pairs["q"][:n_train], pairs["c"][:n_train], rewards[:n_train], epochs=epochs, batch_size=64)
     test = slice(n - n_test, n)
-    out["holdout_auc"] = roc_auc(learner.score(pairs["q"][test], pairs["c"][test]), rewards[test])
-    out["holdout_cosine_auc"] = roc_auc(pairs["cosine"][test], rewards[test])
+    out["holdout_auc"] = roc_auc(learner.score(pairs["q"][test], pairs["c"][test]), rewards[test], threshold=threshold)
+    out["holdout_cosine_auc"] = roc_auc(pairs["cosine"][test], rewards[test], threshold=threshold)
     return out

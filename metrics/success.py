@@ -1,9 +1,11 @@
 """One success rule for every place that splits runs into successes and failures.
 
 A run *succeeded* when its score (a metric score or a judge reward in [0, 1]) is strictly above the threshold
-``trainer.success_threshold`` (0.5 by default: strictly above half credit). The MEMENTO trainer (which runs credit
-their decomposition rules) and the CBR planner (the SUCCESS/FAILURE label on each retrieved case) both use it, so the
-two never disagree about the same score.
+``trainer.success_threshold`` (0.5 by default: strictly above half credit). Every place that splits runs uses it, so
+none disagrees with another about the same score: the MEMENTO trainer (which runs credit their decomposition rules),
+the CBR planner (the SUCCESS/FAILURE label on each retrieved case), the executor-level bank (answered/failed tool
+cases), JitMem's ground-truth gate (which training trajectories enter the bank) and ``memento memory qgate-stats``
+(which logged pairs count as useful).
 
 Example:
     >>> from memento.metrics.success import succeeded

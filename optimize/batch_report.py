@@ -91,8 +91,9 @@ class BatchReport(BaseModel):
     ``steps_per_question``, ``searches``, ``unique_urls``, ``repeated_urls``, ``lm_calls``; learning cost:
     ``train_lm_calls`` and per learning stage ``train_stages``. Outcome: ``mean_score`` over scored runs,
     ``valid_runs``/``failed_runs`` (``crashed_runs``: no trajectory at all, counted apart). Audit: ``distillers``
-    says per distiller how many runs it was offered, saw and saw summarised; ``guard_rejected`` lists every candidate
-    the memory guard (``[trainer] guard``) kept out, with its reasons.
+    says per distiller how many runs it was offered, saw and saw summarised; ``summary_failures`` counts the run
+    texts whose LLM summary failed (their head and tail were shown instead); ``guard_rejected`` lists every
+    candidate the memory guard (``[trainer] guard``) kept out, with its reasons.
     """
 
     batch: int
@@ -119,6 +120,7 @@ class BatchReport(BaseModel):
     train_stages: dict[str, int] = Field(default_factory=dict)
     distillers: dict[str, DistillerStats] = Field(default_factory=dict)
     guard_rejected: list[GuardRejection] = Field(default_factory=list)
+    summary_failures: int = 0
     rules_retired: int = 0
     seconds: dict[str, float] = Field(default_factory=dict)
 
@@ -147,6 +149,7 @@ def reports_table(reports: list[BatchReport]) -> Any:
         ("valid runs", [f"{r.valid_runs}/{r.examples}" for r in reports]),
         ("crashed runs", [str(r.crashed_runs) for r in reports]),
         *[(f"{_LABELS[name]}: runs seen (summarised)", [_seen(r, name) for r in reports]) for name in DISTILLERS],
+        ("summaries failed (head+tail shown)", [str(r.summary_failures) for r in reports]),
         ("M2 rules", [str(r.rules["decomposition"].rules) for r in reports]),
         ("M2 support/contradiction", [_sup_con(r.rules["decomposition"]) for r in reports]),
         ("M3 rules", [str(r.rules["web_action"].rules) for r in reports]),

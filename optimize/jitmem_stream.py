@@ -10,7 +10,8 @@ each with its stream order and batch, so the cold-start curve (score against exp
 from an empty bank (or a copy of a training bank), with mean ± std over orderings and the per-batch cold-start curve.
 
 :func:`build_training_bank` is the one place where ground truth gates storage: it runs the agent on labelled
-training examples and stores each trajectory with ``accepted = metric score >= threshold``.
+training examples and stores each trajectory with ``accepted = metric score > threshold`` (the one success rule,
+:func:`memento.metrics.success.succeeded`).
 
 Example:
     >>> from memento.optimize.jitmem_stream import stream
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import dspy
 
 from memento.errors import ConfigError, handle_error
+from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
 from memento.threads import run_parallel
 from memento.types import Trajectory, new_id
 
@@ -369,14 +371,15 @@ def build_training_bank(
     examples: Sequence[Any],
     metric: Callable[..., Any],
     *,
-    threshold: float = 1.0,
+    threshold: float = DEFAULT_SUCCESS_THRESHOLD,
     threads: int = 1,
 ) -> StreamResult:
     """Fill ``agent.bank`` from labelled examples, gating storage on the metric (the only ground-truth gate).
 
     Each example is run once through the agent without its judge (retrieval and curation still apply, against the
-    bank as it was before this call); its trajectory is stored with ``accepted = score >= threshold`` in a single
-    batch at the end. Returns the per-example results by position.
+    bank as it was before this call); its trajectory is stored with ``accepted = score > threshold`` (success as
+    everywhere: strictly above ``[trainer] success_threshold``) in a single batch at the end. Returns the per-example
+    results by position.
     """
     results: list[StreamItem] = []
     bank = agent.bank
@@ -392,7 +395,7 @@ def build_training_bank(
             item.prediction = pred
             item.score, item.feedback = _score(metric, example, pred)
             pred.trajectory.score = item.score
-            item.accepted = item.score >= threshold and not pred.trajectory.error
+            item.accepted = succeeded(item.score, threshold=threshold) and not pred.trajectory.error
             return item, pred.trajectory
         except Exception as exc:
             item.error = handle_error(exc, where=f"stream task {position}", log=logger).reason

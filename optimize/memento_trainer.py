@@ -1018,6 +1018,7 @@ class MementoTrainer:
             train_stages=dict(state.train_stages),
             distillers={name: state.distillers.get(name, DistillerStats()) for name in DISTILLERS},
             guard_rejected=list(state.guard_rejected),
+            summary_failures=sum(d.summary_failures for d in state.digests.values()),
             seconds=state.seconds,
             **summarize_trajectories(trajectories),
         )

@@ -372,7 +372,8 @@ class CaseBasedAgent(ResearchProgram):
             record_cases(call, "tool_cases", self.executor_bank, tool_cases)
             if tool_cases:
                 lines = [
-                    f"Sub-task: {c.task_text}\nOutcome: {'answered' if succeeded(c.reward) else 'failed'}\n"
+                    f"Sub-task: {c.task_text}\n"
+                    f"Outcome: {'answered' if succeeded(c.reward, threshold=self.success_threshold) else 'failed'}\n"
                     f"Tool calls:\n{c.plan}"
                     for c, _ in tool_cases
                 ]

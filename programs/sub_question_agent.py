@@ -51,8 +51,8 @@ class SubQuestionAgent(dspy.Module):
 
     Calling it returns a ``dspy.Prediction`` with ``answer`` (str or None), ``sources`` (cited URLs), ``evidence``
     (:class:`memento.types.Evidence` for cited URLs that were actually seen), ``steps``, ``status``
-    (``answered``/``failed``), ``error``, ``warnings`` (e.g. cited URLs no tool returned, dropped), ``tool_calls``
-    and ``memory_hits`` (``search_memory`` calls that found something).
+    (``answered``/``failed``), ``error``, ``warnings`` (e.g. cited URLs no tool returned, dropped) and ``tool_calls``
+    (``search_memory`` calls among them, with what they found).
     """
 
     usage_stage = "solve"
@@ -107,7 +107,7 @@ class SubQuestionAgent(dspy.Module):
             failure = handle_error(exc, where=f"sub-question {node_id}", log=logger)
             outcome.update(status="failed", error=failure.reason[:500])
             outcome["steps"] = len(box.calls)
-            return dspy.Prediction(**outcome, tool_calls=box.calls, memory_hits=box.memory_hits)
+            return dspy.Prediction(**outcome, tool_calls=box.calls)
         answer = str(pred.get("answer") or "").strip()
         sources = [str(s) for s in (pred.get("sources") or []) if str(s).strip()]
         evidence, dropped = box.evidence_for(sources)
@@ -121,4 +121,4 @@ class SubQuestionAgent(dspy.Module):
         outcome["warnings"].extend(box.failures)
         if dropped:
             outcome["warnings"].append(f"cited URLs no tool returned were dropped: {', '.join(dropped[:5])}")
-        return dspy.Prediction(**outcome, tool_calls=box.calls, memory_hits=box.memory_hits)
+        return dspy.Prediction(**outcome, tool_calls=box.calls)

@@ -138,7 +138,6 @@ class Toolbox:
         self.steps: list[AgentStep] = []
         self.seen: dict[str, Evidence] = {}
         self.scraped: list[str] = []
-        self.memory_hits = 0
         self.failures: list[str] = []  # recovered failures of helpers (query rewriting, reranking), one line each
         self._stepped = 0  # calls already attributed to a step
 
@@ -196,7 +195,6 @@ class Toolbox:
                 parts.append("Known facts from earlier sessions:")
                 parts.extend(f"- {fact}" for fact in facts)
         if parts:
-            self.memory_hits += 1
             text = "\n".join(parts)
         elif error:
             text = f"error: memory search failed ({error}); search the web instead."

@@ -66,7 +66,8 @@ def qgate_stats(
     bank = CaseBank(bank_dir, StoredEmbedder.of(bank_dir), frozen=True, seed=settings.run.seed)
     try:
         pairs = bank.logged_pairs(namespace)
-        report = gate_report(pairs, holdout=holdout, epochs=epochs, seed=settings.run.seed)
+        threshold = settings.trainer.success_threshold  # the one success rule: reward strictly above it
+        report = gate_report(pairs, holdout=holdout, epochs=epochs, seed=settings.run.seed, threshold=threshold)
         report.update(
             bank=str(bank_dir),
             namespace=namespace,
@@ -86,7 +87,7 @@ def qgate_stats(
     rows = [
         ("cases", str(report["cases"])),
         ("logged pairs", str(report["pairs"])),
-        ("useful share (reward >= 0.5)", _fmt(report["positive_rate"])),
+        (f"useful share (reward > {report['threshold']:g})", _fmt(report["positive_rate"])),
         ("online gate updates", str(report["gate_updates"])),
         (
             f"prequential AUC ({report['prequential_pairs']} pairs scored before learning)",

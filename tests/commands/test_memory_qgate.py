@@ -78,3 +78,26 @@ def test_gate_report_with_no_scored_pairs_is_nan_not_crash():
     report = gate_report(pairs, holdout=0.2)
     assert report["pairs"] == 3 and report["prequential_pairs"] == 0
     assert np.isnan(report["prequential_auc"]) and np.isnan(report["holdout_auc"])
+
+
+def test_useful_means_reward_strictly_above_the_configured_threshold(tmp_path):
+    """qgate-stats counts a pair useful when its reward is strictly above ``[trainer] success_threshold``."""
+    pairs = {
+        "q": np.zeros((4, 2), dtype=np.float32),
+        "c": np.zeros((4, 2), dtype=np.float32),
+        "reward": np.array([0.5, 0.5, 1.0, 0.0]),
+        "q_score": np.full(4, np.nan),
+        "cosine": np.array([0.9, 0.8, 0.7, 0.1]),
+    }
+    report = gate_report(pairs, holdout=0.2)
+    assert report["positive_rate"] == 0.25 and report["threshold"] == 0.5
+    assert gate_report(pairs, holdout=0.2, threshold=0.25)["positive_rate"] == 0.75
+    bank = _bank_with_pairs(tmp_path / "cbr", tasks=8)
+    bank.close()
+    config = tmp_path / "memento.toml"
+    config.write_text("[trainer]\nsuccess_threshold = 0.0\n")
+    result = CliRunner().invoke(
+        app, ["memory", "qgate-stats", "--memory", str(tmp_path / "cbr"), "--config", str(config)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "useful share (reward > 0)" in result.stdout

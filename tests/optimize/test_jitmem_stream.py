@@ -86,6 +86,21 @@ def test_build_training_bank_gates_on_the_metric(tmp_path, scripted):
     assert not scripted.calls_matching(JUDGE)  # ground truth gates here, not the judge
 
 
+def test_ground_truth_gate_is_strictly_above_the_threshold(tmp_path, scripted):
+    """One success rule everywhere: a score equal to the threshold is a failure (the gate used ``>=`` before)."""
+    agent = _agent(tmp_path)
+    scores = {"half": 0.5, "more": 0.75, "full": 1.0}
+    examples = [dspy.Example(question=f"Question {name}?", id=name) for name in scores]
+
+    def metric(ex, pred, trace=None):
+        return scores[ex.id]
+
+    result = build_training_bank(agent, examples, metric)  # the default threshold: 0.5, as [trainer]
+    assert [i.accepted for i in result.items] == [False, True, True]
+    result = build_training_bank(_agent(tmp_path / "strict"), examples, metric, threshold=0.75)
+    assert [i.accepted for i in result.items] == [False, False, True]
+
+
 def test_stream_resumes_from_its_checkpoint(tmp_path, scripted):
     from memento.errors import ConfigError, LMUnavailableError
 

@@ -160,6 +160,18 @@ def test_executor_level_bank_shows_past_tool_use(tmp_path, engine, lm):
     assert len(tools) == 6
 
 
+def test_executor_bank_labels_follow_the_configured_success_threshold(tmp_path, engine, lm):
+    """A stored tool case is labelled answered only when its reward is strictly above ``success_threshold``."""
+    script(engine)
+    tools = CaseBank(tmp_path / "tools", HashingEmbedder(dim=128))
+    tools.add("Find the capital city", "search_web(query='capital') -> 2 urls", reward=0.6)
+    agent = make_agent(tmp_path, executor_bank=tools, executor_k=1, success_threshold=0.7, retain=False)
+    agent(question="What is the capital of the country where the Eiffel Tower is?")
+    shown = [c.inputs["context"] for c in engine.calls if "next_tool_name" in c.output_fields]
+    assert any("Sub-task: Find the capital city\nOutcome: failed" in text for text in shown)
+    assert not any("Outcome: answered" in text for text in shown)
+
+
 def test_render_cases_labels_and_deepcopy_shares_the_bank(tmp_path):
     bank = CaseBank(tmp_path, HashingEmbedder(dim=32))
     ok = bank.add("task a", "1. step", reward=1.0)

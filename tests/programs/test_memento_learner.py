@@ -124,6 +124,52 @@ def test_long_run_is_summarised_by_a_metered_stage_and_still_reaches_every_disti
     assert report.train_stages["canonical_check"] > 0  # (identical proposals merge without the merge stage)
 
 
+def test_failed_summaries_are_counted_in_the_batch_report(tmp_path):
+    """A run text whose summary fails is shown by its head and tail, and the report says how many did."""
+    engine = make_engine(first=[{"predicate": lambda c: "summary" in c.output_fields, "summary": ""}])
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, learner, trainset = _setup(tmp_path)
+    [report] = _trainer(program, task, memory, learner, record_chars=200, search_log_chars=200).fit(trainset[:3])
+    assert report.summary_failures >= 6  # each run's record and search log (the empty summary is refused)
+    insight_prompts = [c for c in engine.calls if "run_record" in c.inputs and "insights" in c.output_fields]
+    assert insight_prompts and all("characters not shown" in c.inputs["run_record"] for c in insight_prompts)
+    from rich.console import Console
+
+    from memento.optimize.batch_report import reports_table
+
+    console = Console(record=True, width=200)
+    console.print(reports_table([report]))
+    assert "summaries failed" in console.export_text()
+
+
+def test_sub_question_agent_reports_memory_use_through_its_tool_calls(tmp_path):
+    """``memory_hits`` was written and never read: what ``search_memory`` found is in the recorded tool calls."""
+    from memento.programs.session_memory import SessionMemory
+    from memento.programs.sub_question_agent import SubQuestionAgent
+
+    engine = make_engine(
+        first=[
+            {
+                "predicate": lambda c: "next_tool_name" in c.output_fields and "observation_0" not in c.prompt,
+                "next_tool_name": "search_memory",
+                "next_tool_args": {"query": "Ed Wood born"},
+            },
+            {
+                "predicate": lambda c: "next_tool_name" in c.output_fields,
+                "next_tool_name": "finish",
+                "next_tool_args": {},
+            },
+        ]
+    )
+    dspy.configure(lm=scripted_lm(engine))
+    session = SessionMemory()
+    session.add("q1", "Where was Ed Wood born?", "Poughkeepsie")
+    out = SubQuestionAgent(max_steps=3)(question="Where was Ed Wood born?", session=session)
+    assert "memory_hits" not in out.keys()
+    [call] = [c for c in out.tool_calls if c.kind == "search_memory"]
+    assert "Poughkeepsie" in call.result
+
+
 # -- counts ----------------------------------------------------------------------------------------------------
 def test_downweighted_rule_is_injected_at_reduced_weight_and_regains_active_status(tmp_path):
     memory = MementoMemory(tmp_path)
