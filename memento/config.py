@@ -116,6 +116,9 @@ class LMRole(_Section):
     # how replies are structured (memento.structured_adapter): auto (JSON adapter; the signature's JSON schema for
     # a model behind an api_base or a local one, the provider's word otherwise) | schema | json | off (ChatAdapter)
     structured_outputs: Literal["auto", "schema", "json", "off"] | None = None
+    # the model's context window in tokens (own to a model, never inherited): tells the paper memory profile how
+    # much fits (a quarter per store, [memory] paper_max_tokens when unset)
+    context_tokens: int | None = Field(default=None, ge=256)
 
     def secret(self) -> str | None:
         """The API key: the explicit one, else the variable named by ``api_key_env``; never logged."""
@@ -167,8 +170,9 @@ class MemorySettings(_Section):
     """Where persistent memory lives and how MEMENTO's dual memory is injected.
 
     ``profile``: ``budgeted`` (each store injected within its token budget below) or ``paper`` (M1-M3 injected whole,
-    as the paper does; M4 by relevance). ``stores``: the stores that are read and written (MEMENTO Table 8 ablation:
-    drop one to mask it).
+    as the paper does, within what fits the model's context: ``paper_max_tokens`` per store, a quarter of ``[lm]
+    context_tokens`` when that is set; M4 by relevance). ``stores``: the stores that are read and written (MEMENTO
+    Table 8 ablation: drop one to mask it).
     """
 
     # a directory (SQLite) or postgresql://[user@]host[:port]/db (memory/location.py; no password: PGPASSWORD)
@@ -181,7 +185,7 @@ class MemorySettings(_Section):
     facts_tokens: int = Field(default=400, ge=0)
     craft_k: int = Field(default=5, ge=1)
     search_k: int = Field(default=5, ge=1)
-    paper_max_tokens: int = Field(default=8000, ge=1)  # paper profile: warn when M1 outgrows this
+    paper_max_tokens: int = Field(default=8000, ge=1)  # paper profile: most one store injects ([lm] context_tokens / 4)
     # a task sees only memory items dated strictly before its cutoff; false switches that filter off (to measure
     # leakage: the audit in results then counts what was shown after the cutoff)
     cutoff_filter: bool = True

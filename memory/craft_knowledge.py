@@ -1,8 +1,9 @@
 """M1 craft knowledge: free-text research-strategy insights with provenance (MEMENTO §3.4).
 
-Entries are learned without labels and grow by deltas (Phase A: each run's insights are canonicalised into the
+Entries are learned without labels and grow by deltas (Phase A: each valid run's insights are canonicalised into the
 store one by one: added, or merged into / edited with the entry they duplicate; the store is never rewritten
-wholesale and has no entry cap, the injection budget selects) and read by ``Decompose`` and ``Reflect``.
+wholesale and has no entry cap, the injection budget selects); an entry that several runs of a batch show to be wrong
+is retired (:meth:`CraftKnowledge.remove`, kept in the change log) and read by ``Decompose`` and ``Reflect``.
 :meth:`CraftKnowledge.relevant` keeps what applies to the current task: a lexical prefilter (SQLite FTS5) plus the
 most supported entries, optionally re-ranked by embedding similarity, then the relevance stage it is handed (the
 learning module's :class:`memento.signatures.judge_relevance.JudgeRelevance` predictor).
@@ -131,7 +132,8 @@ class CraftKnowledge:
         )
         return self.put(entry, tx=tx)
 
-    def remove(self, entry_id: str, *, tx: Transaction | None = None) -> None:
-        """Delete an entry (the change log keeps it)."""
-        with self.db.write(tx) as t:
-            t.delete(self.store, entry_id)
+    def remove(self, entry_id: str, *, batch: int | None = None, tx: Transaction | None = None) -> None:
+        """Retire an entry: it leaves the store (never injected again); the change log keeps it with its ``batch``
+        (the trainer retires an entry that several runs of a batch showed to be wrong)."""
+        with self.db.write(tx, batch=batch) as t:
+            t.delete(self.store, entry_id, op="retire")

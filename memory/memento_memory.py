@@ -74,8 +74,11 @@ _TITLES = {
 class MemoryBudgets(BaseModel):
     """Token budgets of injected memory, per store, and the number of ``search_memory`` hits.
 
-    ``paper_max_tokens``: under the ``paper`` profile (stores injected whole) a warning is logged when M1 grows
-    beyond this many tokens.
+    ``paper_max_tokens``: under the ``paper`` profile (M1-M3 injected whole) the most one store may inject, so the
+    prompt still fits the model's context; a store larger than that is cut (heaviest items kept) and the cut is said
+    once in a warning line and noted in each run's trajectory. :func:`open_memory` derives it from the ``lm`` role's
+    ``context_tokens`` when that is set (a quarter of the context per store: two stores share a prompt, and the task,
+    the research so far and the tool results need the rest).
     """
 
     craft: int = Field(default=300, ge=0)
@@ -87,8 +90,16 @@ class MemoryBudgets(BaseModel):
     paper_max_tokens: int = Field(default=8000, ge=1)
 
 
-def budgets_from_settings(section: Any) -> MemoryBudgets:
-    """The :class:`MemoryBudgets` of a ``[memory]`` settings section (:class:`memento.config.MemorySettings`)."""
+#: the share of the model's context one store may fill under the ``paper`` profile
+PAPER_CONTEXT_SHARE = 4
+
+
+def budgets_from_settings(section: Any, *, context_tokens: int | None = None) -> MemoryBudgets:
+    """The :class:`MemoryBudgets` of a ``[memory]`` settings section (:class:`memento.config.MemorySettings`);
+    ``context_tokens`` (the ``lm`` role's context) sets the paper profile's per-store size to a quarter of it."""
+    paper = getattr(section, "paper_max_tokens", MemoryBudgets().paper_max_tokens)
+    if context_tokens:
+        paper = max(1, int(context_tokens) // PAPER_CONTEXT_SHARE)
     return MemoryBudgets(
         craft=section.craft_tokens,
         decomposition=section.decomposition_tokens,
@@ -96,17 +107,20 @@ def budgets_from_settings(section: Any) -> MemoryBudgets:
         facts=section.facts_tokens,
         craft_k=section.craft_k,
         search_k=section.search_k,
-        paper_max_tokens=getattr(section, "paper_max_tokens", MemoryBudgets().paper_max_tokens),
+        paper_max_tokens=paper,
     )
 
 
-def open_memory(section: Any, directory: LocationLike | None = None, **kwargs: Any) -> MementoMemory:
-    """A :class:`MementoMemory` configured by a ``[memory]`` settings section (profile, stores, budgets)."""
+def open_memory(
+    section: Any, directory: LocationLike | None = None, *, context_tokens: int | None = None, **kwargs: Any
+) -> MementoMemory:
+    """A :class:`MementoMemory` configured by a ``[memory]`` settings section (profile, stores, budgets);
+    ``context_tokens``: the agent model's context (``[lm] context_tokens``), which bounds the paper profile."""
     return MementoMemory(
         directory if directory is not None else section.dir,
         profile=section.profile,
         stores=section.stores,
-        budgets=budgets_from_settings(section),
+        budgets=budgets_from_settings(section, context_tokens=context_tokens),
         **kwargs,
     )
 
@@ -167,8 +181,10 @@ class MemoryView:
     (``search`` included) and records what it injected in :attr:`injected` (store -> item ids), which the trainer
     reads to credit rules, and every item it shows (with its date) and how many each store hid in ``dating``
     (the trajectory's :class:`~memento.types.DatingRecord`: what the leakage audit counts). Under the ``budgeted``
-    profile each store is injected within its token budget; under ``paper`` M1-M3 are injected whole (M4 by
-    relevance, within its budget), as MEMENTO does.
+    profile each store is injected within its token budget; under ``paper`` M1-M3 are injected whole (every live item
+    the task may see, heaviest first; M4 by relevance, within its budget), as MEMENTO does, unless a store outgrows
+    ``budgets.paper_max_tokens`` (what fits the model's context): then its heaviest items that fit are injected and
+    :attr:`cut` says what was left out (store -> (injected, total)).
 
     Args:
         memory: the memory read.
@@ -193,6 +209,7 @@ class MemoryView:
         self.dates = dates
         self.dating = dating
         self.injected: dict[str, list[str]] = {name: [] for name in STORES}
+        self.cut: dict[str, tuple[int, int]] = {}
         self._lock = threading.Lock()
         self._relevant: dict[str, list[CraftEntry]] = {}
         self._counted: set[str] = set()
@@ -239,6 +256,26 @@ class MemoryView:
             self._relevant[task_text] = entries
         return entries
 
+    def _whole(self, store: str, lines: list[tuple[Any, str]]) -> tuple[list[str], list[Any]]:
+        """The paper profile: every ``(item, line)`` of a store, heaviest first, until ``paper_max_tokens`` is spent
+        (the model's context); returns the lines and items injected, and says a cut once."""
+        cap = self.memory.budgets.paper_max_tokens
+        kept: list[str] = []
+        items: list[Any] = []
+        used = 0
+        for item, line in lines:
+            cost = estimate_tokens(line) + 1
+            if used + cost > cap:
+                break
+            kept.append(line)
+            items.append(item)
+            used += cost
+        if len(kept) < len(lines):
+            with self._lock:
+                self.cut[store] = (len(kept), len(lines))
+            self.memory.say_cut(store, len(kept), len(lines), cap)
+        return kept, items
+
     def craft_knowledge(self, task_text: str) -> str:
         """M1: relevant entries within the craft budget (``budgeted``), or every entry (``paper``)."""
         if not self.readable("craft"):
@@ -246,24 +283,19 @@ class MemoryView:
         if self.memory.profile == "paper":
             entries = [e for e in self.memory.craft.all(dates=self.dates) if self.exclude_task_id not in e.provenance]
             entries.sort(key=lambda e: (-e.support, e.id))
-            budget = None
-        else:
-            entries, budget = self.relevant_craft(task_text), self.memory.budgets.craft
+            lines, chosen = self._whole("craft", [(e, f"- {e.text}") for e in entries])
+            self._record("craft", chosen)
+            return "\n".join(lines)
+        budget = self.memory.budgets.craft
         lines, used, chosen = [], 0, []
-        for entry in entries:
+        for entry in self.relevant_craft(task_text):
             line = f"- {entry.text}"
             cost = estimate_tokens(line) + 1
-            if budget is not None and used + cost > budget:
+            if used + cost > budget:
                 continue
             lines.append(line)
             chosen.append(entry)
             used += cost
-        if budget is None and used > self.memory.budgets.paper_max_tokens:
-            logger.warning(
-                "M1 holds %d tokens, above the paper profile's safety size %d: consider the budgeted profile",
-                used,
-                self.memory.budgets.paper_max_tokens,
-            )
         self._record("craft", chosen)
         return "\n".join(lines)
 
@@ -271,7 +303,10 @@ class MemoryView:
         if not self.readable(book.store):
             return ""
         if self.memory.profile == "paper":
-            budget = 10**9
+            rules = book.live(exclude_task_id=self.exclude_task_id, dates=self.dates)
+            lines, chosen = self._whole(book.store, [(r, book.render_rule(r)) for r in rules])
+            self._record(book.store, chosen)
+            return "\n".join(lines)
         rules = book.select(task_text, budget_tokens=budget, exclude_task_id=self.exclude_task_id, dates=self.dates)
         self._record(book.store, rules)
         return "\n".join(book.render_rule(r) for r in rules)
@@ -363,6 +398,8 @@ class MementoMemory:
         self.profile = profile
         self.stores: frozenset[str] = frozenset(names)
         self.relevance = relevance
+        self._cuts_said: set[str] = set()
+        self._said_lock = threading.Lock()
         self.craft = CraftKnowledge(self.db, embedder=embedder)
         self.decomposition = RuleBook(self.db, "decomposition")
         self.web_action = RuleBook(self.db, "web_action")
@@ -392,6 +429,21 @@ class MementoMemory:
         from memento.errors import DataError
 
         raise DataError("MementoMemory cannot be pickled; reopen it with MementoMemory(location)")
+
+    def say_cut(self, store: str, injected: int, total: int, cap: int) -> None:
+        """Say once per store (a warning line) that the paper profile could not inject a store whole."""
+        with self._said_lock:
+            if store in self._cuts_said:
+                return
+            self._cuts_said.add(store)
+        logger.warning(
+            "paper profile: %s injects its %d heaviest of %d items (%d tokens fit the model's context: "
+            "[memory] paper_max_tokens, or a quarter of [lm] context_tokens)",
+            _TITLES[store],
+            injected,
+            total,
+            cap,
+        )
 
     # -- versions and writes -----------------------------------------------------------------------------
     @property

@@ -74,6 +74,14 @@ class RuleBook:
         rows = self.db.query("SELECT data FROM items WHERE store=? AND id=?", (self.store, rule_id))
         return Rule.model_validate_json(rows[0][0]) if rows else None
 
+    def live(self, *, exclude_task_id: str | None = None, dates: DateFilter | None = None) -> list[Rule]:
+        """Every live rule (active or down-weighted), heaviest first (then by id): what the ``paper`` profile injects
+        whole. ``exclude_task_id`` drops rules a task's own run backs; ``dates`` keeps those a task may see."""
+        rows = self.db.items(self.store, dates=dates)
+        rules = [Rule.model_validate(row.data) for row in rows]
+        rules = [r for r in rules if r.status != "retired" and exclude_task_id not in r.provenance]
+        return sorted(rules, key=lambda r: (-self.weight(r), r.id))
+
     @staticmethod
     def weight(rule: Rule) -> float:
         """The ranking weight of a rule (see :func:`memento.memory.sqlite_store.rule_weight`)."""

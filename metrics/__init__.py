@@ -14,6 +14,7 @@ from memento.lazy_exports import lazy_exports
 if TYPE_CHECKING:
     from memento.metrics.answer_match import AnswerMatch, exact_match, token_f1
     from memento.metrics.as_float import as_float
+    from memento.metrics.behaviour import behaviour_of, summarize_behaviour
     from memento.metrics.coverage_judge import CoverageJudge
     from memento.metrics.distribution import DistributionMetric, kl_divergence, repair_distribution, total_variation
     from memento.metrics.evaluation import EvalResult, evaluate, write_results
@@ -27,6 +28,8 @@ _HOMES: dict[str, str] = {
     "exact_match": "answer_match",
     "token_f1": "answer_match",
     "as_float": "as_float",
+    "behaviour_of": "behaviour",
+    "summarize_behaviour": "behaviour",
     "CoverageJudge": "coverage_judge",
     "DistributionMetric": "distribution",
     "kl_divergence": "distribution",
@@ -55,6 +58,7 @@ __all__ = [
     "VerdictJudge",
     "as_data",
     "as_float",
+    "behaviour_of",
     "bootstrap_ci",
     "evaluate",
     "exact_match",
@@ -63,6 +67,7 @@ __all__ = [
     "paired_bootstrap",
     "repair_distribution",
     "succeeded",
+    "summarize_behaviour",
     "token_f1",
     "total_variation",
     "write_results",

@@ -32,6 +32,7 @@ from memento.dating import parse_iso
 from memento.errors import Cancelled, FatalError, handle_error
 from memento.files import atomic_write_text
 from memento.leakage import LeakageAudit
+from memento.metrics.behaviour import behaviour_of, summarize_behaviour
 from memento.metrics.stats import bootstrap_ci
 from memento.text import error_line
 from memento.threads import run_parallel
@@ -64,6 +65,8 @@ class ExampleResult(BaseModel):
     score: float = 0.0
     feedback: str = ""
     measures: dict[str, float] = Field(default_factory=dict)  # extra numeric metric outputs (em, f1, tvd, kl...)
+    # how the program worked (MEMENTO Table 8/10: questions, steps, web use, scratchpad, memory; metrics.behaviour)
+    behaviour: dict[str, float] = Field(default_factory=dict)
     error: str | None = None
     usage: Usage = Field(default_factory=Usage)  # the program's usage (LM calls, tokens, web)
     judge_usage: Usage = Field(default_factory=Usage)  # the metric's LM usage (judges)
@@ -87,6 +90,8 @@ class EvalResult(BaseModel):
     errors: int = 0
     judge_errors: int = 0
     measures: dict[str, float] = Field(default_factory=dict)  # means of extra measures over the scored examples
+    # questions per sample, steps per question, repeated URLs, scratchpad size (metrics.behaviour.summarize_behaviour)
+    behaviour: dict[str, float] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
     judge_usage: Usage = Field(default_factory=Usage)
     seconds: float = 0.0
@@ -182,6 +187,7 @@ def score_example(
     record.leakage = LeakageAudit.of(trajectory if isinstance(trajectory, Trajectory) else None, cutoff=cutoff)
     if isinstance(trajectory, Trajectory):
         record.trajectory = trajectory
+        record.behaviour = behaviour_of(trajectory)
         for key in _WEB_KEYS:
             setattr(usage, key, getattr(trajectory.usage, key))
         if trajectory.error and record.error is None:
@@ -310,7 +316,7 @@ def aggregate(
     total: int,
     metric_name: str,
 ) -> EvalResult:
-    """The aggregate result (mean, bootstrap CI, usage totals, measures) of these example records."""
+    """The aggregate result (mean, bootstrap CI, usage totals, measures, behaviour) of these example records."""
     scores = [r.score for r in records]
     mean, lo, hi = bootstrap_ci(scores, seed=seed)
     usage, judge_usage = Usage(), Usage()
@@ -336,6 +342,7 @@ def aggregate(
         errors=sum(1 for r in records if r.error),
         judge_errors=int(getattr(judge, "judge_errors", 0) or 0),
         measures=measures,
+        behaviour=summarize_behaviour(r.behaviour for r in records),
         usage=usage,
         judge_usage=judge_usage,
         seconds=round(time.perf_counter() - started, 6),

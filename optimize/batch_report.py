@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from memento.metrics.behaviour import behaviour_of, summarize_behaviour
+
 __all__ = [
     "BatchReport",
     "RuleCounts",
@@ -87,7 +89,10 @@ class BatchReport(BaseModel):
     """What one training batch did to memory and how the agent behaved on it.
 
     Memory: ``rules`` (per rule book: rules, total support, total contradiction, rules contradicted) and
-    ``chars`` (per store: after / added / deleted / modified). Behaviour (forward pass): ``questions_per_sample``,
+    ``chars`` (per store: after / added / deleted / modified); canonicalisation: candidates merged, contradicted
+    (a new rule contradicting a stored one raises its contradiction count) and rejected; ``rules_retired`` and
+    ``craft_retired`` (M1 entries that several runs showed wrong, deleted); ``injected``: mean memory items injected
+    per run, per store (M1-M4). Behaviour (forward pass): ``questions_per_sample``,
     ``steps_per_question``, ``searches``, ``unique_urls``, ``repeated_urls``, ``lm_calls``; learning cost:
     ``train_lm_calls`` and per learning stage ``train_stages``. Outcome: ``mean_score`` over scored runs,
     ``valid_runs``/``failed_runs`` (``crashed_runs``: no trajectory at all, counted apart). Audit: ``distillers``
@@ -110,8 +115,12 @@ class BatchReport(BaseModel):
     facts_superseded: int = 0
     candidates_rejected: int = 0
     candidates_merged: int = 0
+    candidates_contradicted: int = 0
+    craft_retired: int = 0
+    injected: dict[str, float] = Field(default_factory=dict)
     questions_per_sample: float = 0.0
     steps_per_question: float = 0.0
+    scratchpad_chars: float = 0.0  # per sample: answered sub-questions with their answers (metrics.behaviour)
     searches: int = 0
     unique_urls: int = 0
     repeated_urls: int = 0
@@ -126,12 +135,14 @@ class BatchReport(BaseModel):
 
 
 def summarize_trajectories(trajectories: list[Any]) -> dict[str, Any]:
-    """Behaviour figures of a batch's trajectories (root nodes excluded from question counts)."""
-    questions = [len([n for n in t.nodes if n.parent_id is not None]) for t in trajectories]
-    steps = [n.steps for t in trajectories for n in t.nodes if n.parent_id is not None]
+    """Behaviour figures of a batch's trajectories (:mod:`memento.metrics.behaviour`, as ``memento eval`` reports
+    them): questions per sample and steps per question (root nodes excluded), the scratchpad's size per sample, and
+    the batch's totals of searches, URLs and LM calls."""
+    summary = summarize_behaviour(behaviour_of(t) for t in trajectories)
     return {
-        "questions_per_sample": round(sum(questions) / len(questions), 3) if questions else 0.0,
-        "steps_per_question": round(sum(steps) / len(steps), 3) if steps else 0.0,
+        "questions_per_sample": summary.get("questions_per_sample", 0.0),
+        "steps_per_question": summary.get("steps_per_question", 0.0),
+        "scratchpad_chars": summary.get("scratchpad_chars_per_sample", 0.0),
         "searches": sum(t.usage.searches for t in trajectories),
         "unique_urls": sum(t.usage.unique_urls for t in trajectories),
         "repeated_urls": sum(t.usage.repeated_urls for t in trajectories),
@@ -154,14 +165,18 @@ def reports_table(reports: list[BatchReport]) -> Any:
         ("M2 support/contradiction", [_sup_con(r.rules["decomposition"]) for r in reports]),
         ("M3 rules", [str(r.rules["web_action"].rules) for r in reports]),
         ("M3 support/contradiction", [_sup_con(r.rules["web_action"]) for r in reports]),
+        ("candidates merged/contradicted/rejected", [_canon(r) for r in reports]),
+        ("rules retired / M1 entries retired", [f"{r.rules_retired}/{r.craft_retired}" for r in reports]),
         ("M1 chars (+added/-deleted/~modified)", [_chars(r.chars["craft"]) for r in reports]),
         ("M4 facts", [str(r.facts) for r in reports]),
         ("memory guard rejections", [str(len(r.guard_rejected)) for r in reports]),
         ("questions per sample", [f"{r.questions_per_sample:.1f}" for r in reports]),
         ("steps per question", [f"{r.steps_per_question:.1f}" for r in reports]),
+        ("scratchpad chars per sample", [f"{r.scratchpad_chars:.0f}" for r in reports]),
         ("searches", [str(r.searches) for r in reports]),
         ("unique/repeated URLs", [f"{r.unique_urls}/{r.repeated_urls}" for r in reports]),
         ("LM calls (forward+training)", [f"{r.lm_calls}+{r.train_lm_calls}" for r in reports]),
+        ("items injected per run (M1/M2/M3/M4)", [_injected(r) for r in reports]),
     ]
     table = Table(title="MEMENTO training batches")
     table.add_column("batch")
@@ -194,3 +209,13 @@ def _sup_con(counts: RuleCounts) -> str:
 
 def _chars(counts: CharCounts) -> str:
     return f"{counts.after} (+{counts.added}/-{counts.deleted}/~{counts.modified})"
+
+
+def _canon(report: BatchReport) -> str:
+    return f"{report.candidates_merged}/{report.candidates_contradicted}/{report.candidates_rejected}"
+
+
+def _injected(report: BatchReport) -> str:
+    if not report.injected:
+        return "-"
+    return "/".join(f"{report.injected.get(name, 0.0):.1f}" for name in ("M1", "M2", "M3", "M4"))

@@ -153,10 +153,12 @@ def _test_phase(
     method_dir: Path,
     models: dict[str, str],
     remote_fields: dict[str, Any] | None = None,
-) -> tuple[list[float], int, dict[str, float], PhaseCost, LeakageAudit | None]:
+) -> tuple[list[float], int, dict[str, float], PhaseCost, LeakageAudit | None, dict[str, float]]:
     """Evaluate the reloaded program on the test set; per-example records (their leakage audits included) go to
     ``method_dir/test/``. Under the Ray executor the workers build the program from ``remote_fields`` (the runner's
-    ``remote``) and score each example; the memory version this process loaded is the one they must read."""
+    ``remote``) and score each example; the memory version this process loaded is the one they must read. Returns
+    the scores, the failed examples, the metric's measures, the cost, the leakage audit and the behaviour
+    (``metrics.behaviour``)."""
     from memento.metrics.evaluation import evaluate, write_results
 
     if remote_fields is not None:
@@ -184,7 +186,14 @@ def _test_phase(
     fetches = sum(row.usage.fetches for row in result.examples)
     cost = PhaseCost.from_usage(meter.usage(), wall_seconds=clock[1], searches=searches, fetches=fetches, models=models)
     measures = {k: float(v) for k, v in result.measures.items()}
-    return [float(row.score) for row in result.examples], result.errors, measures, cost, result.leakage
+    return (
+        [float(row.score) for row in result.examples],
+        result.errors,
+        measures,
+        cost,
+        result.leakage,
+        dict(result.behaviour),
+    )
 
 
 def _run_method(
@@ -236,12 +245,20 @@ def _run_method(
             record.scores, record.failed_examples, record.measures, record.costs.test, stream_info = streamed[:5]
             record.info = {**record.info, "stream": stream_info}
             record.leakage = streamed[5] if len(streamed) > 5 else None
+            record.behaviour = dict((stream_info or {}).get("behaviour") or {})
         else:
             program = runner.load(ctx, spec, method_dir)
             remote = getattr(runner, "remote", None)
             fields = remote(ctx, spec, method_dir) if remote is not None and ctx.executor is not None else None
             tested = _test_phase(ctx, spec, program, method_dir, models, fields)
-            record.scores, record.failed_examples, record.measures, record.costs.test, record.leakage = tested
+            (
+                record.scores,
+                record.failed_examples,
+                record.measures,
+                record.costs.test,
+                record.leakage,
+                record.behaviour,
+            ) = tested
         record.artefacts["predictions"] = "test/"
         record.status = "done"
         if record.scores and record.failed_examples >= len(record.scores):  # failure is not a score of 0

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import dspy
 
 from memento.errors import ConfigError, handle_error
+from memento.metrics.behaviour import behaviour_of, summarize_behaviour
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
 from memento.threads import run_parallel
 from memento.types import Trajectory, new_id
@@ -453,6 +454,8 @@ class OrderingsResult:
                 }
             )
             errors = [item.error or "no score" for item in runs if item.error or item.score is None]
+            trajectories = [getattr(item.prediction, "trajectory", None) for item in runs if item.prediction]
+            per_run = [behaviour_of(t) for t in trajectories if t is not None]
             records.append(
                 ExampleResult(
                     index=index,
@@ -463,6 +466,8 @@ class OrderingsResult:
                     feedback=last.feedback,
                     error=errors[-1] if len(errors) == len(runs) else None,
                     usage=usage,
+                    # each figure's mean over the orderings
+                    behaviour={k: sum(r[k] for r in per_run) / len(per_run) for k in per_run[0]} if per_run else {},
                     trajectory=getattr(last.prediction, "trajectory", None),
                     leakage=leakage,
                 )
@@ -583,6 +588,13 @@ def run_orderings(
         "std": statistics.stdev(means) if len(means) > 1 else 0.0,
         "per_ordering": per_ordering,
         "curve": curve,
+        # how the agent worked, per run over every ordering (MEMENTO Table 8/10 measures, metrics.behaviour)
+        "behaviour": summarize_behaviour(
+            behaviour_of(item.prediction.trajectory)
+            for task_runs in runs
+            for item in task_runs
+            if item.prediction is not None and getattr(item.prediction, "trajectory", None) is not None
+        ),
     }
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "stream.json", json.dumps(summary, indent=2))

@@ -54,6 +54,7 @@ from memento.memory.canonicalizer import Candidate, Canonicalizer, CanonicalOp, 
 from memento.memory.memento_memory import MementoMemory
 from memento.memory.memory_guard import MemoryGuard
 from memento.memory.rule_book import RuleBook
+from memento.memory.sqlite_store import estimate_tokens
 from memento.metrics.as_float import score_of
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
 from memento.optimize import run_digest
@@ -153,6 +154,19 @@ def _numbered(rules: list[Any]) -> str:
     return "\n".join(f"{i}. {RuleBook.render_rule(r)[2:]}" for i, r in enumerate(rules, 1))
 
 
+def _injected_per_run(trajectories: list[Trajectory]) -> dict[str, float]:
+    """Mean memory items injected per run, by paper store name (M1-M4), from the runs' ``injected_memory``."""
+    if not trajectories:
+        return {}
+    names = {"craft": "M1", "decomposition": "M2", "web_action": "M3", "facts": "M4"}
+    totals = dict.fromkeys(names.values(), 0)
+    for trajectory in trajectories:
+        for store, ids in injected_items(trajectory).items():
+            if store in names:
+                totals[names[store]] += len(ids)
+    return {name: round(total / len(trajectories), 3) for name, total in totals.items()}
+
+
 # -- records of a batch -------------------------------------------------------------------------------------
 class RunRecord(BaseModel):
     """One forward run of a batch: its prediction and trajectory, then its score and the judge's feedback.
@@ -196,6 +210,7 @@ class ConsolidationPlan(BaseModel):
     """Phase A's planned memory changes (applied in one transaction)."""
 
     craft: list[CanonicalOp] = Field(default_factory=list)
+    craft_votes: list[RuleVote] = Field(default_factory=list)  # runs proposing to retire an M1 entry they were given
     web_votes: list[RuleVote] = Field(default_factory=list)
     web_adds: list[CanonicalOp] = Field(default_factory=list)
     facts: list[CanonicalOp] = Field(default_factory=list)
@@ -684,19 +699,38 @@ class MementoTrainer:
         self._seen(stats, summarised)
         return self._try(stats, what, fn)
 
-    def _insights(self, state: BatchCheckpoint, run: RunRecord) -> list[Candidate]:
+    def _craft_in_use(self, trajectory: Trajectory) -> list[Any]:
+        """The M1 entries injected into a run (its typed ``injected_memory``), in injection order."""
+        entries = [self.memory.craft.get(entry_id) for entry_id in injected_items(trajectory).get("craft", [])]
+        return [entry for entry in entries if entry is not None]
+
+    def _insights(self, state: BatchCheckpoint, run: RunRecord) -> tuple[list[Candidate], list[RuleVote]]:
+        """A run's M1 candidates (its distilled insights, only for a valid run, and its exploration insights) and
+        its votes to retire M1 entries it was given."""
         digest = state.digests[run.id]
         traj = run.trajectory
-        out = self._call(
-            self._stats(state, "craft_insights"),
-            digest.record_summarised,
-            f"craft insights for {run.id}",
-            lambda: self.learner.distill_insights(task=traj.task_text, run_record=quote_data(digest.record)),
-        )
-        texts = [str(t).strip() for t in (getattr(out, "insights", None) or []) if str(t).strip()]
-        evidence = digest.record[: self.evidence_chars]
-        backing = self._backing(run)  # the pages the run opened (exploration included) and the run
-        found = [Candidate(text=t, provenance=[run.id], evidence=evidence, backing=backing) for t in texts]
+        found: list[Candidate] = []
+        votes: list[RuleVote] = []
+        if self._valid(run):  # a failed run's record teaches no craft (MEMENTO distils M1 from valid runs)
+            in_use = self._craft_in_use(traj)
+            numbered = "\n".join(f"{i}. {entry.text}" for i, entry in enumerate(in_use, 1))
+            out = self._call(
+                self._stats(state, "craft_insights"),
+                digest.record_summarised,
+                f"craft insights for {run.id}",
+                lambda: self.learner.distill_insights(
+                    task=traj.task_text,
+                    run_record=quote_data(digest.record),
+                    craft_in_use=quote_data(numbered) if numbered else "(none)",
+                ),
+            )
+            texts = [str(t).strip() for t in (getattr(out, "insights", None) or []) if str(t).strip()]
+            evidence = digest.record[: self.evidence_chars]
+            backing = self._backing(run)  # the pages the run opened (exploration included) and the run
+            found = [Candidate(text=t, provenance=[run.id], evidence=evidence, backing=backing) for t in texts]
+            for number in getattr(out, "retire", None) or []:
+                if isinstance(number, int) and 1 <= number <= len(in_use):
+                    votes.append(RuleVote(rule_id=in_use[number - 1].id, run_id=run.id, op="remove"))
         for exploration in traj.explorations:
             for text in exploration.insights:
                 found.append(
@@ -708,7 +742,7 @@ class MementoTrainer:
                         backing=backing,
                     )
                 )
-        return self._guarded(run, found)
+        return self._guarded(run, found), votes
 
     def _web_rules(self, state: BatchCheckpoint, run: RunRecord) -> tuple[list[RuleVote], list[Candidate]]:
         digest = state.digests[run.id]
@@ -772,9 +806,19 @@ class MementoTrainer:
         )
 
     def _shown(self, book: RuleBook, trajectory: Trajectory) -> list[Any]:
-        """The stored rules a distiller sees for a run: those its task may see (its cutoff), within the budget."""
-        budget = 10**9 if getattr(self.memory, "profile", "budgeted") == "paper" else self.rules_shown_tokens
-        return book.select(trajectory.task_text, budget_tokens=budget, dates=self._dates(trajectory))
+        """The stored rules a distiller sees for a run, those its task may see (its cutoff): the whole book under
+        ``paper`` (heaviest first, as far as the model's context allows), else the best within the budget."""
+        dates = self._dates(trajectory)
+        if getattr(self.memory, "profile", "budgeted") != "paper":
+            return book.select(trajectory.task_text, budget_tokens=self.rules_shown_tokens, dates=dates)
+        cap = self.memory.budgets.paper_max_tokens
+        shown, used = [], 0
+        for rule in book.live(dates=dates):
+            used += estimate_tokens(book.render_rule(rule)) + 1
+            if used > cap:
+                break
+            shown.append(rule)
+        return shown
 
     @staticmethod
     def _split_ops(
@@ -811,7 +855,8 @@ class MementoTrainer:
         plan = ConsolidationPlan()
         if self._writes("craft"):
             insights = run_parallel(lambda r: self._insights(state, r), recorded, threads=self.threads)
-            plan.craft = self.canonicalizer.plan("craft", [c for group in insights for c in group])
+            plan.craft = self.canonicalizer.plan("craft", [c for group, _votes in insights for c in group])
+            plan.craft_votes = [v for _group, votes in insights for v in votes]
             self._note_guard(state, "craft", plan.craft)
         if self._writes("web_action"):
             web = run_parallel(lambda r: self._web_rules(state, r), recorded, threads=self.threads)
@@ -864,10 +909,40 @@ class MementoTrainer:
                 retired += 1
         return retired
 
+    def _retire_craft(self, plan: ConsolidationPlan, batch: int, tx: Any) -> int:
+        """Retire the M1 entries that at least ``retire_min_runs`` runs of the batch (given the entry) showed to be
+        wrong, more runs than merged new support into it; removed from the store, kept in the change log."""
+        removers: dict[str, set[str]] = {}
+        for vote in plan.craft_votes:
+            removers.setdefault(vote.rule_id, set()).add(vote.run_id)
+        supporters: dict[str, set[str]] = {}
+        for op in plan.craft:
+            if op.action == "merge" and op.target:
+                supporters.setdefault(op.target, set()).update(op.candidate.provenance)
+        retired = 0
+        for entry_id, runs in sorted(removers.items()):
+            against = runs - supporters.get(entry_id, set())
+            if len(against) < self.retire_min_runs or len(runs) <= len(supporters.get(entry_id, set())):
+                continue
+            data = tx.get("craft", entry_id)
+            if data is None:
+                continue
+            self.memory.craft.remove(entry_id, batch=batch, tx=tx)
+            logger.info(
+                "M1 entry %s retired in batch %d: %d runs showed it wrong (%s): %s",
+                entry_id,
+                batch,
+                len(against),
+                ", ".join(sorted(against)),
+                one_line(str(data.get("text", "")), 200),
+            )
+            retired += 1
+        return retired
+
     def _apply_consolidation(
         self, batch: int, plan: ConsolidationPlan, tx: Any, backings: dict[str, EvidenceRecord]
     ) -> dict[str, int]:
-        counts = {"reject": 0, "merge": 0, "contradict": 0, "retired": 0}
+        counts = {"reject": 0, "merge": 0, "contradict": 0, "retired": 0, "craft_retired": 0}
         if self._writes("web_action"):
             counts["retired"] += self._apply_votes(self.memory.web_action, plan.web_votes, batch, tx, backings)
         for store, ops in (("craft", plan.craft), ("web_action", plan.web_adds), ("facts", plan.facts)):
@@ -876,6 +951,8 @@ class MementoTrainer:
             got = self.memory.apply(store, ops, batch=batch, tx=tx)
             for name in ("reject", "merge", "contradict"):
                 counts[name] += got.get(name, 0)
+        if self._writes("craft") and plan.craft_votes:
+            counts["craft_retired"] += self._retire_craft(plan, batch, tx)
         return counts
 
     # -- Phase B: scoring ------------------------------------------------------------------------------------
@@ -1013,7 +1090,10 @@ class MementoTrainer:
             facts_superseded=fact_stats["superseded"],
             candidates_rejected=state.counts.get("reject", 0),
             candidates_merged=state.counts.get("merge", 0),
+            candidates_contradicted=state.counts.get("contradict", 0),
             rules_retired=state.counts.get("retired", 0),
+            craft_retired=state.counts.get("craft_retired", 0),
+            injected=_injected_per_run(trajectories),
             train_lm_calls=state.train_lm_calls,
             train_stages=dict(state.train_stages),
             distillers={name: state.distillers.get(name, DistillerStats()) for name in DISTILLERS},

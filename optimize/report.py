@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memento.extras import has_extra, install_hint
 from memento.files import atomic_path, atomic_write_text
 from memento.leakage import LeakageAudit, audit_lines
+from memento.metrics.behaviour import describe_behaviour
 from memento.optimize.costs import MethodCosts, PhaseCost
 from memento.types import utcnow
 
@@ -80,6 +81,7 @@ class MethodResult(BaseModel):
     failed_examples: int = 0
     mean: float | None = None
     measures: dict[str, float] = Field(default_factory=dict)  # means of the metric's extra measures (f1, tvd...)
+    behaviour: dict[str, float] = Field(default_factory=dict)  # test behaviour per sample (metrics.behaviour)
     ci_low: float | None = None
     ci_high: float | None = None
     vs_baseline: BaselineDiff | None = None
@@ -194,6 +196,11 @@ def render_markdown(report: CompareReport) -> str:
         lines += ["", "## Measures (test means)", ""]
         for name, measures in measured.items():
             lines.append(f"- `{name}`: " + ", ".join(f"{k}={v:.3f}" for k, v in sorted(measures.items())))
+    behaved = {name: res.behaviour for name, res in report.methods.items() if res.behaviour}
+    if behaved:
+        lines += ["", "## Behaviour (test, per sample; MEMENTO Tables 8/10)", ""]
+        for name, figures in behaved.items():
+            lines.append(f"- `{name}`: {describe_behaviour(figures)}")
     streams = {name: res.info["stream"] for name, res in report.methods.items() if res.info.get("stream")}
     if streams:
         lines += ["", "## Test streams (JitMem stream protocol: mean ± std over orderings, score per stream batch)", ""]

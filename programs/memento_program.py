@@ -10,7 +10,8 @@ Exploration (MEMENTO Appendix D.1), within ``budgets.exploration`` steps per sam
 
 * **cold start**: when the M1 relevance check finds no applicable entry for the task (an empty M1 included), the
   exploration agent researches how to research this kind of task; its insights guide this call;
-* **end of sample**: while training (memory not frozen), what is left of the budget is spent after the answer.
+* **end of sample**: while training (memory not frozen), what is left of the budget is spent after a valid answer
+  (a run that failed, or answered no sub-question, does not explore).
 
 Exploration never writes memory during the forward pass (other runs of the batch read it): its insights are
 recorded in the trajectory (``explorations``) and the trainer adds them to the batch's Phase A plan, committed
@@ -153,15 +154,28 @@ class Memento(AdaptiveExplorationTree):
             guidance = "Research-strategy insights from exploration:\n" + "\n".join(f"- {i}" for i in first.insights)
             call.context = f"{call.context}\n\n{guidance}".strip()
         try:
-            return _TreeRun(self, call).execute()
+            outputs = _TreeRun(self, call).execute()
         finally:
             injected = getattr(view, "injected", None)
             if injected is not None:
                 call.trajectory.injected_memory = {k: list(v) for k, v in injected.items() if v}
+            for store, (shown, total) in sorted((getattr(view, "cut", None) or {}).items()):
+                call.note(f"paper profile: {store} cut to its {shown} heaviest of {total} items (model context)")
+        if _valid_answer(call.trajectory, outputs):  # a failed run has nothing to explore beyond (Appendix D.1)
             try:
                 self.end_of_sample(call, view, first.steps if first is not None else 0)
             except Exception as exc:  # noqa: BLE001 - a failed late exploration loses nothing of the run
                 handle_error(exc, where="end-of-sample exploration", log=logger)
+        elif not getattr(self.memory, "frozen", True):
+            call.note("end-of-sample exploration skipped: the run produced no valid answer")
+        return outputs
+
+
+def _valid_answer(trajectory: Any, outputs: dict[str, Any]) -> bool:
+    """A valid answer: some output has a value and at least one sub-question was answered (as the trainer's valid
+    run, :meth:`~memento.optimize.memento_trainer.MementoTrainer._valid`)."""
+    answered = any(n.parent_id is not None and n.status == "answered" for n in trajectory.nodes)
+    return answered and any(v not in (None, "", [], {}) for v in outputs.values())
 
 
 def injected_items(trajectory: Any) -> dict[str, list[str]]:
@@ -202,9 +216,11 @@ def _build_memento(
         from memento.programs.memento_learner import MementoLearner
 
         if frozen == "forward":  # the training form's ranking: the same embedder over the read-only memory
-            store = open_memory(settings.memory, directory, read_only=True, embedder=embedder)
+            store = open_memory(
+                settings.memory, directory, read_only=True, embedder=embedder, context_tokens=_context(settings)
+            )
         else:
-            store = open_memory(settings.memory, directory, embedder=embedder)
+            store = open_memory(settings.memory, directory, embedder=embedder, context_tokens=_context(settings))
         # training explores with [trainer] exploration steps per sample; [budgets] exploration is the test budget
         budgets = settings.budgets.model_copy(update={"exploration": settings.trainer.exploration})
         learner = MementoLearner(roles=roles, explore_steps=max(1, budgets.exploration))
@@ -222,9 +238,14 @@ def _build_memento(
         raise DataError(f"no trained memory at {directory}: run `memento train --memory {directory}` first")
     return Memento(
         task,
-        memory=open_memory(settings.memory, directory, read_only=True),
+        memory=open_memory(settings.memory, directory, read_only=True, context_tokens=_context(settings)),
         web=tools,
         budgets=settings.budgets.model_copy(),
         threads=settings.run.threads,
         roles=roles,
     )
+
+
+def _context(settings: Settings) -> int | None:
+    """The agent model's context size (``[lm] context_tokens``), which bounds the paper profile's injection."""
+    return settings.role("lm").context_tokens

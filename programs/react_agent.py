@@ -210,5 +210,5 @@ def _build_react_memory(*, task, settings, roles=None, trainset=None, memory_dir
         )
     from memento.memory.memento_memory import open_memory
 
-    memory = open_memory(settings.memory, memory_dir, read_only=True)
+    memory = open_memory(settings.memory, memory_dir, read_only=True, context_tokens=settings.role("lm").context_tokens)
     return _react(task, settings, roles, memory=memory)

@@ -17,10 +17,15 @@ class DistillCraftInsights(dspy.Signature):
     were useful), write short, general insights on HOW to research this kind of task: which sources to consult,
     which questions to ask first, what to verify, which pitfalls to avoid. Do not state facts about the specific
     entities of this task and do not judge whether the final answer is right (no ground truth is available).
-    Return at most three insights, each a single self-contained sentence."""
+    Return at most three insights, each a single self-contained sentence.
+    The run was also given some earlier insights (craft in use, numbered). List the numbers of any that the record
+    shows to be wrong or misleading for this kind of task (an entry is retired when several runs agree); leave the
+    list empty when none is, which is the usual case."""
 
     task: str = dspy.InputField(desc="the task that was researched")
     run_record: str = data_input("sub-questions, answers, searches and scraped pages of the run")
+    craft_in_use: str = data_input("the earlier insights this run was given, numbered (may be empty)")
     insights: list[str] = limit(
         dspy.OutputField(desc="at most three transferable research-strategy insights"), max_items=3
     )
+    retire: list[int] = dspy.OutputField(desc="numbers of insights in use that this run shows wrong (usually none)")

@@ -60,6 +60,10 @@ def print_summary(result: Any, path: Path, *, show: int = 10) -> None:
     )
     if result.measures:
         console.print("measures: " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(result.measures.items())))
+    if result.behaviour:
+        from memento.metrics.behaviour import describe_behaviour
+
+        console.print(f"behaviour: {describe_behaviour(result.behaviour)}")
     console.print(
         f"LM calls {u.lm_calls} (cached {u.cached_lm_calls}), tokens {u.prompt_tokens}+{u.completion_tokens}, "
         f"judge calls {j.lm_calls}, searches {u.searches}, fetches {u.fetches}, {result.seconds:.1f}s"

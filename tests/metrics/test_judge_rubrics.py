@@ -1,5 +1,5 @@
-"""The judges follow the papers (issue 18, item 4): coverage rubric with best match per ground truth (padding earns
-nothing), a strict verdict, judged text framed as data, discrete reward anchors, one shared success threshold, and
+"""The judges follow the papers (issue 18, item 4; issue 24 item 4): the coverage rubric of Table 9, each ground truth
+judged against the whole pitch (padding capped), a strict verdict, judged text framed as data, discrete reward anchors, one shared success threshold, and
 CheckCandidate reasoning before it decides."""
 
 from __future__ import annotations
@@ -49,45 +49,70 @@ def _example() -> dspy.Example:
     )
 
 
-def _pair_score(call) -> int:
-    """A scripted judge that rewards long lists: one point per proposition it is shown, plus 4 for a real match."""
-    shown = call.inputs["predicted"].count("Pain point:")
-    match = "retention scoring" in call.inputs["predicted"] and "alpha churn" in call.inputs["ground_truth"]
+def _pitch_score(call) -> int:
+    """A scripted judge that rewards long pitches: one point per proposition it is shown, plus 4 for a real match."""
+    shown = call.inputs["pitch"].count("Pain point:")
+    match = "retention scoring" in call.inputs["pitch"] and "alpha churn" in call.inputs["ground_truth"]
     return min(5, (4 if match else 0) + shown)
 
 
-def test_padding_cannot_raise_coverage(lm, engine):
-    engine.when(predicate=lambda c: "ground_truth" in c.inputs, score=_pair_score, rationale="scripted")
+def test_padding_cannot_pay_past_the_stated_cap(lm, engine):
+    """Issue 24 item 4: the judge reads the whole pitch, so the anti-padding mechanism is a cap: the first
+    MAX_PROPOSITIONS propositions, PROPOSITION_CHARS characters each. Checked on the prompts, deterministically."""
+    from memento.metrics.coverage_judge import MAX_PROPOSITIONS, PROPOSITION_CHARS
+
+    engine.when(predicate=lambda c: "ground_truth" in c.inputs, score=_pitch_score, rationale="scripted")
     judge = CoverageJudge()
-    alone = judge(_example(), dspy.Prediction(value_propositions=[GOOD]))
-    padded = judge(_example(), dspy.Prediction(value_propositions=[*FLUFF[:3], GOOD, *FLUFF[3:], INJECTION]))
-    # each call sees ONE prediction, so a judge that would reward a long list never gets the chance
-    assert all(c.inputs["predicted"].count("Pain point:") == 1 for c in engine.calls)
-    assert alone.item_scores == [5, 1] and padded.item_scores == [5, 1]
-    assert padded.score == alone.score == pytest.approx(6 / 10)
-    assert "best match: prediction 4" in padded.feedback  # GOOD is the 4th prediction of the padded list
-    assert "extra predictions earn nothing" in padded.feedback
+    head = [*FLUFF[:2], GOOD, *FLUFF[2:4]]
+    assert len(head) == MAX_PROPOSITIONS == 5 and PROPOSITION_CHARS == 600
+    capped = judge(_example(), dspy.Prediction(value_propositions=head))
+    calls = len(engine.calls)
+    huge = {"pain_point": "x" * 5000, "mechanism": "retention scoring", "evidence": "alpha churn " * 300}
+    padded = judge(_example(), dspy.Prediction(value_propositions=[*head, *FLUFF, huge, INJECTION, GOOD]))
+    # what lies past the cap is never shown: the same prompts (memoised: no new call), the same score
+    assert len(engine.calls) == calls and padded.item_scores == capped.item_scores
+    assert "5 of 14 propositions read" in padded.feedback and "more earn nothing" in padded.feedback
+    # a real match placed past the cap is not seen either
+    judge(_example(), dspy.Prediction(value_propositions=[*FLUFF[:5], GOOD]))
+    assert all("retention scoring" not in c.inputs["pitch"] for c in engine.calls[-len(GROUND_TRUTH) :])
+    for call in engine.calls:
+        assert call.inputs["pitch"].count("Proposition ") <= MAX_PROPOSITIONS
+        assert all(len(block) <= PROPOSITION_CHARS + 20 for block in call.inputs["pitch"].split("\n\n"))
+    # one long proposition is clipped to its share
+    clipped = judge(_example(), dspy.Prediction(value_propositions=[huge]))
+    assert clipped.judge_errors == 0 and len(engine.calls[-1].inputs["pitch"]) < PROPOSITION_CHARS + 40
 
 
-def test_coverage_keeps_the_best_match_per_ground_truth(lm, engine):
-    scores = {"first": 2, "second": 4, "third": 3}
+def test_coverage_judges_each_ground_truth_against_the_whole_pitch(lm, engine):
+    scores = {"alpha churn": 4, "beta latency": 2}
     engine.when(
         predicate=lambda c: "ground_truth" in c.inputs,
-        score=lambda c: next(v for k, v in scores.items() if k in c.inputs["predicted"]),
+        score=lambda c: next(v for k, v in scores.items() if k in c.inputs["ground_truth"]),
         rationale="scripted",
     )
-    preds = [{"pain_point": name, "mechanism": "m", "evidence": ""} for name in scores]
+    preds = [{"pain_point": name, "mechanism": "m", "evidence": ""} for name in ("first", "second", "third")]
     result = CoverageJudge()(_example(), dspy.Prediction(value_propositions=preds))
-    assert result.item_scores == [4, 4]
-    assert len(engine.calls) == len(GROUND_TRUTH) * len(preds)
+    assert result.item_scores == [4, 2] and result.score == pytest.approx(6 / 10)
+    assert len(engine.calls) == len(GROUND_TRUTH)  # |G| calls, not |G| x |P|
+    assert all(
+        all(f"Pain point: {name}" in c.inputs["pitch"] for name in ("first", "second", "third")) for c in engine.calls
+    )
 
 
-def test_coverage_rubric_is_the_papers_and_typed():
-    doc = JudgeCoverage.instructions
-    for anchor in ("0 = miss", "1 = marketing fluff", "2 = topic match", "3 = soft match", "4 = strong argument"):
-        assert anchor in doc
-    assert "5 = bullseye" in doc and "hero evidence" in doc and "product" in doc and "sales leader" in doc
+def test_coverage_rubric_is_the_papers_table_9_and_typed():
+    doc = " ".join(JudgeCoverage.instructions.split())
+    for anchor in (
+        "0 = miss",
+        "1 = marketing fluff",
+        "2 = topic match: the right product or the right pain point, but not the solution or the outcome",
+        "3 = soft match: the core value proposition is there, but without the hero evidence",
+        "4 = strong: the core value and the key mechanism or outcome; it may miss a minor detail",
+        "5 = bullseye: the product, the pain, the value and the specific metric or evidence",
+    ):
+        assert anchor in doc, anchor
+    assert "numbers, names or unique mechanisms" in doc and "sales leader" in doc
     assert JudgeCoverage.output_fields["score"].annotation == typing.Literal[0, 1, 2, 3, 4, 5]
+    assert "pitch" in JudgeCoverage.input_fields and "predicted" not in JudgeCoverage.input_fields
 
 
 def test_verdict_judge_is_strict_about_specificity_and_partial_answers():

@@ -270,7 +270,7 @@ def test_craft_knowledge_grows_by_deltas_without_a_cap(tmp_path):
         counter["n"] += 1
         return [f"Insight number {counter['n']} about researching topic {counter['n'] * 7919}."]
 
-    engine = make_engine(first=[{"predicate": lambda c: "run_record" in c.inputs, "insights": insights}])
+    engine = make_engine(first=[{"predicate": lambda c: "run_record" in c.inputs, "insights": insights, "retire": []}])
     dspy.configure(lm=scripted_lm(engine))
     task, memory, program, learner, trainset = _setup(tmp_path)
     memory.craft.add("An entry nobody proposes again.", provenance=["old"])
@@ -392,16 +392,17 @@ def test_crashed_runs_are_counted_apart_and_every_recorded_run_is_distilled(tmp_
     assert not [c for c in engine.calls if "run_record" in c.inputs and "Albany County in" in c.inputs["task"]]
 
 
-def test_paper_profile_warns_when_m1_outgrows_its_safety_size(tmp_path, caplog):
+def test_paper_profile_cuts_m1_to_what_fits_and_says_so(tmp_path, caplog):
     from memento.memory.memento_memory import MemoryBudgets
 
     memory = MementoMemory(tmp_path, profile="paper", budgets=MemoryBudgets(paper_max_tokens=20))
     for i in range(5):
         memory.craft.add(f"Research insight number {i}: read the primary source before the news coverage.")
     with caplog.at_level("WARNING", logger="memento.memory.memento_memory"):
-        text = memory.view().craft_knowledge("anything")
-    assert len(text.splitlines()) == 5  # injected whole, no cap
-    assert any("paper profile's safety size 20" in r.message for r in caplog.records)
+        view = memory.view()
+        text = view.craft_knowledge("anything")
+    assert len(text.splitlines()) == 1 and view.cut["craft"] == (1, 5)  # what fits the model's context
+    assert any("M1 craft knowledge injects its 1 heaviest of 5 items" in r.message for r in caplog.records)
 
 
 def test_relevance_and_exploration_are_metered_as_learning_stages_of_the_run(tmp_path):
@@ -438,3 +439,173 @@ def test_candidate_check_frames_page_text_as_data() -> None:
     assert (accepted, reason) == (False, "the page does not say so")
     prompt = engine.calls[-1].prompt
     assert "[ [ ## accept ## ]]" in prompt and "Paris is in France. [[ ## accept ## ]]" not in prompt
+
+
+# -- issue 24 item 4: MEMENTO fidelity ------------------------------------------------------------------------------
+def _failing_agent_engine(**kwargs):
+    """The fixture's LM, except that sub-question agents on the Arthur Penn task never finish (every sub-question
+    fails, so that run has no valid answer)."""
+    return make_engine(
+        first=[
+            {
+                "predicate": lambda c: (
+                    "next_tool_name" in c.output_fields
+                    and "Arthur Penn" in c.inputs.get("task", "")
+                    and "task_kind" not in c.inputs
+                ),
+                "next_tool_name": "search_web",
+                "next_tool_args": {"query": "Arthur Penn"},
+            },
+            *kwargs.get("first", []),
+        ]
+    )
+
+
+def test_end_of_sample_exploration_runs_only_after_a_valid_answer(tmp_path):
+    dspy.configure(lm=scripted_lm(_failing_agent_engine()))
+    budgets = Budgets(initial_questions=2, total_questions=3, steps_per_question=3, exploration=2)
+    task, memory, program, learner, trainset = _setup(tmp_path, budgets=budgets)
+    memory.craft.add("For people, open their encyclopedia page first.", provenance=["old"])  # no cold start
+    failed = program(question=trainset[2].question, task_id="q3")  # Arthur Penn: every sub-question fails
+    assert not [n for n in failed.trajectory.nodes if n.parent_id and n.status == "answered"]
+    assert [e.when for e in failed.trajectory.explorations] == []
+    assert not [c for c in failed.trajectory.tool_calls if c.node_id == "explore:end_of_sample"]
+    assert any("end-of-sample exploration skipped" in n for n in failed.trajectory.notes)
+    valid = program(question=trainset[1].question, task_id="q2")
+    assert [e.when for e in valid.trajectory.explorations] == ["end_of_sample"]
+
+
+def test_m1_is_distilled_from_valid_runs_only(tmp_path):
+    engine = _failing_agent_engine()
+    dspy.configure(lm=scripted_lm(engine))
+    budgets = Budgets(initial_questions=2, total_questions=3, steps_per_question=3)
+    task, memory, program, learner, trainset = _setup(tmp_path, budgets=budgets)
+    [report] = _trainer(program, task, memory, learner).fit(trainset[:3])
+    assert report.valid_runs == 2 and report.crashed_runs == 0
+    assert report.distillers["craft_insights"].runs == 2  # the failed run is not distilled into M1
+    assert report.distillers["web_rules"].runs == 3  # its search log still teaches web-action rules
+    insight_tasks = [
+        c.inputs["task"] for c in engine.calls if "run_record" in c.inputs and "insights" in c.output_fields
+    ]
+    assert len(insight_tasks) == 2 and not any("Arthur Penn" in t for t in insight_tasks)
+
+
+def test_paper_profile_injects_whole_stores_beyond_any_pool(tmp_path):
+    memory = MementoMemory(tmp_path, profile="paper")
+    with memory.transaction(batch=1) as tx:
+        for i in range(150):
+            memory.web_action.add(f"Rule {i}: prefer source kind {i} for topic kind {i}.", support=i % 7, tx=tx)
+            memory.craft.add(f"Insight {i} about research kind {i}.", tx=tx)
+    view = memory.view()
+    rules = view.web_action_rules("an unrelated task about zebras")
+    assert len(rules.splitlines()) == 150 and len(view.injected["web_action"]) == 150  # not 64 + 64 matches
+    assert rules.splitlines()[0].split(":")[0] in {f"- Rule {i}" for i in range(6, 150, 7)}  # heaviest first
+    assert len(view.craft_knowledge("zebras").splitlines()) == 150 and not view.cut
+
+
+def test_paper_profile_cuts_to_the_models_context_and_says_so_once(tmp_path, caplog):
+    from memento.config import load_settings as settings_of
+    from memento.memory.memento_memory import open_memory
+
+    settings = settings_of(flags={"memory": {"profile": "paper"}, "lm": {"context_tokens": 400}})
+    memory = open_memory(settings.memory, tmp_path, context_tokens=settings.role("lm").context_tokens)
+    assert memory.budgets.paper_max_tokens == 100  # a quarter of the context per store
+    for i in range(40):
+        memory.web_action.add(f"Rule number {i} about query formulation for topic {i}.", support=40 - i)
+    with caplog.at_level("WARNING", logger="memento.memory.memento_memory"):
+        first, second = memory.view(), memory.view()
+        text = first.web_action_rules("anything")
+        second.web_action_rules("anything")
+    shown = text.splitlines()
+    assert 0 < len(shown) < 40 and "Rule number 0 " in shown[0]  # the heaviest rules that fit
+    assert first.cut["web_action"] == (len(shown), 40)
+    said = [r.message for r in caplog.records if "paper profile" in r.message]
+    assert len(said) == 1 and f"{len(shown)} heaviest of 40" in said[0]
+
+
+def test_a_run_notes_the_paper_profile_cut_in_its_trajectory(tmp_path):
+    from memento.memory.memento_memory import MemoryBudgets
+
+    dspy.configure(lm=scripted_lm(make_engine()))
+    task, memory, program, learner, trainset = _setup(tmp_path, profile="paper")
+    memory.budgets = MemoryBudgets(paper_max_tokens=30)
+    for i in range(20):
+        memory.decomposition.add(f"When topic {i} appears, ask about its origin {i}.", support=1)
+    pred = program(question=trainset[0].question, task_id="q1")
+    assert any("paper profile: decomposition cut to its" in n for n in pred.trajectory.notes)
+
+
+def test_m1_entries_that_several_runs_show_wrong_are_retired_with_the_change_log(tmp_path):
+    engine = make_engine(
+        first=[
+            {
+                "predicate": lambda c: (
+                    "insights" in c.output_fields and "misleading" in c.inputs.get("craft_in_use", "")
+                ),
+                "insights": [],
+                "retire": [1],
+            }
+        ]
+    )
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, learner, trainset = _setup(tmp_path, profile="paper")
+    with memory.transaction(batch=0) as tx:
+        bad = memory.craft.add("A misleading insight: trust the first search snippet.", provenance=["old"], tx=tx)
+    memory.commit_version(batch=0)
+    [report] = _trainer(program, task, memory, learner).fit(trainset[:3])
+    prompts = [c for c in engine.calls if "craft_in_use" in c.inputs]
+    assert prompts and all("1. A misleading insight" in c.inputs["craft_in_use"] for c in prompts)
+    assert memory.craft.get(bad.id) is None and report.craft_retired == 1
+    assert report.chars["craft"].deleted >= len(bad.text)  # Table 16's "Deleted" column
+    assert report.injected["M1"] >= 1.0  # the entry reached every run
+    log = memory.db.query("SELECT op, store, item_id FROM changes WHERE item_id=?", (bad.id,))
+    assert ("retire", "craft", bad.id) in [tuple(row) for row in log]
+
+
+def test_one_run_alone_cannot_retire_an_m1_entry(tmp_path):
+    engine = make_engine(
+        first=[
+            {
+                "predicate": lambda c: "insights" in c.output_fields and "Arthur Penn" in c.inputs.get("task", ""),
+                "insights": [],
+                "retire": [1],
+            }
+        ]
+    )
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, learner, trainset = _setup(tmp_path, profile="paper")
+    entry = memory.craft.add("Check the filmography before the biography.", provenance=["old"])
+    [report] = _trainer(program, task, memory, learner).fit(trainset[:3])
+    assert memory.craft.get(entry.id) is not None and report.craft_retired == 0
+
+
+def test_batch_report_counts_contradicting_candidates(tmp_path):
+    engine = make_engine(
+        first=[
+            {"predicate": lambda c: "verdict" in c.output_fields, "verdict": "contradicts", "merged": ""},
+            {
+                "predicate": lambda c: "operations" in c.output_fields and "search_log" in c.inputs,
+                "operations": [{"op": "add", "text": "Search the full name of a person in quotes.", "reason": "ok"}],
+            },
+        ]
+    )
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, learner, trainset = _setup(tmp_path, stores=["M3"])
+    stored = memory.web_action.add("Search the full name of a person without quotes.", provenance=["old"], support=2)
+    trainer = _trainer(
+        program,
+        task,
+        memory,
+        learner,
+        canonicalizer=Canonicalizer(memory.db, embedder=HashingEmbedder(), merge=learner.merge, threshold=0.3),
+    )
+    [report] = trainer.fit(trainset[:3])
+    assert report.candidates_contradicted >= 1
+    assert memory.web_action.get(stored.id).contradiction >= 1
+    from rich.console import Console
+
+    from memento.optimize.batch_report import reports_table
+
+    console = Console(record=True, width=220)
+    console.print(reports_table([report]))
+    assert "merged/contradicted/rejected" in console.export_text()
