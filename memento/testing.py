@@ -55,6 +55,8 @@ __all__ = [
     "ScriptedEngine",
     "build_corpus",
     "is_react_step",
+    "judge_reach",
+    "load_rule_pairs",
     "react_steps_done",
     "script_search_read_finish",
     "script_search_then_scrape",
@@ -867,3 +869,69 @@ class RayNodes:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=30)
         shutil.rmtree(self.temp, ignore_errors=True)
+
+
+# -- canonicalisation: which stored rules reach the merge judge (tests/data/rule_pairs.jsonl) ------------------------
+def load_rule_pairs(path: Any) -> list[dict[str, Any]]:
+    """The labelled rule pairs of ``path`` (JSONL: ``id``, ``label`` paraphrase | contradiction | unrelated,
+    ``store`` craft | decomposition | web_action, ``stored``, ``new``)."""
+    from pathlib import Path
+
+    rows = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    for row in rows:
+        if row.get("label") not in ("paraphrase", "contradiction", "unrelated") or not row.get("stored"):
+            raise ValueError(f"{path}: malformed rule pair {row.get('id')!r}")
+    return rows
+
+
+def judge_reach(
+    pairs: list[dict[str, Any]], *, embedder: Any, threshold: float | None = None, canonicalizer: Any = None
+) -> dict[str, Any]:
+    """Which labelled pairs reach the canonicaliser's merge judge.
+
+    Every distinct ``stored`` text is stored in its store of one memory (the background each new rule is compared
+    with); each pair's ``new`` text is then planned as a candidate with a merge stage that records what it is asked
+    and answers ``distinct``. A pair *reaches the judge* when its stored text is among the items judged against its
+    new one. Returns ``{"rates": {label: share}, "reached": {label: [ids]}, "missed": {label: [ids]},
+    "calls": [judge calls per new rule], "threshold": the canonicaliser's threshold}``. ``canonicalizer``: the
+    class to measure (default :class:`~memento.memory.canonicalizer.Canonicalizer`; a bench passes a variant).
+    """
+    import tempfile
+
+    from memento.memory.canonicalizer import Candidate, Canonicalizer
+    from memento.memory.craft_knowledge import CraftKnowledge
+    from memento.memory.rule_book import RuleBook
+    from memento.memory.sqlite_store import SQLiteStore
+
+    with tempfile.TemporaryDirectory() as directory:
+        db = SQLiteStore(directory)
+        try:
+            seen: set[tuple[str, str]] = set()
+            for row in pairs:
+                key = (row["store"], row["stored"])
+                if key in seen:
+                    continue
+                seen.add(key)
+                if row["store"] == "craft":
+                    CraftKnowledge(db).add(row["stored"])
+                else:
+                    RuleBook(db, row["store"]).add(row["stored"], support=1)
+            asked: list[str] = []
+
+            def merge(kind: str, stored: str, candidate: str) -> tuple[str, str]:
+                asked.append(stored)
+                return "distinct", ""
+
+            canon = (canonicalizer or Canonicalizer)(db, embedder=embedder, merge=merge, threshold=threshold)
+            reached: dict[str, list[str]] = {"paraphrase": [], "contradiction": [], "unrelated": []}
+            missed: dict[str, list[str]] = {"paraphrase": [], "contradiction": [], "unrelated": []}
+            calls: list[int] = []
+            for row in pairs:
+                asked.clear()
+                canon.plan(row["store"], [Candidate(text=row["new"])])
+                calls.append(len(asked))
+                (reached if row["stored"] in asked else missed)[row["label"]].append(row["id"])
+        finally:
+            db.close()
+    rates = {label: len(reached[label]) / max(1, len(reached[label]) + len(missed[label])) for label in reached}
+    return {"rates": rates, "reached": reached, "missed": missed, "calls": calls, "threshold": canon.threshold}

@@ -72,7 +72,8 @@ def test_eval_command_prints_and_writes_behaviour(tmp_path):
         result = CliRunner().invoke(
             app,
             ["eval", "--task", "multihop", "--data", str(questions), "--limit", "2", "--method", "aet",
-             "--lm", "openai/x", "--api-base", server.api_base, "--corpus", str(corpus), "--out", str(tmp_path / "out")],
+             "--lm", "openai/x", "--api-base", server.api_base, "--corpus", str(corpus),
+             "--out", str(tmp_path / "out")],
             env={"MEMENTO_BUDGETS_INITIAL_QUESTIONS": "2", "MEMENTO_BUDGETS_TOTAL_QUESTIONS": "2",
                  "MEMENTO_BUDGETS_STEPS_PER_QUESTION": "3"},
         )  # fmt: skip

@@ -1,6 +1,6 @@
-"""The judges follow the papers (issue 18, item 4; issue 24 item 4): the coverage rubric of Table 9, each ground truth
-judged against the whole pitch (padding capped), a strict verdict, judged text framed as data, discrete reward anchors, one shared success threshold, and
-CheckCandidate reasoning before it decides."""
+"""The judges follow the papers (issue 18, item 4; issue 24 item 4): the coverage rubric of Table 9, each ground
+truth judged against the whole pitch (padding capped), a strict verdict, judged text framed as data, discrete reward
+anchors, one shared success threshold, and CheckCandidate reasoning before it decides."""
 
 from __future__ import annotations
 

@@ -270,11 +270,15 @@ def test_craft_knowledge_grows_by_deltas_without_a_cap(tmp_path):
         counter["n"] += 1
         return [f"Insight number {counter['n']} about researching topic {counter['n'] * 7919}."]
 
-    engine = make_engine(first=[{"predicate": lambda c: "run_record" in c.inputs, "insights": insights, "retire": []}])
+    engine = make_engine(
+        first=[
+            {"predicate": lambda c: "run_record" in c.inputs, "insights": insights, "retire": []},
+            {"predicate": lambda c: "stored" in c.inputs, "verdict": "distinct", "merged": ""},
+        ]
+    )
     dspy.configure(lm=scripted_lm(engine))
     task, memory, program, learner, trainset = _setup(tmp_path)
     memory.craft.add("An entry nobody proposes again.", provenance=["old"])
-    engine.when(predicate=lambda c: "stored" in c.inputs, verdict="distinct", merged="")
     trainer = _trainer(program, task, memory, learner)
     trainer.batch_size = 6
     trainer.fit(trainset)
