@@ -194,21 +194,30 @@ class MemorySettings(_Section):
 class CBRSettings(_Section):
     """Memento case-based reasoning: retrieval from the case bank and the Q-gate.
 
-    Training retrieval samples from softmax(logit(Q)/alpha) (alpha is a temperature); test retrieval is greedy Q.
-    The gate replaces cosine ranking only after ``min_pairs`` logged (query, case, reward) pairs.
+    Training retrieval samples from softmax over the gate's scores (``softmax_over``: ``logit``, softmax(logit(Q) /
+    alpha), alpha a temperature; ``q``, softmax(Q / alpha) as Memento's Eq. 7 writes it); test retrieval is greedy Q.
+    The gate replaces cosine ranking only after ``min_pairs`` logged (query, case, reward) pairs. ``k = 0`` is the
+    paper's "+Planning" rung (the planner reads no case); ``policy = "kernel"`` ranks by the kernel-based episodic Q of
+    Eq. 9; ``prefilter = 0`` lets the gate score the whole bank. ``executor_bank`` adds the executor-level bank (tool
+    use of past sub-tasks, ``executor_k`` shown per sub-task) and ``capacity`` caps the live cases, evicting the least
+    useful.
     """
 
-    k: int = Field(default=4, ge=1)
-    policy: Literal["cosine", "q", "softmax"] = "q"
-    train_policy: Literal["cosine", "q", "softmax"] = "softmax"
+    k: int = Field(default=4, ge=0)
+    policy: Literal["cosine", "q", "softmax", "kernel"] = "q"
+    train_policy: Literal["cosine", "q", "softmax", "kernel"] = "softmax"
     alpha: float = Field(default=1.0, gt=0)
-    prefilter: int = Field(default=32, ge=1)
+    softmax_over: Literal["logit", "q"] = "logit"  # q: softmax(Q/alpha), Memento's Eq. 7 (the paper gives no alpha)
+    prefilter: int = Field(default=32, ge=0)  # 0: the whole bank
     min_pairs: int = Field(default=32, ge=0)
     qgate_hidden: int = Field(default=256, ge=1)
     qgate_lr: float = Field(default=1e-3, gt=0)
     max_cycles: int = Field(default=3, ge=1)  # planning cycles per task (plan, execute, replan...)
     passes: int = Field(default=1, ge=1)  # compare's CBR training: passes over the training set (iteration table)
     own_cases: bool = False  # multi-pass only: a task may read its own earlier case
+    executor_bank: bool = False  # the executor-level bank (<memory>/cbr_executor): past sub-tasks' tool use
+    executor_k: int = Field(default=2, ge=0)  # tool cases shown per sub-task
+    capacity: int | None = Field(default=None, ge=1)  # live cases kept at most (least useful evicted); None: no cap
 
 
 class JitMemSettings(_Section):

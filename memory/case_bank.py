@@ -60,7 +60,14 @@ from memento.memory.case_store import DB_NAME, CaseBankError, CaseStore, bank_ex
 from memento.memory.embedder import Embedder, default_embedder
 from memento.memory.location import LocationLike, PostgresLocation, parse_location
 from memento.memory.namespace_index import NamespaceIndex
-from memento.memory.retrieval_policy import RetrievalPolicy, check_policy, pick, q_logits, sample_softmax
+from memento.memory.retrieval_policy import (
+    RetrievalPolicy,
+    SoftmaxOver,
+    check_policy,
+    pick,
+    q_logits,
+    sample_softmax,
+)
 from memento.memory.stored_embedder import StoredEmbedder
 from memento.types import Case, EvidenceRecord, new_id, utcnow
 
@@ -106,7 +113,8 @@ class CaseBank:
         eviction: Evict least-useful cases (by Q-score) when ``capacity`` is exceeded.
         gate: A custom torch ``nn.Module`` gate (``forward(q, c) -> probs``); default :class:`QGate`.
         gate_options: Keyword options of :class:`~memento.memory.q_gate.QGateLearner` (lr, steps_per_update, ...).
-        prefilter: Default number of FAISS candidates re-scored by the gate for ``q``/``softmax``.
+        prefilter: Default number of FAISS candidates re-scored by the gate for ``q``/``softmax``/``kernel``; 0 scores
+            the whole bank (every live case of the namespaces searched).
         min_pairs: Logged (query, case, reward) pairs before the gate replaces cosine in ranking (``[cbr]
             min_pairs``; 0: from the first update).
         hnsw_threshold: Live-case count from which a namespace index switches from exact to HNSW (an exact scan of
@@ -174,6 +182,8 @@ class CaseBank:
         self.base_namespace = base_namespace
         self.capacity = capacity
         self.eviction = eviction
+        if prefilter < 0:
+            raise ConfigError(f"case bank prefilter must be >= 0 (0: the whole bank), got {prefilter}")
         self.prefilter = int(prefilter)
         self.min_pairs = int(min_pairs)
         self.eviction_slack = float(eviction_slack)
@@ -184,6 +194,7 @@ class CaseBank:
         self._custom_gate = gate
         self._gate_options = dict(gate_options or {})
         self._learner: QGateLearner | None = None
+        self._kernel: Any = None  # the episodic kernel of policy "kernel" (memory.q_kernel), built on first use
         # what identifies the saved gate last loaded or saved: (inode, mtime_ns, size) of qgate.pt, or its version
         self._gate_stamp: tuple[int, ...] | None = None
         self._ready = False  # the gate was seen ready (trained, min_pairs logged): it stays so
@@ -490,6 +501,7 @@ class CaseBank:
         seed: int | None = None,
         exclude_ids: Iterable[str] = (),
         dates: DateFilter | None = None,
+        softmax_over: SoftmaxOver = "logit",
     ) -> list[tuple[Case, float]]:
         """The ``k`` cases to show a planner for ``query``, with their scores (cosine, or Q for ``q``/``softmax``).
 
@@ -497,23 +509,30 @@ class CaseBank:
             query: Task text (embedded with the bank's embedder) or a precomputed embedding row.
             k: Number of cases.
             policy: ``cosine`` (FAISS top-k), ``q`` (prefilter, then top-k by the gate), ``softmax`` (prefilter,
-                then k draws without replacement from ``softmax(logit(Q) / alpha)``). Until ``min_pairs`` pairs
-                are logged (:attr:`gate_ready`), a barely trained network would only add noise: ``Q`` is then the
-                cosine similarity, and ``softmax`` samples from ``softmax(cosine / alpha)``.
-            alpha: Softmax temperature over the gate's logits (> 0; -> 0 is greedy, large is uniform).
-            prefilter: FAISS candidates re-scored by the gate (default: the bank's ``prefilter``, at least ``k``).
+                then k draws without replacement from ``softmax(Q / alpha)``, or ``softmax(logit(Q) / alpha)``:
+                ``softmax_over``), ``kernel`` (prefilter, then top-k by the kernel-based episodic Q of Eq. 9,
+                :mod:`memento.memory.q_kernel`). Until ``min_pairs`` pairs are logged (:attr:`gate_ready`), a
+                barely trained network would only add noise: ``Q`` is then the cosine similarity, and ``softmax``
+                samples from ``softmax(cosine / alpha)``.
+            alpha: Softmax temperature (> 0; -> 0 is greedy, large is uniform).
+            prefilter: FAISS candidates re-scored (default: the bank's ``prefilter``, at least ``k``; 0: the whole
+                bank, every live case scored).
             rng / seed: Randomness of ``softmax`` (default: the bank's own seeded generator).
             exclude_ids: Case ids never returned (e.g. the task's own case).
             dates: The task's date filter: only cases dated strictly before its cutoff (undated ones per its
                 policy) are searched, inside FAISS (an ID selector), so ``k`` come back when the bank holds ``k``;
                 the gate's prefilter draws from the same eligible cases.
+            softmax_over: ``logit`` (a temperature over the gate's logits) or ``q`` (Memento's Eq. 7).
         """
         check_policy(policy, alpha)
         if k <= 0:
             return []
         qv = self._query_vec(query)
         excluded = set(exclude_ids)
-        n_cand = k if policy == "cosine" else max(k, int(prefilter or self.prefilter))
+        width = self.prefilter if prefilter is None else int(prefilter)
+        if width == 0:  # the whole bank: every live case of the namespaces searched
+            width = sum(self.count(ns) for ns in filter(None, (self.namespace, self.base_namespace)))
+        n_cand = k if policy == "cosine" else max(k, width)
         spaces = [ns for ns in (self.namespace, self.base_namespace) if ns]
         with self._lock:
             for attempt in range(3):
@@ -538,6 +557,10 @@ class CaseBank:
             cands = [c for c in cands if c[0].id not in excluded][:n_cand]
             if policy == "cosine" or not cands:
                 return [(c, float(s)) for c, s, _, _ in cands[:k]]
+            if policy == "kernel":
+                q = self.kernel_q(qv, [c[0].id for c in cands])
+                order = pick("kernel", q, k, alpha=alpha, logits=False, rng=self._rng)
+                return [(cands[i][0], float(q[i])) for i in order]
             ready = self._gate_ready_from(gate_version, pairs)
             if not ready:  # a gate that has seen fewer than min_pairs pairs is noise: Q is cosine until then
                 q = np.asarray([s for _, s, _, _ in cands], dtype=np.float32)
@@ -548,7 +571,7 @@ class CaseBank:
                     vecs[rows] = indexes[ns].vectors([cands[i][2] for i in rows])
                 q = self.gate.score(qv, vecs)
         gen = rng if rng is not None else (np.random.default_rng(seed) if seed is not None else self._rng)
-        order = pick(policy, q, k, alpha=alpha, logits=ready, rng=gen)
+        order = pick(policy, q, k, alpha=alpha, logits=ready, rng=gen, softmax_over=softmax_over)
         return [(cands[i][0], float(q[i])) for i in order]
 
     def _gate_reads(self, policy: RetrievalPolicy) -> dict[str, bool]:
@@ -606,6 +629,46 @@ class CaseBank:
         for ns in self._store.all_namespaces():
             out.extend(self._store.cases(ns, include_evicted=include_evicted))
         return out
+
+    # -- kernel-based episodic Q (Eq. 9) -------------------------------------------------------------------------
+
+    def kernel_q(self, query: str | np.ndarray, case_ids: Sequence[str]) -> np.ndarray:
+        """The kernel-based episodic Q of Eq. 9 for stored cases: each case's episodes (its own task and reward, its
+        logged uses and their rewards) averaged with the learned kernel's weights (:mod:`memento.memory.q_kernel`;
+        refitted when new pairs were logged)."""
+        qv = self._query_vec(query)
+        rows = self._store.episodes(list(case_ids))
+        by_case: dict[str, tuple[list[np.ndarray], list[float]]] = {cid: ([], []) for cid in case_ids}
+        for cid, blob, reward, _use in rows:
+            if cid in by_case:
+                by_case[cid][0].append(np.frombuffer(blob, dtype=np.float32))
+                by_case[cid][1].append(reward)
+        episodes = [
+            (np.stack(embs) if embs else np.zeros((0, self.dim), np.float32), np.asarray(rews, np.float32))
+            for embs, rews in (by_case[cid] for cid in case_ids)
+        ]
+        return self._fitted_kernel().q(qv, episodes)
+
+    def _fitted_kernel(self) -> Any:
+        """The episodic kernel, refitted on every logged pair when pairs were logged since its last fit."""
+        with self._lock:
+            if self._kernel is None:
+                from memento.memory.q_kernel import EpisodicKernel
+
+                self._kernel = EpisodicKernel(dim=self.dim, seed=self.seed)
+            logged = self.pairs_logged()
+            if self._kernel.fitted_on != logged:
+                rows = self._store.episodes(None)
+                if rows:
+                    ids = {cid: i for i, cid in enumerate(dict.fromkeys(r[0] for r in rows))}
+                    self._kernel.fit(
+                        np.asarray([ids[r[0]] for r in rows]),
+                        np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows]),
+                        np.asarray([r[2] for r in rows], dtype=np.float32),
+                        np.asarray([r[3] for r in rows], dtype=bool),
+                    )
+                self._kernel.fitted_on = logged
+            return self._kernel
 
     # -- learning ------------------------------------------------------------------------------------------------
 
@@ -717,8 +780,8 @@ def open_case_bank(
     embedder: Embedder | None = None,
     missing: str,
 ) -> CaseBank:
-    """The case bank at ``directory`` configured by the settings (``[cbr]`` prefilter, min_pairs and gate options;
-    ``[run]`` seed).
+    """The case bank at ``directory`` configured by the settings (``[cbr]`` prefilter, min_pairs, capacity (with
+    eviction) and gate options; ``[run]`` seed).
 
     An existing bank opens with the embedder it was built with unless ``embedder`` is given; a new one gets the
     default embedder. ``frozen`` opens read-only, and a missing bank is then a one-line DataError ending with the
@@ -744,6 +807,7 @@ def open_case_bank(
             embedder = embedder_for(stored.name, stored.dim)
         else:
             embedder = default_embedder()
+    capacity = getattr(settings.cbr, "capacity", None)
     return CaseBank(
         directory,
         embedder,
@@ -751,5 +815,7 @@ def open_case_bank(
         frozen=frozen,
         prefilter=settings.cbr.prefilter,
         min_pairs=settings.cbr.min_pairs,
+        capacity=capacity,
+        eviction=capacity is not None,
         gate_options={"lr": settings.cbr.qgate_lr, "hidden": settings.cbr.qgate_hidden},
     )

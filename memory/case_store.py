@@ -473,6 +473,22 @@ class CaseStore:
         cases = {int(r[n + 2]): _row_to_case(r[n + 4 :]) for r in rows if r[n + 2] is not None and r[n + 3] is None}
         return generations, cases, version, logged
 
+    def episodes(self, case_ids: Sequence[str] | None = None) -> list[tuple[str, bytes, float, bool]]:
+        """The episodes of cases (the kernel Q of :mod:`~memento.memory.q_kernel`): ``(case id, embedding, reward,
+        is a logged use)`` for each case's own task and each logged use of it. ``None``: every case ever used."""
+        if case_ids is None:
+            uses = self._rows("SELECT case_id, q_emb, reward FROM gate_pairs ORDER BY pid")
+            own = self._rows("SELECT id, emb, reward FROM cases WHERE id IN (SELECT DISTINCT case_id FROM gate_pairs)")
+        elif case_ids:
+            marks = ",".join("?" * len(case_ids))
+            uses = self._rows(
+                f"SELECT case_id, q_emb, reward FROM gate_pairs WHERE case_id IN ({marks}) ORDER BY pid", list(case_ids)
+            )
+            own = self._rows(f"SELECT id, emb, reward FROM cases WHERE id IN ({marks})", list(case_ids))
+        else:
+            return []
+        return [(r[0], r[1], float(r[2]), False) for r in own] + [(r[0], r[1], float(r[2]), True) for r in uses]
+
     def cases_by_rid(self, rids: Sequence[int]) -> dict[int, Case]:
         if not rids:
             return {}

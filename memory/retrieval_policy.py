@@ -1,10 +1,12 @@
-"""How the case bank picks ``k`` of its FAISS candidates: ``cosine``, greedy ``q``, or ``softmax`` sampling.
+"""How the case bank picks ``k`` of its candidates: ``cosine``, greedy ``q``, ``softmax`` sampling, or ``kernel``.
 
 ``cosine`` keeps FAISS's top-k. ``q`` ranks the prefiltered candidates by the gate's ``Q = p(useful | query, case)``.
-``softmax`` draws k candidates without replacement with probabilities ``softmax(logit(Q) / alpha)``: ``alpha`` is a
-temperature over the gate's logits (Gumbel top-k, i.e. sequential draws: the first draw follows that softmax exactly;
-alpha -> 0 is greedy Q, a large alpha is uniform). Before the gate ranks (``min_pairs`` logged pairs), the scores
-are the cosine similarities and ``softmax`` samples from ``softmax(cosine / alpha)``.
+``softmax`` draws k candidates without replacement with probabilities ``softmax(Q / alpha)`` (Memento's Eq. 7,
+``softmax_over="q"``) or ``softmax(logit(Q) / alpha)`` (``softmax_over="logit"``: alpha a temperature over the gate's
+logits); Gumbel top-k, i.e. sequential draws: the first draw follows that softmax exactly; alpha -> 0 is greedy Q, a
+large alpha is uniform. Before the gate ranks (``min_pairs`` logged pairs), the scores are the cosine similarities and
+``softmax`` samples from ``softmax(cosine / alpha)``. ``kernel`` ranks greedily by the kernel-based episodic Q of
+Eq. 9 (:mod:`memento.memory.q_kernel`).
 
 Example:
     >>> import numpy as np
@@ -20,17 +22,20 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["RetrievalPolicy", "check_policy", "pick", "q_logits", "sample_softmax"]
+__all__ = ["RetrievalPolicy", "SoftmaxOver", "POLICIES", "check_policy", "pick", "q_logits", "sample_softmax"]
 
-RetrievalPolicy = Literal["cosine", "q", "softmax"]
+RetrievalPolicy = Literal["cosine", "q", "softmax", "kernel"]
+#: what ``softmax`` samples over: the gate's Q (Memento's Eq. 7) or its logits
+SoftmaxOver = Literal["q", "logit"]
+POLICIES: tuple[str, ...] = ("cosine", "q", "softmax", "kernel")
 
 
 def check_policy(policy: str, alpha: float) -> None:
     """Raise :class:`~memento.memory.case_store.CaseBankError` for an unknown policy or a non-positive alpha."""
     from memento.memory.case_store import CaseBankError
 
-    if policy not in ("cosine", "q", "softmax"):
-        raise CaseBankError(f"unknown retrieval policy {policy!r}: use cosine, q or softmax")
+    if policy not in POLICIES:
+        raise CaseBankError(f"unknown retrieval policy {policy!r}: use cosine, q, softmax or kernel")
     if alpha <= 0:
         raise CaseBankError(f"softmax alpha must be > 0, got {alpha}")
 
@@ -56,13 +61,22 @@ def q_logits(q: np.ndarray) -> np.ndarray:
 
 
 def pick(
-    policy: RetrievalPolicy, scores: np.ndarray, k: int, *, alpha: float, logits: bool, rng: np.random.Generator
+    policy: RetrievalPolicy,
+    scores: np.ndarray,
+    k: int,
+    *,
+    alpha: float,
+    logits: bool,
+    rng: np.random.Generator,
+    softmax_over: SoftmaxOver = "logit",
 ) -> np.ndarray:
     """Indices of the ``k`` candidates ``policy`` keeps, given their scores.
 
-    ``scores`` are gate probabilities Q when ``logits`` (softmax then samples over ``logit(Q) / alpha``), otherwise
-    cosine similarities (softmax samples over ``cosine / alpha``). ``cosine`` and ``q`` rank greedily.
+    ``scores`` are gate probabilities Q when ``logits`` (softmax then samples over ``logit(Q) / alpha``, or over
+    ``Q / alpha`` with ``softmax_over="q"``), otherwise cosine similarities (softmax samples over ``cosine / alpha``).
+    ``cosine``, ``q`` and ``kernel`` rank greedily (ties keep the candidates' order).
     """
     if policy == "softmax":
-        return sample_softmax(q_logits(scores) if logits else scores, k, alpha=alpha, rng=rng)
+        over = q_logits(scores) if logits and softmax_over == "logit" else np.asarray(scores, dtype=np.float64)
+        return sample_softmax(over, k, alpha=alpha, rng=rng)
     return np.argsort(-np.asarray(scores), kind="stable")[:k]

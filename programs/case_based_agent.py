@@ -51,6 +51,7 @@ from memento.dating import DateFilter, read_pages, run_evidence
 from memento.errors import ConfigError, MemoryFrozenError, handle_error
 from memento.memory.case_bank import CaseBank, RetrievalPolicy, open_case_bank
 from memento.memory.location import Location
+from memento.memory.retrieval_policy import POLICIES, SoftmaxOver
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
 from memento.programs.registry import register_method
 from memento.programs.research_program import ResearchCall, ResearchProgram
@@ -182,9 +183,10 @@ class CaseBasedAgent(ResearchProgram):
         web: Web-tools factory ``f(cutoff, undated) -> WebTools``.
         budgets: Question and step budgets (sub-tasks per cycle / in all, executor steps).
         threads: Sub-tasks executed in parallel.
-        k: Cases retrieved (4, the paper's best).
-        policy: ``cosine``, ``q`` or ``softmax`` retrieval.
-        alpha: Softmax temperature over the gate's logits for ``policy="softmax"``.
+        k: Cases retrieved (4, the paper's best; 0 is the "+Planning" rung: the planner reads no case).
+        policy: ``cosine``, ``q``, ``softmax`` or ``kernel`` (the episodic Q of Eq. 9) retrieval.
+        alpha: Softmax temperature for ``policy="softmax"``.
+        softmax_over: ``logit`` (softmax(logit(Q)/alpha)) or ``q`` (softmax(Q/alpha), Memento's Eq. 7).
         max_cycles: Planning cycles (plan, execute, replan...).
         retain: Store (task, plan, reward) after each call and update the Q-gate.
         reward_fn: Training reward (a metric ``fn(example, pred)``); without it a judge gives the reward.
@@ -229,6 +231,7 @@ class CaseBasedAgent(ResearchProgram):
         executor_bank: CaseBank | None = None,
         executor_k: int = 2,
         success_threshold: float = DEFAULT_SUCCESS_THRESHOLD,
+        softmax_over: SoftmaxOver = "logit",
         **kwargs: Any,
     ) -> None:
         super().__init__(task, **kwargs)
@@ -236,8 +239,8 @@ class CaseBasedAgent(ResearchProgram):
             raise ConfigError(f"k must be >= 0, got {k}")
         if max_cycles < 1:
             raise ConfigError(f"max_cycles must be >= 1, got {max_cycles}")
-        if policy not in ("cosine", "q", "softmax"):
-            raise ConfigError(f"unknown retrieval policy {policy!r}: use cosine, q or softmax")
+        if policy not in POLICIES:
+            raise ConfigError(f"unknown retrieval policy {policy!r}: use cosine, q, softmax or kernel")
         if retain and (bank.frozen or (executor_bank is not None and executor_bank.frozen)):
             raise ConfigError("the case bank is frozen (read-only): pass retain=False to run without writing cases")
         self.bank = bank
@@ -251,6 +254,7 @@ class CaseBasedAgent(ResearchProgram):
         self.executor_bank = executor_bank
         self.executor_k = executor_k
         self.success_threshold = success_threshold
+        self.softmax_over = softmax_over
         self.own_cases = False  # the multi-pass runner's switch: may a task read its own earlier case?
         self.planner = dspy.Predict(PlanFromCases)
         self.planner.usage_stage = "plan"
@@ -358,7 +362,13 @@ class CaseBasedAgent(ResearchProgram):
         own = [] if self.own_cases else self.bank.case_ids_for_ref(call.task_id)
         key = call.retrieval_key or call.task_text
         hits = self.bank.retrieve(
-            key, self.k, policy=self.policy, alpha=self.alpha, exclude_ids=own, dates=call.dates
+            key,
+            self.k,
+            policy=self.policy,
+            alpha=self.alpha,
+            exclude_ids=own,
+            dates=call.dates,
+            softmax_over=self.softmax_over,
         )  # only cases dated before the task's cutoff compete (the Q-gate's prefilter included)
         record_cases(call, "cases", self.bank, hits)
         return hits
@@ -605,7 +615,8 @@ def build_cbr(
     web: Any = None,
 ) -> CaseBasedAgent:
     """The ``cbr`` method from the ``[cbr]`` settings: a case bank in ``<memory_dir>/cbr``, ``cbr.k`` cases,
-    ``cbr.max_cycles`` planning cycles.
+    ``cbr.max_cycles`` planning cycles; with ``cbr.executor_bank`` the executor-level bank in
+    ``<memory_dir>/cbr_executor`` (``cbr.executor_k`` tool cases per sub-task); ``cbr.capacity`` caps both banks.
 
     Retrieval: a writing (training) agent samples with ``cbr.train_policy`` (default ``softmax`` over the gate's
     logits at temperature ``cbr.alpha``: exploration, so the gate also learns about cases it ranks low); a frozen
@@ -626,6 +637,16 @@ def build_cbr(
         embedder=embedder,
         missing=f"fill one first (`memento run --method cbr --memory {root}` retains cases)",
     )
+    executor_bank = None
+    if cbr.executor_bank:
+        executor_bank = open_case_bank(
+            root / "cbr_executor",
+            settings,
+            frozen=frozen,
+            embedder=embedder if embedder is not None else bank.embedder,
+            missing=f"train with --cbr-executor-bank first (`memento run --method cbr --cbr-executor-bank --memory "
+            f"{root}`)",
+        )
     return CaseBasedAgent(
         task,
         bank=bank,
@@ -640,6 +661,9 @@ def build_cbr(
         retain=not frozen,
         success_threshold=settings.trainer.success_threshold,
         reward_fn=reward_fn,
+        executor_bank=executor_bank,
+        executor_k=cbr.executor_k,
+        softmax_over=cbr.softmax_over,
     )
 
 

@@ -33,6 +33,7 @@ from memento.dating import run_evidence
 from memento.errors import ConfigError
 from memento.memory.case_bank import CaseBank, RetrievalPolicy, open_case_bank
 from memento.memory.location import Location
+from memento.memory.retrieval_policy import SoftmaxOver
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD
 from memento.programs.baselines import ClosedBook, FewShot, _join_context
 from memento.programs.case_based_agent import record_cases, render_cases
@@ -88,16 +89,18 @@ class CaseMemoryBaseline(ClosedBook):
         demos: int = 5,
         seed: int = 0,
         success_threshold: float = DEFAULT_SUCCESS_THRESHOLD,
+        softmax_over: SoftmaxOver = "logit",
         **kwargs: Any,
     ) -> None:
         super().__init__(task, **kwargs)
-        if k < 1:
-            raise ConfigError(f"k must be >= 1, got {k}")
+        if k < 0:
+            raise ConfigError(f"k must be >= 0, got {k}")
         self.bank = bank
         self.k = k
         self.policy = policy
         self.alpha = alpha
         self.success_threshold = success_threshold
+        self.softmax_over = softmax_over
         if trainset is not None:
             self.method = "few_shot_cases"
             self.answer.demos = FewShot(self.task, trainset=trainset, k=demos, seed=seed).answer.demos
@@ -107,11 +110,17 @@ class CaseMemoryBaseline(ClosedBook):
     def research(self, call: ResearchCall) -> dict[str, Any]:
         started = time.perf_counter()
         hits: list[tuple[Case, float]] = []
-        if len(self.bank):
+        if len(self.bank) and self.k:
             own = self.bank.case_ids_for_ref(call.task_id)
             key = call.retrieval_key or call.task_text
             hits = self.bank.retrieve(
-                key, self.k, policy=self.policy, alpha=self.alpha, exclude_ids=own, dates=call.dates
+                key,
+                self.k,
+                policy=self.policy,
+                alpha=self.alpha,
+                exclude_ids=own,
+                dates=call.dates,
+                softmax_over=self.softmax_over,
             )
             record_cases(call, "cases", self.bank, hits)
         call.trajectory.timings["retrieve_s"] = round(time.perf_counter() - started, 6)
@@ -186,6 +195,7 @@ def _build(
         demos=settings.baselines.few_shot_demos,
         seed=settings.run.seed,
         success_threshold=settings.trainer.success_threshold,
+        softmax_over=cbr.softmax_over,
         roles=roles,
         threads=settings.run.threads,
     )

@@ -133,7 +133,7 @@ def _flag(
     return Flag(name, Annotated[kind | None, option], target, convert=convert)
 
 
-_POLICIES = Literal["cosine", "q", "softmax"]
+_POLICIES = Literal["cosine", "q", "softmax", "kernel"]
 _FLAGS: tuple[Flag, ...] = (
     Flag("config", ConfigOpt),
     _flag("lm", str, "lm.model", "Agent model, e.g. openai/gpt-4o-mini (env MEMENTO_LM)."),
@@ -216,9 +216,12 @@ _FLAGS: tuple[Flag, ...] = (
         f"(trainer.guard, {'on' if _default('trainer', 'guard') else 'off'} by default).",
         decl="--guard/--no-guard",
     ),
-    _flag("cbr_k", int, "cbr.k", "CBR: cases retrieved per task (cbr.k, 4).", min=1),
+    _flag("cbr_k", int, "cbr.k", "CBR: cases retrieved per task (cbr.k, 4; 0: the +Planning rung, no case).", min=0),
     _flag(
-        "cbr_policy", _POLICIES, "cbr.policy", "CBR test-time retrieval: cosine, q (greedy Q-gate, default) or softmax."
+        "cbr_policy",
+        _POLICIES,
+        "cbr.policy",
+        "CBR test-time retrieval: cosine, q (greedy Q-gate, default), softmax or kernel (episodic Q, Eq. 9).",
     ),
     _flag(
         "cbr_train_policy",
@@ -229,8 +232,27 @@ _FLAGS: tuple[Flag, ...] = (
     _flag("cbr_alpha", float, "cbr.alpha", "CBR softmax temperature over the gate's logits.", min=1e-9),
     _flag("cbr_min_pairs", int, "cbr.min_pairs", "CBR: logged pairs before the gate replaces cosine (32).", min=0),
     _flag(
-        "cbr_prefilter", int, "cbr.prefilter", "CBR: cosine candidates the Q-gate re-ranks (cbr.prefilter, 32).", min=1
+        "cbr_softmax_over",
+        Literal["logit", "q"],
+        "cbr.softmax_over",
+        "CBR softmax sampling over logit(Q)/alpha (default) or Q/alpha (Memento's Eq. 7).",
     ),
+    _flag(
+        "cbr_prefilter",
+        int,
+        "cbr.prefilter",
+        "CBR: cosine candidates the Q-gate re-ranks (cbr.prefilter, 32; 0: the whole bank).",
+        min=0,
+    ),
+    _flag(
+        "cbr_executor_bank",
+        bool,
+        "cbr.executor_bank",
+        "CBR: the executor-level bank (tool use of similar past sub-tasks, in <memory>/cbr_executor).",
+        decl="--cbr-executor-bank/--no-cbr-executor-bank",
+    ),
+    _flag("cbr_executor_k", int, "cbr.executor_k", "CBR: tool cases shown per sub-task (cbr.executor_k, 2).", min=0),
+    _flag("cbr_capacity", int, "cbr.capacity", "CBR: keep at most N live cases, evicting the least useful.", min=1),
     _flag("cbr_passes", int, "cbr.passes", "CBR training passes over the same task set, the bank growing (1).", min=1),
     _flag(
         "cbr_own_cases",
@@ -313,7 +335,18 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "observe": ("log_lm", "replay_lm", "mlflow"),
     "executor": ("executor", "ray_address"),
     "trainer": ("batch_size", "exploration", "guard"),
-    "cbr": ("cbr_k", "cbr_policy", "cbr_train_policy", "cbr_alpha", "cbr_min_pairs", "cbr_prefilter"),
+    "cbr": (
+        "cbr_k",
+        "cbr_policy",
+        "cbr_train_policy",
+        "cbr_alpha",
+        "cbr_softmax_over",
+        "cbr_min_pairs",
+        "cbr_prefilter",
+        "cbr_executor_bank",
+        "cbr_executor_k",
+        "cbr_capacity",
+    ),
     "cbr_training": ("cbr_passes", "cbr_own_cases"),
     "jitmem": ("jitmem_protocol", "orderings", "warm", "stream_batch", "payload_tokens"),
     "compare": (
