@@ -16,7 +16,7 @@ import typer
 from rich.table import Table
 
 from memento import __version__
-from memento.commands._common import cli_errors, console
+from memento.commands._common import cli_errors, console, err_console
 from memento.commands._options import Flags, OptionalTaskOpt, with_flags
 from memento.terminal import install_log_filters
 
@@ -68,6 +68,9 @@ def config_show(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the settings as JSON on stdout ({key: {value, source}}).")
     ] = False,
+    method: Annotated[
+        str | None, typer.Option("--method", "-m", help="The method whose setup to show (with --preset).")
+    ] = None,
     task: OptionalTaskOpt = None,
     *,
     flags: Flags,
@@ -76,15 +79,27 @@ def config_show(
     applies (with --task: to that task) and why.
 
     An LM role's unset field shows what its LM uses (3 retries, the model's own temperature...), marked "built in".
+    With ``--preset paper --method M [--task T]``, the values the preset sets for that method are marked ``preset
+    paper``.
     """
     import json
     import sys
 
     from memento.config import ROLE_FIELD_DEFAULTS, ROLES
     from memento.dating import resolve_undated
+    from memento.presets import apply_preset, family
     from memento.tasks import get_task
 
     settings = flags.settings()
+    notes: list[str] = []
+    if method is not None:
+        settings = apply_preset(settings, method, task)
+        if settings.run.preset != "none" and family(method) is None:
+            notes.append(f"preset {settings.run.preset} sets nothing for method {method}")
+    elif settings.run.preset != "none":
+        notes.append(f"preset {settings.run.preset}: give --method (and --task) to see what it sets")
+    for note in notes:
+        (err_console if as_json else console).print(f"[dim]{note}[/dim]")
     choice = resolve_undated(settings.web.undated, get_task(task) if task else None)
     rows: list[dict[str, Any]] = []
     for key, value, source in settings.effective():

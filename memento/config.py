@@ -86,6 +86,8 @@ class _Section(BaseModel):
 
 _INHERITED = (
     "temperature",
+    "top_p",
+    "top_k",
     "max_tokens",
     "num_retries",
     "cache",
@@ -108,6 +110,8 @@ class LMRole(_Section):
     api_key: SecretStr | None = Field(default=None, exclude=True, repr=False)
     api_key_env: str | None = None
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)  # nucleus sampling
+    top_k: int | None = Field(default=None, ge=1)  # sent only to servers that accept it (not OpenAI's own API)
     max_tokens: int | None = Field(default=None, ge=1)
     num_retries: int | None = Field(default=None, ge=0, le=20)
     cache: bool | None = None
@@ -221,7 +225,20 @@ class CBRSettings(_Section):
 
 
 class JitMemSettings(_Section):
-    """JitMem: trajectory bank retrieval, the curator's payload and the test protocol."""
+    """JitMem: trajectory bank retrieval, the curator's payload and the test protocol.
+
+    The executor's own knobs carry an ``executor_`` prefix (the ``lm`` role serves several methods in one
+    comparison): ``executor_temperature`` and ``executor_max_tokens`` (its LM calls), ``executor_history`` (the
+    steps of its own trajectory it sees at each step) and ``executor_max_turns`` (its step cap), each unset by
+    default (the ``lm`` role's values, the whole trajectory, ``budgets.steps_per_question``). The curator reads
+    ``curator_result_chars`` characters of each tool result and ``curator_trajectory_tokens`` tokens of each
+    trajectory. Ablations (JitMem's Table 3): ``curator = "blind"`` (the curator never sees the task),
+    ``retrieval = false`` (the curator gets no trajectory), ``distill = true`` (write-time distillation: each
+    trajectory is summarised when stored). ``train_executor = "base"`` builds the training bank with the executor
+    alone (no retrieval, no curator); ``warm_size`` starts each test ordering from a seeded sample of that many
+    training trajectories (``warm``); ``staged_refresh`` rebuilds the training bank halfway through
+    ``optimize-curator``'s budget with the current curator.
+    """
 
     k: int = Field(default=3, ge=1)
     policy: Literal["success_only", "all_with_labels"] = "success_only"
@@ -235,6 +252,18 @@ class JitMemSettings(_Section):
     curator_optimizer: Literal["gepa", "miprov2"] = "gepa"  # `memento optimize-curator`: how the curator is tuned
     curator_budget: int = Field(default=40, ge=1)  # ... its GEPA metric calls / MIPROv2 trials
     bm25: Literal["bm25s", "rank_bm25"] = "bm25s"  # trajectory bank scoring; rank_bm25: reference, small banks
+    curator: Literal["task", "blind"] = "task"  # blind: the task-blind curator ablation
+    retrieval: bool = True  # False: the no-retrieval ablation (the curator gets no trajectory)
+    distill: bool = False  # True: the write-time distiller ablation (stored trajectories are summaries)
+    curator_result_chars: int = Field(default=300, ge=0)  # what the curator reads of each tool result
+    curator_trajectory_tokens: int = Field(default=1500, ge=64)  # ... and of each trajectory
+    train_executor: Literal["jitmem", "base"] = "jitmem"  # base: the training bank is the executor's alone
+    warm_size: int | None = Field(default=None, ge=1)  # warm start: a seeded sample of this many trajectories
+    staged_refresh: bool = False  # optimize-curator: rebuild the training bank after half the budget
+    executor_temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    executor_max_tokens: int | None = Field(default=None, ge=1)
+    executor_history: int | None = Field(default=None, ge=1)  # steps of its own trajectory the executor sees
+    executor_max_turns: int | None = Field(default=None, ge=1)  # its step cap (default budgets.steps_per_question)
 
 
 class TrainerSettings(_Section):
@@ -380,8 +409,13 @@ class CompareBudget(_Section):
 
 
 class RunSettings(_Section):
-    """Parallelism, seed and output location."""
+    """Parallelism, seed, output location and the run preset.
 
+    ``preset``: ``none``, or ``paper``: each method's setup as its paper describes it, for every setting not given
+    explicitly (:mod:`memento.presets`; ``memento config show --preset paper --method M --task T`` marks its values).
+    """
+
+    preset: Literal["none", "paper"] = "none"
     threads: int = Field(default=4, ge=1, le=256)  # examples in flight (per node under the Ray executor)
     seed: int = 42
     output_dir: Path = Path("runs")

@@ -54,11 +54,13 @@ class Roles:
                 yield name, lm
 
     def role_of(self, lm: object) -> str | None:
-        """The role whose LM is this object, or ``None``."""
+        """The role whose LM is this object (or a copy of it, e.g. JitMem's executor at its own temperature: a copy
+        keeps its ``memento_role``), or ``None``."""
         for name, candidate in self.items():
             if candidate is lm:
                 return name
-        return None
+        role = getattr(lm, "memento_role", None)
+        return role if role in dict(self.items()) else None
 
 
 class MementoLM(dspy.LM):
@@ -134,6 +136,10 @@ def _build_remote(role: LMRole, name: str) -> MementoLM:
         kwargs["api_key"] = "not-needed"
     if role.temperature is not None:
         kwargs["temperature"] = role.temperature
+    if role.top_p is not None:
+        kwargs["top_p"] = role.top_p
+    if role.top_k is not None:
+        kwargs.update(top_k_kwargs(role.model, role.api_base, role.top_k, name=name))
     if role.max_tokens is not None:
         kwargs["max_tokens"] = role.max_tokens
     kwargs["num_retries"] = role.num_retries if role.num_retries is not None else ROLE_FIELD_DEFAULTS["num_retries"]
@@ -146,6 +152,24 @@ def _build_remote(role: LMRole, name: str) -> MementoLM:
     set_role_limits(name, max_concurrency=role.max_concurrency, requests_per_minute=role.requests_per_minute)
     lm.memento_role = name
     return lm
+
+
+#: providers whose own API carries top_k (DSPy sends it as a field); OpenAI-compatible servers take it in the body
+_TOP_K_FIELD = ("anthropic", "gemini", "vertex_ai")
+_TOP_K_BODY = ("hosted_vllm", "ollama", "ollama_chat", "openrouter", "together_ai", "local")
+
+
+def top_k_kwargs(model: str, api_base: str | None, top_k: int, *, name: str = "lm") -> dict[str, object]:
+    """How to send ``top_k`` to a model, only where it is accepted: a field for providers whose API has one
+    (Anthropic, Gemini), the request body for OpenAI-compatible servers (vLLM, llama.cpp, Ollama: an ``openai/``
+    model with an ``api_base``), nothing for OpenAI's own API (it refuses the parameter; said once in the log)."""
+    provider = model.split("/", 1)[0]
+    if provider in _TOP_K_FIELD:
+        return {"top_k": top_k}
+    if provider in _TOP_K_BODY or api_base:
+        return {"extra_body": {"top_k": top_k}}
+    logger.info("role %s: top_k=%d is not sent to %s (its API has no top_k)", name, top_k, model)
+    return {}
 
 
 _smoke_test_noted = False

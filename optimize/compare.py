@@ -77,6 +77,7 @@ from memento.optimize.runners import (
 )
 from memento.optimize.web_tally import CountingWeb, Tallied, WebTally
 from memento.structured_adapter import StructuredAdapter
+from memento.presets import apply_preset
 from memento.tasks.task import Task, get_task
 from memento.text import error_line
 from memento.types import utcnow
@@ -139,6 +140,8 @@ def _eval_command(ctx: CompareContext, spec: MethodSpec, method_dir: Path, artef
         parts += ["--memory", str((method_dir / artefacts["memory"]).resolve())]
     if ctx.settings.web.corpus is not None:
         parts += ["--corpus", str(ctx.settings.web.corpus)]
+    if ctx.settings.run.preset != "none":
+        parts += ["--preset", ctx.settings.run.preset]
     jit = ctx.settings.jitmem
     if spec.name == "jitmem" and jit.protocol == "stream":
         parts += ["--jitmem-protocol", "stream", "--orderings", str(jit.orderings), "--stream-batch"]
@@ -504,6 +507,8 @@ def compare(
             method_ctx = (
                 ctx if callable(metric) else dataclasses.replace(ctx, metric=_resolve_metric(task_obj, metric, roles))
             )
+            # [run] preset: each method's paper setup (explicit values win)
+            method_ctx = dataclasses.replace(method_ctx, settings=apply_preset(settings, spec.name, task_obj.name))
             with method_cache(out / spec.slug / "lm-cache"):
                 report.methods[spec.name] = _run_method(method_ctx, spec, models, log)
             _summarise(report, seed)

@@ -34,7 +34,7 @@ from memento.optimize.optimizers import optimizer_output
 from memento.programs.jitmem_agent import JitMemAgent
 from memento.programs.jitmem_curator import JitMemCurator
 
-__all__ = ["optimize_curator", "CuratorUnderTraining", "feedback_metric"]
+__all__ = ["optimize_curator", "optimize_curator_staged", "CuratorUnderTraining", "feedback_metric"]
 
 logger = logging.getLogger(__name__)
 
@@ -221,3 +221,55 @@ def optimize_curator(
         agent.curator = curator
     logger.info("curator optimised with %s: %s", optimizer, curator.curate.signature.instructions[:200])
     return curator
+
+
+def optimize_curator_staged(
+    agent: JitMemAgent,
+    trainset: Sequence[Any],
+    metric: Callable[..., Any],
+    *,
+    rebuild_dir: Any,
+    budget: int = 40,
+    threshold: float | None = None,
+    **options: Any,
+) -> tuple[JitMemCurator, dict[str, Any]]:
+    """Curator learning with a staged bank refresh: half the budget on the agent's bank, then the training bank is
+    rebuilt by rerunning the executor with the curator learned so far (each training example once, gated by the
+    metric, into a new bank at ``rebuild_dir``), held fixed, and the rest of the budget is spent on it.
+
+    The agent's own bank is only read (the first stage retrieves from it, the rebuild's runs read it too); afterwards
+    the agent reads the rebuilt bank. ``options`` go to :func:`optimize_curator` (``optimizer``, ``reflection_lm``,
+    ``seed``, ``threads``...). Returns the curator and ``{"stage_budgets", "rebuilt_bank", "bank_size", "stored"}``.
+    """
+    from pathlib import Path
+
+    from memento.memory.trajectory_bank import TrajectoryBank
+    from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD
+    from memento.optimize.jitmem_stream import build_training_bank
+
+    if budget < 2:
+        raise ConfigError(f"a staged bank refresh needs a budget of at least 2 (one per stage), got {budget}")
+    first = budget // 2
+    optimize_curator(agent, trainset, metric, budget=first, **options)
+    target = Path(rebuild_dir)
+    if (target / "trajectories.sqlite3").exists():
+        raise ConfigError(f"{target} already holds a trajectory bank: give the staged refresh a new directory")
+    fresh = TrajectoryBank(target, policy=agent.bank.policy, bm25=agent.bank.bm25)
+    result = build_training_bank(
+        agent,
+        list(trainset),
+        metric,
+        threshold=DEFAULT_SUCCESS_THRESHOLD if threshold is None else threshold,
+        threads=int(options.get("threads", 1) or 1),
+        into=fresh,
+    )
+    agent.bank = fresh  # held fixed: the second stage only reads it
+    curator = optimize_curator(agent, trainset, metric, budget=budget - first, **options)
+    info = {
+        "stage_budgets": [first, budget - first],
+        "rebuilt_bank": str(target),
+        "bank_size": len(fresh),
+        "stored": sum(1 for item in result.items if item.stored),
+    }
+    logger.info("staged bank refresh: %s", info)
+    return curator, info

@@ -54,6 +54,7 @@ __all__ = [
     "run_orderings",
     "build_training_bank",
     "describe_stream",
+    "warm_sample",
 ]
 
 logger = logging.getLogger(__name__)
@@ -374,16 +375,20 @@ def build_training_bank(
     *,
     threshold: float = DEFAULT_SUCCESS_THRESHOLD,
     threads: int = 1,
+    base: bool = False,
+    into: Any = None,
 ) -> StreamResult:
-    """Fill ``agent.bank`` from labelled examples, gating storage on the metric (the only ground-truth gate).
+    """Fill ``agent.bank`` (or ``into``) from labelled examples, gating storage on the metric (the only ground-truth
+    gate).
 
     Each example is run once through the agent without its judge (retrieval and curation still apply, against the
-    bank as it was before this call); its trajectory is stored with ``accepted = score > threshold`` (success as
-    everywhere: strictly above ``[trainer] success_threshold``) in a single batch at the end. Returns the per-example
-    results by position.
+    bank as it was before this call; ``base=True`` runs the executor alone, as JitMem builds its training bank); its
+    trajectory is stored with ``accepted = score > threshold`` (success as everywhere: strictly above ``[trainer]
+    success_threshold``) in a single batch at the end, into ``into`` when given (a staged refresh rebuilds a bank
+    while the agent still reads the old one). Returns the per-example results by position.
     """
     results: list[StreamItem] = []
-    bank = agent.bank
+    bank = into if into is not None else agent.bank
     version, size = bank.version, len(bank)
 
     def run_one(position: int) -> tuple[StreamItem, Any]:
@@ -392,7 +397,7 @@ def build_training_bank(
         try:
             kwargs = _task_inputs(agent, example, position)
             item.task_id = kwargs["task_id"]
-            pred = agent.run(kwargs, store=False)
+            pred = agent.run(kwargs, store=False, base=base)
             item.prediction = pred
             item.score, item.feedback = _score(metric, example, pred)
             pred.trajectory.score = item.score
@@ -498,14 +503,17 @@ def run_orderings(
     threads: int = 1,
     out_dir: str | Path,
     warm_bank: str | Path | None = None,
+    warm_size: int | None = None,
     remote_for: Callable[[Path], Any] | None = None,
 ) -> OrderingsResult:
     """JitMem's test protocol: stream ``tasks`` in ``orderings`` seeded orders (seeds ``seed``, ``seed + 1``...).
 
     Each ordering gets its own memory directory ``out_dir/ordering-<n>/memory`` holding an empty bank, or a copy of
     ``warm_bank`` (a trajectory bank directory: the training bank, never written); ``build_agent(memory_dir)`` builds
-    a writable, judge-gated agent over it. The bank grows only between batches (:func:`stream`), and every ordering
-    checkpoints to ``ordering-<n>/stream.jsonl``, so a crashed run resumes. ``out_dir/stream.json`` gets the summary:
+    a writable, judge-gated agent over it; with ``warm_size`` the bank starts from a seeded sample (``seed``: the same
+    for every ordering) of that many of the warm bank's trajectories (JitMem: 100). The bank grows only between
+    batches (:func:`stream`), and every ordering checkpoints to ``ordering-<n>/stream.jsonl``, so a crashed run
+    resumes. ``out_dir/stream.json`` gets the summary:
     each ordering's mean, bank size at start and end and curve (score and bank size per batch), the mean and sample
     standard deviation of the ordering means, and the curve's mean and std per batch across orderings.
 
@@ -532,7 +540,10 @@ def run_orderings(
         if bank_dir.exists() and not (run_dir / "stream.jsonl").exists():
             shutil.rmtree(bank_dir)  # a half-built copy from a crash: start this ordering over
         if warm_bank is not None and not bank_dir.exists():
-            shutil.copytree(Path(warm_bank), bank_dir)
+            if warm_size is None:
+                shutil.copytree(Path(warm_bank), bank_dir)
+            else:
+                warm_sample(Path(warm_bank), bank_dir, warm_size, seed=seed)
         agent = build_agent(run_dir / "memory")
         result = stream(
             agent,
@@ -582,6 +593,7 @@ def run_orderings(
     summary = {
         "protocol": "stream",
         "warm": warm_bank is not None,
+        "warm_size": warm_size if warm_bank is not None else None,
         "orderings": orderings,
         "stream_batch": batch_size,
         "mean": statistics.fmean(means) if means else None,
@@ -607,6 +619,34 @@ def run_orderings(
         runs=runs,
         seconds=time.perf_counter() - started,
     )
+
+
+def warm_sample(source: Path, target: Path, size: int, *, seed: int) -> int:
+    """Start the bank at ``target`` from a seeded sample of ``size`` of the trajectories of the bank at ``source``
+    (read only), labels kept; returns how many were stored."""
+    from memento.memory.sqlite_connect import connect_sqlite
+    from memento.memory.trajectory_bank import BankPolicy, TrajectoryBank
+
+    conn = connect_sqlite(source / "trajectories.sqlite3", read_only=True)
+    try:  # the policy the bank was created with (a read-only open must name it)
+        row = conn.execute("SELECT value FROM meta WHERE key='policy'").fetchone()
+    finally:
+        conn.close()
+    policy: BankPolicy = "all_with_labels" if row and row[0] == "all_with_labels" else "success_only"
+    reader = TrajectoryBank(source, policy=policy, read_only=True)
+    try:
+        entries = list(reader.iter_all())
+    finally:
+        reader.close()
+    chosen = sorted(random.Random(seed).sample(range(len(entries)), min(size, len(entries))))
+    bank = TrajectoryBank(target, policy=policy)
+    try:
+        with bank.batch():
+            stored = sum(bank.add(entries[i][0], entries[i][1]) for i in chosen)
+    finally:
+        bank.close()
+    logger.info("warm start: %d of the %d trajectories of %s (seed %d)", stored, len(entries), source, seed)
+    return stored
 
 
 def describe_stream(summary: dict[str, Any]) -> list[str]:

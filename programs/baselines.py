@@ -7,7 +7,8 @@
   and ``scrape`` with a step cap, optionally with memory text as context, LLM query rewriting and LLM reranking.
 
 Registered methods: ``closed_book``, ``few_shot``, ``react``, ``react_memory``, ``react_rewrite``, ``react_rerank``,
-``react_rewrite_rerank``.
+``react_rewrite_rerank``, and MEMENTO's "LLM + Memento" and "5-shot + Memento" rows: ``closed_book_memory`` and
+``few_shot_memory`` (the plain LLM with a trained memory's text as context, ``--memory DIR``).
 
 Example:
     >>> from memento.programs.baselines import ClosedBook
@@ -171,6 +172,52 @@ def _build_few_shot(
         roles=roles,
         threads=settings.run.threads,
     )
+
+
+def _memento_memory(settings: Settings, memory_dir: Path | None, method: str) -> Any:
+    """The trained MEMENTO memory a baseline reads (read-only), from ``--memory`` or ``[memory] dir``."""
+    directory = Path(memory_dir or settings.memory.dir).expanduser()
+    if not (directory / "memory.db").exists():
+        raise ConfigError(
+            f"method {method} reads a trained MEMENTO memory (--memory DIR); there is none at {directory}: "
+            f"train one with `memento train --memory {directory}`"
+        )
+    from memento.memory.memento_memory import open_memory
+
+    return open_memory(settings.memory, directory, read_only=True, context_tokens=settings.role("lm").context_tokens)
+
+
+@register_method("closed_book_memory", reads="memento")
+def _build_closed_book_memory(
+    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Path | None = None
+) -> ClosedBook:
+    """MEMENTO's "LLM + Memento" row: the closed-book LLM with the trained memory's text (M1-M4) as context."""
+    memory = _memento_memory(settings, memory_dir, "closed_book_memory")
+    program = ClosedBook(task, roles=roles, threads=settings.run.threads, memory=memory)
+    program.method = "closed_book_memory"
+    return program
+
+
+@register_method("few_shot_memory", reads="memento")
+def _build_few_shot_memory(
+    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Path | None = None
+) -> FewShot:
+    """MEMENTO's "5-shot + Memento" row: the few-shot LLM (``baselines.few_shot_demos`` demonstrations) with the
+    trained memory's text as context."""
+    if not trainset:
+        raise ConfigError("method few_shot_memory needs a training set for its demonstrations (`memento eval --train`)")
+    memory = _memento_memory(settings, memory_dir, "few_shot_memory")
+    program = FewShot(
+        task,
+        trainset=list(trainset),
+        k=settings.baselines.few_shot_demos,
+        seed=settings.run.seed,
+        roles=roles,
+        threads=settings.run.threads,
+        memory=memory,
+    )
+    program.method = "few_shot_memory"
+    return program
 
 
 def __getattr__(name: str) -> Any:

@@ -36,7 +36,7 @@ from memento.errors import handle_error
 from memento.output_schema import SCHEMA_KEY, tool_args_schema
 from memento.untrusted import DATA_RULE, has_rule, quote_data, with_rule
 
-__all__ = ["BoundReAct", "tool_spec", "FINISH", "StepHook"]
+__all__ = ["BoundReAct", "tool_spec", "window", "FINISH", "StepHook"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +71,19 @@ def _trajectory_signature(keys: tuple[str, ...]) -> type[dspy.Signature]:
     return dspy.Signature(f"{', '.join(keys)} -> x")
 
 
+def window(trajectory: dict[str, Any], steps: int | None) -> dict[str, Any]:
+    """The last ``steps`` steps of a ReAct trajectory (thought, tool, arguments, observation of each), after a line
+    saying how many earlier steps are not shown; the whole trajectory when ``steps`` is None or covers it."""
+    indices = sorted({int(key.rsplit("_", 1)[1]) for key in trajectory if key.rsplit("_", 1)[-1].isdigit()})
+    if steps is None or len(indices) <= steps:
+        return trajectory
+    first = indices[-steps]
+    kept = {
+        k: v for k, v in trajectory.items() if not k.rsplit("_", 1)[-1].isdigit() or int(k.rsplit("_", 1)[1]) >= first
+    }
+    return {"earlier_steps": f"{len(indices) - steps} earlier steps are not shown (history window {steps})", **kept}
+
+
 class BoundReAct(dspy.ReAct):
     """A ReAct agent whose tool functions are passed per call (``tools={name: fn}``).
 
@@ -78,6 +91,8 @@ class BoundReAct(dspy.ReAct):
         signature: the agent's signature (inputs -> outputs; the docstring is the agent's instructions).
         specs: tool specifications (see :func:`tool_spec`) that fix the tool list in the prompt.
         max_iters: the hard cap on tool steps per call (``finish`` included, as in ``dspy.ReAct``).
+        history_window: the steps of its own trajectory the agent sees at each step (``None``: all); earlier ones
+            are replaced by one line saying how many are not shown (JitMem's executor history window).
 
     A call returns the signature's outputs plus ``trajectory`` (the ReAct steps), ``steps`` (tools executed,
     ``finish`` excluded), ``finished`` (whether the agent called ``finish`` within the cap) and ``actions``
@@ -86,7 +101,9 @@ class BoundReAct(dspy.ReAct):
     (the caller decides whether that fails the sub-question).
     """
 
-    def __init__(self, signature: Any, specs: list[Tool], max_iters: int) -> None:
+    def __init__(
+        self, signature: Any, specs: list[Tool], max_iters: int, *, history_window: int | None = None
+    ) -> None:
         signature = dspy.ensure_signature(signature)
         if not has_rule(signature.instructions, DATA_RULE):  # tool observations are quoted data: the agent is told
             signature = signature.with_instructions(with_rule(signature.instructions, DATA_RULE))
@@ -95,10 +112,14 @@ class BoundReAct(dspy.ReAct):
         # ``next_tool_args`` is typed dict[str, Any]; a schema sent to the model closes it to the tools' arguments
         schema = {SCHEMA_KEY: tool_args_schema(self.tools.values())}
         self.react.signature = self.react.signature.with_updated_fields("next_tool_args", **schema)
+        # steps of its own trajectory the agent sees (None: all; JitMem's window is 3); not ``history``, which
+        # dspy.Module keeps for its LM call records
+        self.history_window = history_window
 
     def _format_trajectory(self, trajectory: dict[str, Any]) -> str:
         adapter = dspy.settings.adapter or dspy.ChatAdapter()
-        return adapter.format_user_message_content(_trajectory_signature(tuple(trajectory)), trajectory)
+        shown = window(trajectory, self.history_window)
+        return adapter.format_user_message_content(_trajectory_signature(tuple(shown)), shown)
 
     def forward(
         self,

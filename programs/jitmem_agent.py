@@ -85,6 +85,9 @@ class JitMemAgent(dspy.Module):
         retrieval: ``False`` is the no-retrieval ablation (the curator always gets an empty set).
         distiller: write-time distillation ablation: store ``distiller(trajectory=t).trajectory`` instead of ``t``.
         store: ``False`` never writes to the bank (frozen memory at test time; required with a read-only bank).
+        executor_lm: the LM the executor runs on (e.g. the ``lm`` role at JitMem's executor temperature and output
+            budget; default: the ambient LM).
+        curator_lm: the LM the curator runs on (default: the ``curator_lm`` role).
 
     Example:
         >>> agent = JitMemAgent(ReActAgent("qa", web=web), TrajectoryBank("bank"), JitMemCurator())  # doctest: +SKIP
@@ -103,6 +106,8 @@ class JitMemAgent(dspy.Module):
         retrieval: bool = True,
         distiller: TrajectoryDistiller | None = None,
         store: bool = True,
+        executor_lm: Any = None,
+        curator_lm: Any = None,
     ) -> None:
         super().__init__()
         if k < 0:
@@ -123,6 +128,8 @@ class JitMemAgent(dspy.Module):
         self.store = store
         self.undated: str = getattr(executor, "undated", "keep")  # the one undated policy (build_program sets it)
         self.cutoff_filter = bool(getattr(executor, "cutoff_filter", True))
+        self.executor_lm = executor_lm
+        self.curator_lm = curator_lm
         self.judge_fn: JudgeFn | None = judge if callable(judge) else None
         self.use_judge = bool(judge) and self.judge_fn is None
         self.judge = dspy.Predict(JudgeSuccess) if self.use_judge else None
@@ -136,7 +143,7 @@ class JitMemAgent(dspy.Module):
 
     def curate(self, task_text: str, hits: list[Any], *, curator: JitMemCurator | None = None) -> tuple[str, int]:
         """The payload for this task and the estimated size of the raw trajectories it replaces."""
-        lm = self._lm("curator_lm")
+        lm = self.curator_lm if self.curator_lm is not None else self._lm("curator_lm")
         with dspy.context(lm=lm) if lm is not None else contextlib.nullcontext():
             pred = (curator or self.curator)(task=task_text, trajectories=hits, task_goal=self.task.task_goal())
         return pred.payload, int(pred.get("input_tokens", 0) or 0)
@@ -169,10 +176,13 @@ class JitMemAgent(dspy.Module):
         """
         return self.run(kwargs, store=self.store)
 
-    def run(self, kwargs: dict[str, Any], *, store: bool, curator: JitMemCurator | None = None) -> dspy.Prediction:
+    def run(
+        self, kwargs: dict[str, Any], *, store: bool, curator: JitMemCurator | None = None, base: bool = False
+    ) -> dspy.Prediction:
         """One JitMem call; ``store=False`` skips the judge and the bank write (used by optimizers and training).
 
-        ``curator`` replaces the agent's own curator for this call (an optimizer's candidate).
+        ``curator`` replaces the agent's own curator for this call (an optimizer's candidate); ``base=True`` runs the
+        executor alone, without retrieval or curation (JitMem's training bank is built by the base executor).
         """
         inputs = {name: kwargs.get(name) for name in self.task.input_fields}
         missing = [n for n, v in inputs.items() if v is None or (isinstance(v, str) and not v.strip())]
@@ -189,13 +199,13 @@ class JitMemAgent(dspy.Module):
             started = time.perf_counter()
             found = (  # only trajectories dated before the task's cutoff compete for the top k
                 self.bank.search(key, self.k, exclude_task_id=kwargs.get("task_id"), dates=dates)
-                if self.retrieval and self.k
+                if self.retrieval and self.k and not base
                 else []
             )
             hits = [hit.as_tuple() for hit in found]
             timings["retrieve_s"] = round(time.perf_counter() - started, 6)
             payload, raw_tokens = "", 0
-            if hits or not self.retrieval:
+            if not base and (hits or not self.retrieval):
                 started = time.perf_counter()
                 try:
                     payload, raw_tokens = self.curate(task_text, hits, curator=curator)
@@ -214,7 +224,9 @@ class JitMemAgent(dspy.Module):
             context = "\n\n".join(part for part in (user_context, labelled) if part)
             control = {name: kwargs[name] for name in CONTROL_ARGS if name in kwargs and name != "context"}
             control["task_id"] = task_id
-            pred = self.executor(**inputs, **control, context=context)
+            lm = self.executor_lm
+            with dspy.context(lm=lm) if lm is not None else contextlib.nullcontext():
+                pred = self.executor(**inputs, **control, context=context)
             trajectory = pred.get("trajectory", None)
             if not isinstance(trajectory, Trajectory):  # a plain DSPy module as executor: record what it returned
                 outputs = {name: pred.get(name, None) for name in self.task.output_fields}
@@ -309,9 +321,70 @@ def build_jitmem(
     name = executor or jit.executor
     if name == "jitmem":
         raise ConfigError("jitmem.executor cannot be jitmem itself")
-    inner = build_program(name, task=task, settings=settings, roles=roles)
+    inner = build_program(name, task=task, settings=executor_settings(settings), roles=roles)
+    if jit.executor_history is not None and hasattr(getattr(inner, "agent", None), "history_window"):
+        inner.agent.history_window = jit.executor_history  # the ReAct executor sees its last N steps
     bank = TrajectoryBank(
         (memory_dir or settings.memory.dir) / "jitmem", policy=policy or jit.policy, read_only=frozen, bm25=jit.bm25
     )
-    curator = JitMemCurator(payload_tokens=jit.payload_tokens)
-    return JitMemAgent(inner, bank, curator, k=jit.k, judge=True, roles=roles, task=task, store=not frozen)
+    curator = JitMemCurator(
+        payload_tokens=jit.payload_tokens,
+        task_conditioning=jit.curator != "blind",
+        max_tokens_per_trajectory=jit.curator_trajectory_tokens,
+        result_chars=jit.curator_result_chars,
+    )
+    return JitMemAgent(
+        inner,
+        bank,
+        curator,
+        k=jit.k,
+        judge=True,
+        roles=roles,
+        task=task,
+        store=not frozen,
+        retrieval=jit.retrieval,
+        distiller=TrajectoryDistiller() if jit.distill else None,
+        executor_lm=_lm_copy(roles, "lm", temperature=jit.executor_temperature, max_tokens=jit.executor_max_tokens),
+        curator_lm=_curator_lm(roles, settings),
+    )
+
+
+def executor_settings(settings: Settings) -> Settings:
+    """The settings JitMem's executor is built with: its step cap ``jitmem.executor_max_turns`` (when set), and no
+    run preset of its own (JitMem's executor knobs are the ``[jitmem] executor_*`` settings)."""
+    out = settings.model_copy(deep=True)
+    out.run.preset = "none"
+    if settings.jitmem.executor_max_turns is not None:
+        out.budgets.steps_per_question = settings.jitmem.executor_max_turns
+    return out
+
+
+def _lm_copy(roles: Roles | None, role: str, **changes: Any) -> Any:
+    """A copy of a role's LM with some sampling values changed (``None`` values left out); ``None`` when nothing
+    changes or there are no roles (the ambient LM is then used as it is)."""
+    changes = {key: value for key, value in changes.items() if value is not None}
+    lm = getattr(roles, role, None) if roles is not None else None
+    if lm is None or not changes:
+        return None
+    return lm.copy(**changes)
+
+
+def _curator_lm(roles: Roles | None, settings: Settings) -> Any:
+    """The curator's LM with the ``curator_lm`` role's sampling values as the settings give them now (a run preset
+    may set them after the roles were built: JitMem's curator at temperature 0.6, top-p 0.95, top-k 20)."""
+    from memento.lm import top_k_kwargs
+
+    role = settings.role("curator_lm")
+    lm = getattr(roles, "curator_lm", None) if roles is not None else None
+    if lm is None:
+        return None
+    changes: dict[str, Any] = {}
+    for name in ("temperature", "top_p"):
+        value = getattr(role, name)
+        if value is not None and lm.kwargs.get(name) != value:
+            changes[name] = value
+    if role.top_k is not None and role.model:
+        sent = top_k_kwargs(role.model, role.api_base, role.top_k, name="curator_lm")
+        if sent and all(lm.kwargs.get(key) != value for key, value in sent.items()):
+            changes.update(sent)
+    return lm.copy(**changes) if changes else None

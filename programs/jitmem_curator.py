@@ -202,7 +202,9 @@ class JitMemCurator(dspy.Module):
     """Write a task-conditioned payload from raw past trajectories (JitMem's curator).
 
     Args:
-        max_tokens_per_trajectory: budget per rendered trajectory (estimated at 4 characters per token).
+        max_tokens_per_trajectory: budget per rendered trajectory (estimated at 4 characters per token;
+            ``jitmem.curator_trajectory_tokens``).
+        result_chars: characters of each tool result the curator reads (``jitmem.curator_result_chars``).
         task_conditioning: when ``False`` (ablation) the curator does not see the task (``CurateMemoryBlind``).
         payload_tokens: the payload's budget (``jitmem.payload_tokens``, 2000: the paper reports about 1.9K added
             tokens); a longer payload is clipped at a line boundary and says so.
@@ -220,13 +222,21 @@ class JitMemCurator(dspy.Module):
     usage_stage = "curate"
 
     def __init__(
-        self, *, max_tokens_per_trajectory: int = 1500, task_conditioning: bool = True, payload_tokens: int = 2000
+        self,
+        *,
+        max_tokens_per_trajectory: int = 1500,
+        task_conditioning: bool = True,
+        payload_tokens: int = 2000,
+        result_chars: int = _RESULT_CHARS,
     ) -> None:
         super().__init__()
         if max_tokens_per_trajectory < 64:
             raise ConfigError(f"max_tokens_per_trajectory must be >= 64, got {max_tokens_per_trajectory}")
         if payload_tokens < 1:
             raise ConfigError(f"payload_tokens must be >= 1, got {payload_tokens}")
+        if result_chars < 0:
+            raise ConfigError(f"result_chars must be >= 0, got {result_chars}")
+        self.result_chars = result_chars
         self.max_tokens_per_trajectory = max_tokens_per_trajectory
         self.payload_tokens = payload_tokens
         self.task_conditioning = task_conditioning
@@ -234,7 +244,11 @@ class JitMemCurator(dspy.Module):
 
     def render(self, trajectories: Sequence[Any]) -> str:
         """The text the curator reads for these trajectories."""
-        return render_trajectories(trajectories, max_tokens_per_trajectory=self.max_tokens_per_trajectory)
+        return render_trajectories(
+            trajectories,
+            max_tokens_per_trajectory=self.max_tokens_per_trajectory,
+            result_chars=getattr(self, "result_chars", _RESULT_CHARS),  # a curator saved before it was a setting
+        )
 
     def forward(self, task: str, trajectories: Sequence[Any] = (), task_goal: str = "") -> dspy.Prediction:
         rendered = self.render(trajectories)

@@ -58,6 +58,7 @@ class ReActAgent(ResearchProgram):
         query_rewriting: rewrite each query with an LLM (:class:`memento.signatures.rewrite_query.RewriteQuery`).
         rerank: rerank each result list with an LLM (:class:`memento.signatures.rerank_results.RerankResults`).
         max_steps: the step cap (default ``budgets.steps_per_question``).
+        history_window: the steps of its own trajectory the agent sees at each step (``None``: all).
 
     Example:
         >>> agent = ReActAgent("qa", web=factory, max_steps=8)  # doctest: +SKIP
@@ -74,6 +75,7 @@ class ReActAgent(ResearchProgram):
         query_rewriting: bool = False,
         rerank: bool = False,
         max_steps: int | None = None,
+        history_window: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(task, **kwargs)
@@ -84,7 +86,10 @@ class ReActAgent(ResearchProgram):
         self.rerank = rerank
         suffix = "ReAct" + ("Memory" if self.memory is not None else "")
         self.agent = BoundReAct(
-            answer_signature(self.task, findings=False, suffix=suffix), [SEARCH_WEB, SCRAPE], max_iters=self.max_steps
+            answer_signature(self.task, findings=False, suffix=suffix),
+            [SEARCH_WEB, SCRAPE],
+            max_iters=self.max_steps,
+            history_window=history_window,
         )
         self.agent.usage_stage = "solve"
         self.rewriter = dspy.Predict(RewriteQuery) if query_rewriting else None

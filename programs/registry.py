@@ -72,6 +72,8 @@ METHOD_MODULES: tuple[str, ...] = (
 METHOD_HOMES: dict[str, str] = {
     "closed_book": "memento.programs.baselines",
     "few_shot": "memento.programs.baselines",
+    "closed_book_memory": "memento.programs.baselines",
+    "few_shot_memory": "memento.programs.baselines",
     "react": "memento.programs.react_agent",
     "react_rewrite": "memento.programs.react_agent",
     "react_rerank": "memento.programs.react_agent",
@@ -236,6 +238,9 @@ def build_program(
     if unknown:
         raise ConfigError(f"build_program takes no {', '.join(unknown)}; injected objects are {', '.join(INJECTED)}")
     task_obj = get_task(task) if isinstance(task, str) else task
+    from memento.presets import apply_preset
+
+    settings = apply_preset(settings, method, task_obj.name)  # [run] preset: the method's paper setup
     params = inspect.signature(builder).parameters
     extra = {key: value for key, value in injected.items() if value is not None and key in params}
     if frozen is not None and "frozen" in params:

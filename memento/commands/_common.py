@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 #: The built-in methods, for ``--method`` help (tests/core/test_cli.py checks it lists every registered method).
 METHODS_HELP = (
     "aet, react, react_rewrite, react_rerank, react_rewrite_rerank, closed_book, few_shot, memento, react_memory, "
-    "cbr, jitmem, closed_book_cases, few_shot_cases"
+    "closed_book_memory, few_shot_memory, cbr, jitmem, closed_book_cases, few_shot_cases"
 )
 
 F = TypeVar("F", bound=Callable[..., Any])

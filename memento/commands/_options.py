@@ -55,7 +55,8 @@ NoWaitOpt = Annotated[
 TaskOpt = Annotated[str, typer.Option("--task", help="Task spec: qa, multihop, legal, opinion, sales.")]
 #: ``config show --task``: optional (what applies to that task, e.g. its undated policy)
 OptionalTaskOpt = Annotated[
-    str | None, typer.Option("--task", help="A task spec, to say what applies to it (its undated policy and why).")
+    str | None,
+    typer.Option("--task", help="A task spec, to say what applies to it (its undated policy, the run preset's values)."),
 ]
 LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Use the first N examples of each file.")]
 MetricOpt = Annotated[
@@ -145,6 +146,12 @@ _FLAGS: tuple[Flag, ...] = (
         "lm.structured_outputs",
         "Replies as JSON: auto (the signature's JSON schema for a model behind --api-base or a local one), schema, "
         "json (JSON mode), off (DSPy's ChatAdapter). Every role inherits it.",
+    ),
+    _flag(
+        "preset",
+        Literal["none", "paper"],
+        "run.preset",
+        "Each method's setup as its paper describes it (paper) for every setting not given explicitly (run.preset).",
     ),
     Flag("corpus", CorpusOpt, "web.corpus"),
     _flag("threads", int, "run.threads", "Parallel work: examples evaluated at once (sub-questions for run).", min=1),
@@ -302,6 +309,41 @@ _FLAGS: tuple[Flag, ...] = (
         min=1,
     ),
     _flag(
+        "staged_refresh",
+        bool,
+        "jitmem.staged_refresh",
+        "optimize-curator: after half the budget, rebuild the training bank with the current curator (into "
+        "OUT/memory), hold it fixed and continue.",
+        decl="--staged-refresh/--no-staged-refresh",
+    ),
+    _flag(
+        "jitmem_curator",
+        Literal["task", "blind"],
+        "jitmem.curator",
+        "JitMem curator: task (task-conditioned, default) or blind (the task-blind ablation).",
+    ),
+    _flag(
+        "jitmem_retrieval",
+        bool,
+        "jitmem.retrieval",
+        "JitMem: retrieve past trajectories (default) or not (the no-retrieval ablation).",
+        decl="--jitmem-retrieval/--no-jitmem-retrieval",
+    ),
+    _flag(
+        "jitmem_distill",
+        bool,
+        "jitmem.distill",
+        "JitMem: summarise each trajectory when it is stored (the write-time distiller ablation).",
+        decl="--jitmem-distill/--no-jitmem-distill",
+    ),
+    _flag(
+        "jitmem_train_executor",
+        Literal["jitmem", "base"],
+        "jitmem.train_executor",
+        "JitMem training bank: built by the JitMem agent (default) or the executor alone (base; the metric gates).",
+    ),
+    _flag("warm_size", int, "jitmem.warm_size", "JitMem --warm: a seeded sample of N training trajectories.", min=1),
+    _flag(
         "budget",
         str,
         "compare.preset",
@@ -329,7 +371,7 @@ FLAGS: dict[str, Flag] = {flag.name: flag for flag in _FLAGS}
 
 #: Flags that travel together, by group name (a group name may be given to :func:`with_flags`).
 GROUPS: dict[str, tuple[str, ...]] = {
-    "lm": ("config", "lm", "api_base", "judge_lm", "structured_outputs"),
+    "lm": ("config", "lm", "api_base", "judge_lm", "structured_outputs", "preset"),
     "research": ("initial_questions", "total_questions", "steps_per_question"),
     "memory": ("profile", "stores"),
     "observe": ("log_lm", "replay_lm", "mlflow"),
@@ -348,7 +390,17 @@ GROUPS: dict[str, tuple[str, ...]] = {
         "cbr_capacity",
     ),
     "cbr_training": ("cbr_passes", "cbr_own_cases"),
-    "jitmem": ("jitmem_protocol", "orderings", "warm", "stream_batch", "payload_tokens"),
+    "jitmem": (
+        "jitmem_protocol",
+        "orderings",
+        "warm",
+        "warm_size",
+        "stream_batch",
+        "payload_tokens",
+        "jitmem_curator",
+        "jitmem_retrieval",
+        "jitmem_distill",
+    ),
     "compare": (
         "budget",
         "gepa_max_metric_calls",

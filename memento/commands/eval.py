@@ -130,7 +130,9 @@ def eval_(
         raise ConfigError(f"program file not found: {program_file}")
     if train is not None and not train.exists():
         raise DataError(f"training file not found: {train}")
-    settings = flags.settings()
+    from memento.presets import apply_preset
+
+    settings = apply_preset(flags.settings(), method, task)  # [run] preset: the method's paper setup
     location = parse_location(memory) if memory is not None else None  # one line for a bad location, before any call
     stream_protocol = method == "jitmem" and settings.jitmem.protocol == "stream"
     if stream_protocol and settings.jitmem.warm and memory is None:
@@ -178,6 +180,17 @@ def eval_(
                                            remote_for=remote_for)  # fmt: skip
         finish(streamed.model_copy(update={"run_key": key}), method=method, as_json=as_json)
         return
+    from memento.programs.registry import method_info
+
+    info = method_info(method)
+    if memory is not None and info is not None and not info.memory:
+        variant = f"{method}_memory" if method_info(f"{method}_memory") is not None else None
+        hint = f": use --method {variant} to read it" if variant else ""
+        err_console.print(
+            f"memento: warning: method {method} reads no memory; --memory is ignored{hint}",
+            markup=False,
+            highlight=False,
+        )
     # evaluation is test time: memory-bearing methods read their memory and never write to it
     program = build_program(
         method, task=task_spec, settings=settings, roles=roles, trainset=trainset, memory_dir=location, frozen=True
@@ -341,6 +354,7 @@ def _eval_jitmem_stream(
         threads=settings.run.threads,
         out_dir=out_dir,
         warm_bank=warm_bank,
+        warm_size=jit.warm_size,
         remote_for=remote_for,
     )
     return result.eval_result(tasks, task=task_spec, metric_name=metric_name, seed=settings.run.seed)

@@ -33,7 +33,7 @@ PROGRAM_FILE = "program.json"
 
 @cli_errors
 @with_flags("lm", "corpus", "threads", "research", "log_lm", "replay_lm", "payload_tokens", "curator_optimizer",
-            "curator_budget")  # fmt: skip
+            "curator_budget", "staged_refresh")  # fmt: skip
 def optimize_curator_command(
     task: TaskOpt,
     memory: Annotated[
@@ -56,7 +56,9 @@ def optimize_curator_command(
         raise DataError(f"training file not found: {train}")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file, not a directory")
-    settings = flags.settings()
+    from memento.presets import apply_preset
+
+    settings = apply_preset(flags.settings(), "jitmem", task)
     optimizer, budget = settings.jitmem.curator_optimizer, settings.jitmem.curator_budget
     roles = memento.configure(settings)
     observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
@@ -71,16 +73,31 @@ def optimize_curator_command(
             f"the JitMem bank under {memory} is empty: fill it first (memento compare or run --method jitmem)"
         )
     before = agent.curator.curate.signature.instructions
-    curator = optimize_curator(
-        agent,
-        [task_spec.preprocess(ex) for ex in examples],
-        task_spec.make_metric(metric, roles=roles),
-        optimizer=optimizer,
-        budget=budget,
-        reflection_lm=roles.reflection_lm,
-        seed=settings.run.seed,
-        threads=settings.run.threads,
-    )
+    options = {
+        "optimizer": optimizer,
+        "budget": budget,
+        "reflection_lm": roles.reflection_lm,
+        "seed": settings.run.seed,
+        "threads": settings.run.threads,
+    }
+    train_set = [task_spec.preprocess(ex) for ex in examples]
+    score = task_spec.make_metric(metric, roles=roles)
+    refresh: dict = {}
+    if settings.jitmem.staged_refresh:  # half the budget, rebuild the training bank with that curator, the rest
+        from memento.optimize.curator_optimizer import optimize_curator_staged
+
+        curator, refresh = optimize_curator_staged(
+            agent,
+            train_set,
+            score,
+            rebuild_dir=out / "memory" / "jitmem",
+            threshold=settings.trainer.success_threshold,
+            **options,
+        )
+        rebuilt = escape(refresh["rebuilt_bank"])
+        console.print(f"staged bank refresh: {refresh['stored']} trajectories in the rebuilt bank {rebuilt}")
+    else:
+        curator = optimize_curator(agent, train_set, score, **options)
     out.mkdir(parents=True, exist_ok=True)
     save_program(agent, out / PROGRAM_FILE)  # atomic, secrets scrubbed
     after = curator.curate.signature.instructions
@@ -90,6 +107,7 @@ def optimize_curator_command(
         "budget": budget,
         "train_examples": len(examples),
         "bank": str(memory),
+        "staged_refresh": refresh or None,
         "changed": after != before,
         "instructions": after,
     }
@@ -101,7 +119,8 @@ def optimize_curator_command(
     )
     console.print(escape(after[:600]))
     # every flag that shaped the tuned agent (corpus, payload budget, models...) is repeated, so the eval reproduces it
-    again = ["memento", "eval", "--task", task_spec.name, "--method", "jitmem", "--memory", str(memory)]
+    read = out / "memory" if refresh else memory  # the refreshed bank is the one the tuned curator learned on
+    again = ["memento", "eval", "--task", task_spec.name, "--method", "jitmem", "--memory", str(read)]
     again += ["--program", str(out / PROGRAM_FILE), "--data", "TEST_DATA", *flags.argv()]
     if metric != "default":
         again += ["--metric", metric]

@@ -272,7 +272,9 @@ def run(
     started_at = utcnow().isoformat()
     if question is not None and not question.strip():
         raise ConfigError("--question is empty: give the question to research")
-    settings = flags.settings()
+    from memento.presets import apply_preset
+
+    settings = apply_preset(flags.settings(), method, task)  # [run] preset: the method's paper setup
     roles = memento.configure(settings)
     observe(settings, roles)  # --log-lm: every LM call of this command, until it exits
     task_spec = resolve_task(task, roles=roles, threads=settings.run.threads)
@@ -323,8 +325,9 @@ def _run_program(
     info = method_info(method)
     if memory is not None and info is not None and not info.memory:
         memory_methods = ", ".join(m for m in method_names() if (method_info(m) or info).memory)
+        variant = f" (--method {method}_memory reads it)" if method_info(f"{method}_memory") is not None else ""
         err_console.print(
-            f"memento: warning: method {method} reads no memory; --memory is ignored "
+            f"memento: warning: method {method} reads no memory; --memory is ignored{variant} "
             f"(memory methods: {memory_methods})",
             highlight=False,
         )

@@ -65,7 +65,10 @@ def train(
 
     if not data.exists():
         raise DataError(f"data file not found: {data}")
-    settings = flags.settings(memory=section(dir=memory))  # the run records the directory it trains
+    from memento.presets import apply_preset
+
+    # the run records the directory it trains; [run] preset: MEMENTO's paper setup
+    settings = apply_preset(flags.settings(memory=section(dir=memory)), "memento", task)
     roles = memento.configure(settings)
     seen = observe(settings, roles, run_name=f"train {task}")  # --log-lm, --mlflow: until the command ends
     task_spec = resolve_task(task, roles=roles, threads=settings.run.threads)

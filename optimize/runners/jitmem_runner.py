@@ -30,7 +30,9 @@ class JitMemRunner:
 
     * ``frozen``: the training set runs as a seeded stream of batches
       (:func:`memento.optimize.jitmem_stream.stream`) and the judge gates which trajectories enter the bank after each
-      batch (``train_gate = "ground_truth"``: the metric gates instead, :func:`build_training_bank`); at test time
+      batch (``train_gate = "ground_truth"``: the metric gates instead, :func:`build_training_bank`;
+      ``train_executor = "base"``: the executor alone runs the training set, without retrieval or curator, and the
+      metric gates, as the paper builds its training bank); at test time
       the bank is read-only.
     * ``stream`` (the paper's test protocol): the test set itself is the stream. Each of ``orderings`` seeded
       orderings starts from an empty bank (``warm``: a copy of the training bank built as above), runs the test tasks
@@ -55,9 +57,17 @@ class JitMemRunner:
 
         agent = ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR, frozen=False)
         trainset = ctx.memory_trainset()
-        if jit.train_gate == "ground_truth":
+        if jit.train_gate == "ground_truth" or jit.train_executor == "base":
+            # the metric gates; "base": the executor alone fills the bank (JitMem's training bank)
             threshold = ctx.settings.trainer.success_threshold
-            result = build_training_bank(agent, trainset, ctx.metric, threshold=threshold, threads=ctx.threads)
+            result = build_training_bank(
+                agent,
+                trainset,
+                ctx.metric,
+                threshold=threshold,
+                threads=ctx.threads,
+                base=jit.train_executor == "base",
+            )
         else:
             result = stream(
                 agent,
@@ -81,7 +91,8 @@ class JitMemRunner:
             "bank_size": len(agent.bank),
             "train_mean": result.mean(),
             "protocol": jit.protocol,
-            "train_gate": jit.train_gate,
+            "train_gate": "ground_truth" if jit.train_executor == "base" else jit.train_gate,
+            "train_executor": jit.train_executor,
         }
         if jit.protocol == "stream":
             info["warm"] = True
@@ -116,6 +127,7 @@ class JitMemRunner:
                 threads=ctx.threads,
                 out_dir=method_dir / "test",
                 warm_bank=method_dir / MEMORY_DIR / "jitmem" if jit.warm else None,
+                warm_size=jit.warm_size,
                 remote_for=lambda memory_dir: ctx.remote_stream(spec.name, memory_dir),  # None under threads
             )
         cost = PhaseCost.from_usage(
