@@ -174,10 +174,12 @@ def eval_(
             if executor is not None:
                 finish.executor = executor.info()
                 err_console.print(f"memento: {executor.describe()}", markup=False, highlight=False)
-                remote_for = _stream_on(executor, task=task_spec.name, metric=metric)
+                remote_for = _stream_on(
+                    executor, task=task_spec.name, metric=metric, program_state=_program_state(program_file)
+                )
             streamed = _eval_jitmem_stream(task_spec, examples, score, settings=settings, roles=roles, memory=location,
                                            out_dir=out_dir, metric_name=f"{task_spec.name} {metric} metric",
-                                           remote_for=remote_for)  # fmt: skip
+                                           remote_for=remote_for, program_file=program_file)  # fmt: skip
         finish(streamed.model_copy(update={"run_key": key}), method=method, as_json=as_json)
         return
     from memento.programs.registry import method_info
@@ -196,10 +198,7 @@ def eval_(
         method, task=task_spec, settings=settings, roles=roles, trainset=trainset, memory_dir=location, frozen=True
     )
     if program_file is not None:
-        try:
-            program.load(str(program_file))
-        except Exception as exc:  # a file of another program or a corrupt one: one clear line
-            raise ConfigError(f"cannot load program state from {program_file}: {type(exc).__name__}: {exc}") from None
+        _load_program(program, program_file)
     if previous:
         err_console.print(
             f"memento: resuming {out_dir / 'results.json'}: {sum(1 for r in previous if not r.error)} finished "
@@ -329,9 +328,11 @@ def _eval_jitmem_stream(
     out_dir: Path,
     metric_name: str,
     remote_for: Any = None,
+    program_file: Path | None = None,
 ) -> Any:
     """Run the test set as JitMem streams over ``jitmem.orderings`` seeded orderings (``OUT/stream.json``: mean ± std
-    over orderings, the cold-start curve); returns the evaluation result (``results.json`` like any method)."""
+    over orderings, the cold-start curve); returns the evaluation result (``results.json`` like any method). A saved
+    program state (``--program``: e.g. a curator tuned by ``optimize-curator``) is loaded into each ordering's agent."""
     from memento.optimize.jitmem_stream import run_orderings
     from memento.programs.registry import build_program
 
@@ -342,10 +343,15 @@ def _eval_jitmem_stream(
     if warm_bank is not None and not (warm_bank / "trajectories.sqlite3").is_file():
         raise DataError(f"no JitMem bank at {warm_bank} to start the stream from")
     tasks = [task_spec.preprocess(ex) for ex in examples]
+
+    def build(memory_dir: Path) -> Any:
+        agent = build_program("jitmem", task=task_spec, settings=settings, roles=roles, memory_dir=memory_dir)
+        if program_file is not None:
+            _load_program(agent, program_file)
+        return agent
+
     result = run_orderings(
-        lambda memory_dir: build_program(
-            "jitmem", task=task_spec, settings=settings, roles=roles, memory_dir=memory_dir
-        ),
+        build,
         tasks,
         orderings=jit.orderings,
         batch_size=jit.stream_batch,
@@ -360,14 +366,20 @@ def _eval_jitmem_stream(
     return result.eval_result(tasks, task=task_spec, metric_name=metric_name, seed=settings.run.seed)
 
 
-def _stream_on(executor: Any, *, task: str, metric: str) -> Any:
+def _stream_on(executor: Any, *, task: str, metric: str, program_state: dict[str, Any] | None = None) -> Any:
     """``run_orderings(remote_for=...)``: an ordering's stream batches on the Ray workers, each over that ordering's
-    bank (opened read-only by its location at the batch's version)."""
+    bank (opened read-only by its location at the batch's version), with the ``--program`` state loaded."""
 
     def remote_for(memory_dir: Path) -> Any:
         return executor.stream_runs(
             lambda version: executor.spec(
-                method="jitmem", task=task, metric=metric, memory=memory_dir, frozen=True, memory_version=version
+                method="jitmem",
+                task=task,
+                metric=metric,
+                memory=memory_dir,
+                frozen=True,
+                memory_version=version,
+                program_state=program_state,
             )
         )
 
@@ -383,6 +395,15 @@ def _program_state(path: Path | None) -> dict[str, Any] | None:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read program state from {path}: {type(exc).__name__}: {exc}") from None
     return state if isinstance(state, dict) else None
+
+
+def _load_program(program: Any, program_file: Path) -> None:
+    """Load a saved program state (``--program``) into ``program``; a file of another program or a corrupt one is one
+    clear line."""
+    try:
+        program.load(str(program_file))
+    except Exception as exc:  # noqa: BLE001 - any load failure becomes one line
+        raise ConfigError(f"cannot load program state from {program_file}: {type(exc).__name__}: {exc}") from None
 
 
 def previous_results(path: Path, key: dict[str, Any]) -> list[Any]:

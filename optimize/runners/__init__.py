@@ -40,6 +40,8 @@ def register_runner(method: str, runner: MethodRunner) -> None:
 
 register_runner("memento", MementoRunner())
 register_runner("react_memory", MementoRunner())
+register_runner("closed_book_memory", MementoRunner())  # MEMENTO's "LLM + Memento"
+register_runner("few_shot_memory", MementoRunner())  # ... and "5-shot + Memento"
 register_runner("jitmem", JitMemRunner())
 register_runner("cbr", CaseBankRunner())
 register_runner("closed_book_cases", CaseMemoryRunner())

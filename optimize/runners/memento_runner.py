@@ -1,5 +1,6 @@
 """MEMENTO in a comparison: the ``memento`` builder's training form learns M1-M4 in batches with the trainer, the
-test phase reads the memory frozen; ``react_memory`` reads the memory ``memento`` trained.
+test phase reads the memory frozen; ``react_memory``, ``closed_book_memory`` and ``few_shot_memory`` read the memory
+``memento`` trained.
 
 Example:
     >>> outcome = MementoRunner().train(ctx, parse_methods("memento")[0], out / "memento")  # doctest: +SKIP
@@ -32,8 +33,9 @@ logger = logging.getLogger(__name__)
 
 class MementoRunner:
     """MEMENTO: train M1-M4 with :class:`memento.optimize.memento_trainer.MementoTrainer` in batches, then test
-    with the memory frozen. ``react_memory`` tests a ReAct agent reading the memory ``memento`` trained in the same
-    comparison (or trains its own when ``memento`` is not compared)."""
+    with the memory frozen. ``react_memory``, ``closed_book_memory`` and ``few_shot_memory`` test a ReAct agent, the
+    plain LLM and the few-shot LLM reading the memory ``memento`` trained in the same comparison (or train their own
+    when ``memento`` is not compared)."""
 
     def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome:
         source = reads_memory_of(spec.name)
