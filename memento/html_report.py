@@ -292,6 +292,10 @@ def _eval_page(results: dict[str, Any], directory: Path, *, title: str) -> str:
         + ("" if results.get("complete", True) else ' · <span class="err">incomplete run</span>')
         + "</p>"
     )
+    if results.get("behaviour"):  # MEMENTO's Table 8/10 measures
+        from memento.metrics.behaviour import describe_behaviour
+
+        summary += f"<p>behaviour: {_e(describe_behaviour(results['behaviour']))}</p>"
     body = (
         f"<h1>{_e(title)}</h1>{summary}"
         + _leakage_section(results)

@@ -409,9 +409,11 @@ from memento.commands.memory_copy import memory_copy  # noqa: E402 - registered 
 app.command("copy")(memory_copy)
 
 try:  # the Q-gate statistics live with the case bank (helper module, optional)
-    from memento.commands.memory_qgate import qgate_stats
+    from memento.commands.memory_qgate import case_reward, qgate_fit, qgate_stats
 
     app.command("qgate-stats")(qgate_stats)
+    app.command("qgate-fit")(qgate_fit)
+    app.command("case-reward")(case_reward)
 except ModuleNotFoundError as exc:  # pragma: no cover - depends on what is installed
     if exc.name != "memento.commands.memory_qgate":
         raise

@@ -10,20 +10,17 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from memento.commands._common import (
-    cli_errors,
-    console,
-)
-from memento.commands._options import ConfigOpt
+from memento.commands._common import cli_errors, console, memory_lock
+from memento.commands._options import ConfigOpt, NoWaitOpt
 from memento.config import load_settings
 from memento.memory.location import Location, parse_location
 
-__all__ = ["qgate_stats", "resolve_bank_dir"]
+__all__ = ["qgate_stats", "qgate_fit", "case_reward", "resolve_bank_dir"]
 
 
 def resolve_bank_dir(path: str | Path | Location) -> Location:
@@ -100,3 +97,62 @@ def qgate_stats(
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
+
+
+@cli_errors
+def qgate_fit(
+    memory: Annotated[Path, typer.Option("--memory", help="Case bank directory, or a memory dir holding cbr/.")],
+    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Passes over the logged pairs.")] = 20,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", help="Only pairs logged in this namespace (default: all).")
+    ] = None,
+    no_wait: NoWaitOpt = False,
+    config: ConfigOpt = None,
+) -> None:
+    """Fit the Q-gate offline on every logged (query, case, reward) pair and save it (``CaseBank.fit_gate``)."""
+    settings = load_settings(config)
+    bank_dir = resolve_bank_dir(memory)
+    with memory_lock(memory, no_wait=no_wait):  # the directory `cbr` runs lock: one writer
+        bank = _writable_bank(bank_dir, settings)
+        try:
+            report = bank.fit_gate(epochs=epochs, namespace=namespace)
+        finally:
+            bank.close()
+    console.print(
+        f"Q-gate fitted on {report['pairs']} logged pairs ({report['epochs']} epochs, final loss "
+        f"{_fmt(report['final_loss'])}); saved in {bank_dir}"
+    )
+
+
+@cli_errors
+def case_reward(
+    memory: Annotated[Path, typer.Option("--memory", help="Case bank directory, or a memory dir holding cbr/.")],
+    case: Annotated[str, typer.Option("--case", help="The case's id (memento memory stats / the run's cbr record).")],
+    reward: Annotated[float, typer.Option("--reward", min=0.0, max=1.0, help="Its new reward in [0, 1].")],
+    no_wait: NoWaitOpt = False,
+    config: ConfigOpt = None,
+) -> None:
+    """Change a stored case's reward, e.g. a judgement that came later (``CaseBank.update_reward``)."""
+    settings = load_settings(config)
+    bank_dir = resolve_bank_dir(memory)
+    with memory_lock(memory, no_wait=no_wait):  # the directory `cbr` runs lock: one writer
+        bank = _writable_bank(bank_dir, settings)
+        try:
+            before = bank.get(case).reward
+            after = bank.update_reward(case, reward).reward
+        finally:
+            bank.close()
+    console.print(f"case {case}: reward {before:.2f} -> {after:.2f}")
+
+
+def _writable_bank(bank_dir: Path, settings: Any) -> Any:
+    """The case bank opened for writing without its embedding model (neither command embeds text): the gate's
+    options and seed from the settings."""
+    from memento.memory.case_bank import CaseBank, StoredEmbedder
+
+    return CaseBank(
+        bank_dir,
+        StoredEmbedder.of(bank_dir),
+        seed=settings.run.seed,
+        gate_options={"lr": settings.cbr.qgate_lr, "hidden": settings.cbr.qgate_hidden},
+    )

@@ -101,3 +101,29 @@ def test_useful_means_reward_strictly_above_the_configured_threshold(tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert "useful share (reward > 0)" in result.stdout
+
+
+def test_qgate_fit_and_case_reward_from_the_cli(tmp_path):
+    """fit_gate and update_reward were reachable only from Python (issue 24 item 3)."""
+    bank = _bank_with_pairs(tmp_path / "mem" / "cbr", tasks=10)
+    case = bank.cases()[0]
+    bank.close()
+    gate = tmp_path / "mem" / "cbr" / "qgate.pt"
+    before = gate.stat().st_mtime_ns
+    fit = CliRunner().invoke(app, ["memory", "qgate-fit", "--memory", str(tmp_path / "mem"), "--epochs", "2"])
+    assert fit.exit_code == 0, fit.output
+    assert "fitted on 40 logged pairs (2 epochs" in fit.stdout and gate.stat().st_mtime_ns != before
+    reward = CliRunner().invoke(
+        app, ["memory", "case-reward", "--memory", str(tmp_path / "mem"), "--case", case.id, "--reward", "0.25"]
+    )
+    assert reward.exit_code == 0, reward.output
+    assert f"case {case.id}: reward 1.00 -> 0.25" in reward.stdout
+    from memento.memory.case_bank import StoredEmbedder
+
+    path = tmp_path / "mem" / "cbr"
+    assert CaseBank(path, StoredEmbedder.of(path), frozen=True).get(case.id).reward == 0.25
+    unknown = CliRunner().invoke(
+        app, ["memory", "case-reward", "--memory", str(tmp_path / "mem"), "--case", "case-x", "--reward", "0.5"]
+    )
+    assert unknown.exit_code == 1 and "no case 'case-x'" in unknown.output
+    assert len(unknown.output.strip().splitlines()) == 1

@@ -82,6 +82,9 @@ def test_eval_command_prints_and_writes_behaviour(tmp_path):
     saved = json.loads((tmp_path / "out" / "results.json").read_text())
     assert saved["behaviour"]["questions_per_sample"] == 2.0
     assert all(e["behaviour"]["questions"] == 2 for e in saved["examples"])
+    report = CliRunner().invoke(app, ["report", str(tmp_path / "out"), "--out", str(tmp_path / "report.html")])
+    assert report.exit_code == 0, report.output
+    assert "behaviour: questions/sample 2" in (tmp_path / "report.html").read_text()
 
 
 def test_compare_report_shows_each_methods_behaviour():
