@@ -160,18 +160,28 @@ def _build_closed_book(
 def _build_few_shot(
     *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Path | None = None
 ) -> FewShot:
+    return _few_shot("few_shot", task, settings, roles, trainset)
+
+
+def _few_shot(
+    method: str, task: Task, settings: Settings, roles: Roles | None, trainset: Any, memory: Any = None
+) -> FewShot:
+    """The few-shot LLM (``baselines.few_shot_demos`` demonstrations drawn with ``run.seed``), with ``memory``."""
     if not trainset:
         raise ConfigError(
-            "method few_shot needs a training set (labelled examples for its demonstrations; `memento eval --train`)"
+            f"method {method} needs a training set (labelled examples for its demonstrations; `memento eval --train`)"
         )
-    return FewShot(
+    program = FewShot(
         task,
         trainset=list(trainset),
         k=settings.baselines.few_shot_demos,
         seed=settings.run.seed,
         roles=roles,
         threads=settings.run.threads,
+        memory=memory,
     )
+    program.method = method
+    return program
 
 
 def _memento_memory(settings: Settings, memory_dir: Path | None, method: str) -> Any:
@@ -205,19 +215,9 @@ def _build_few_shot_memory(
     """MEMENTO's "5-shot + Memento" row: the few-shot LLM (``baselines.few_shot_demos`` demonstrations) with the
     trained memory's text as context."""
     if not trainset:
-        raise ConfigError("method few_shot_memory needs a training set for its demonstrations (`memento eval --train`)")
+        return _few_shot("few_shot_memory", task, settings, roles, trainset)  # refused in one line
     memory = _memento_memory(settings, memory_dir, "few_shot_memory")
-    program = FewShot(
-        task,
-        trainset=list(trainset),
-        k=settings.baselines.few_shot_demos,
-        seed=settings.run.seed,
-        roles=roles,
-        threads=settings.run.threads,
-        memory=memory,
-    )
-    program.method = "few_shot_memory"
-    return program
+    return _few_shot("few_shot_memory", task, settings, roles, trainset, memory)
 
 
 def __getattr__(name: str) -> Any:

@@ -7,8 +7,10 @@ method keeps it). Nothing is written; the model the bank was built with is not l
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -110,17 +112,11 @@ def qgate_fit(
     config: ConfigOpt = None,
 ) -> None:
     """Fit the Q-gate offline on every logged (query, case, reward) pair and save it (``CaseBank.fit_gate``)."""
-    settings = load_settings(config)
-    bank_dir = resolve_bank_dir(memory)
-    with memory_lock(memory, no_wait=no_wait):  # the directory `cbr` runs lock: one writer
-        bank = _writable_bank(bank_dir, settings)
-        try:
-            report = bank.fit_gate(epochs=epochs, namespace=namespace)
-        finally:
-            bank.close()
+    with _writable_bank(memory, config, no_wait) as bank:
+        report = bank.fit_gate(epochs=epochs, namespace=namespace)
     console.print(
         f"Q-gate fitted on {report['pairs']} logged pairs ({report['epochs']} epochs, final loss "
-        f"{_fmt(report['final_loss'])}); saved in {bank_dir}"
+        f"{_fmt(report['final_loss'])}); saved in {bank.dir}"
     )
 
 
@@ -133,26 +129,28 @@ def case_reward(
     config: ConfigOpt = None,
 ) -> None:
     """Change a stored case's reward, e.g. a judgement that came later (``CaseBank.update_reward``)."""
-    settings = load_settings(config)
-    bank_dir = resolve_bank_dir(memory)
-    with memory_lock(memory, no_wait=no_wait):  # the directory `cbr` runs lock: one writer
-        bank = _writable_bank(bank_dir, settings)
-        try:
-            before = bank.get(case).reward
-            after = bank.update_reward(case, reward).reward
-        finally:
-            bank.close()
+    with _writable_bank(memory, config, no_wait) as bank:
+        before = bank.get(case).reward
+        after = bank.update_reward(case, reward).reward
     console.print(f"case {case}: reward {before:.2f} -> {after:.2f}")
 
 
-def _writable_bank(bank_dir: Path, settings: Any) -> Any:
-    """The case bank opened for writing without its embedding model (neither command embeds text): the gate's
-    options and seed from the settings."""
+@contextlib.contextmanager
+def _writable_bank(memory: Path, config: Path | None, no_wait: bool) -> Iterator[Any]:
+    """The case bank under ``memory`` opened for writing, under the lock ``cbr`` runs take (one writer), without its
+    embedding model (neither command embeds text); the gate's options and seed from the settings."""
     from memento.memory.case_bank import CaseBank, StoredEmbedder
 
-    return CaseBank(
-        bank_dir,
-        StoredEmbedder.of(bank_dir),
-        seed=settings.run.seed,
-        gate_options={"lr": settings.cbr.qgate_lr, "hidden": settings.cbr.qgate_hidden},
-    )
+    settings = load_settings(config)
+    bank_dir = resolve_bank_dir(memory)
+    with memory_lock(memory, no_wait=no_wait):
+        bank = CaseBank(
+            bank_dir,
+            StoredEmbedder.of(bank_dir),
+            seed=settings.run.seed,
+            gate_options={"lr": settings.cbr.qgate_lr, "hidden": settings.cbr.qgate_hidden},
+        )
+        try:
+            yield bank
+        finally:
+            bank.close()
