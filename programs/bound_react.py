@@ -101,9 +101,7 @@ class BoundReAct(dspy.ReAct):
     (the caller decides whether that fails the sub-question).
     """
 
-    def __init__(
-        self, signature: Any, specs: list[Tool], max_iters: int, *, history_window: int | None = None
-    ) -> None:
+    def __init__(self, signature: Any, specs: list[Tool], max_iters: int, *, history_window: int | None = None) -> None:
         signature = dspy.ensure_signature(signature)
         if not has_rule(signature.instructions, DATA_RULE):  # tool observations are quoted data: the agent is told
             signature = signature.with_instructions(with_rule(signature.instructions, DATA_RULE))
