@@ -13,6 +13,7 @@ from typing import Any
 
 from memento.memory.canonicalizer import text_overlap
 from memento.testing import ScriptedEngine
+from memento.untrusted import strip_marking
 
 DOCS = [
     {
@@ -157,8 +158,12 @@ def make_engine(delay: float = 0.0, *, first: list[dict[str, Any]] | None = None
     )
     engine.when(  # a scripted merge judge: the same item when the two texts share most of their words
         predicate=lambda c: "verdict" in c.output_fields,
-        verdict=lambda c: "same" if text_overlap(c.inputs["stored"], c.inputs["candidate"]) >= 0.3 else "distinct",
-        merged=lambda c: c.inputs["stored"],
+        verdict=lambda c: (
+            "same"
+            if text_overlap(strip_marking(c.inputs["stored"]), strip_marking(c.inputs["candidate"])) >= 0.3
+            else "distinct"
+        ),
+        merged=lambda c: strip_marking(c.inputs["stored"]),
     )
     engine.when(predicate=lambda c: "accept" in c.output_fields, accept=True, reason="supported")
     engine.when(predicate=lambda c: "relevant" in c.output_fields, relevant=[1, 2])

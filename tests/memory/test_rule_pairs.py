@@ -17,6 +17,7 @@ import pytest
 
 from memento.memory.embedder import HashingEmbedder, SentenceTransformerEmbedder
 from memento.testing import judge_reach, load_rule_pairs, scripted_lm
+from memento.untrusted import strip_marking
 
 PAIRS = Path(__file__).resolve().parents[1] / "data" / "rule_pairs.jsonl"
 
@@ -105,10 +106,14 @@ def test_three_runs_stating_one_rule_in_different_words_give_support_3(tmp_path,
     engine = make_engine(
         first=[
             {"predicate": lambda c: "search_log" in c.inputs and "operations" in c.output_fields, "operations": ops},
-            {  # the merge judge knows the three wordings mean one thing
+            {  # the merge judge knows the three wordings mean one thing (they reach it as quoted data)
                 "predicate": lambda c: "verdict" in c.output_fields,
-                "verdict": lambda c: "same" if {c.inputs["stored"], c.inputs["candidate"]} <= same else "distinct",
-                "merged": lambda c: c.inputs["stored"],
+                "verdict": lambda c: (
+                    "same"
+                    if {strip_marking(c.inputs["stored"]), strip_marking(c.inputs["candidate"])} <= same
+                    else "distinct"
+                ),
+                "merged": lambda c: strip_marking(c.inputs["stored"]),
             },
         ]
     )

@@ -125,7 +125,7 @@ def test_verdict_judge_is_strict_about_specificity_and_partial_answers():
 def test_every_judge_says_the_judged_text_is_data(signature):
     # one rule shared by every signature that reads untrusted text, and each judged field marked as quoted data
     assert has_rule(signature.instructions, DATA_RULE)
-    judged = {"predicted", "predicted_answer", "trajectory", "final_answer", "plan", "findings", "candidate"}
+    judged = {"pitch", "predicted_answer", "trajectory", "final_answer", "plan", "findings", "candidate"}
     marked = [name for name, field in signature.input_fields.items() if DATA_NOTE in field.json_schema_extra["desc"]]
     assert marked and set(marked) <= judged | {"evidence"}
 
