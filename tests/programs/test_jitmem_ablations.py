@@ -24,6 +24,7 @@ from memento.programs.jitmem_curator import NO_TRAJECTORIES, JitMemCurator
 from memento.programs.registry import build_program
 from memento.testing import OpenAICompatServer, ScriptedEngine, react_steps_done
 from memento.types import Trajectory
+from memento.untrusted import strip_marking
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared corpus
 from memento_training_fixture import write_data  # noqa: E402
@@ -145,7 +146,8 @@ def test_cli_runs_the_three_ablations_in_one_stream(tmp_path):
         )  # fmt: skip
     assert result.exit_code == 0, result.output
     curator = [c for c in engine.calls if CURATOR in c.system or "past_trajectories" in c.inputs]
-    assert len(curator) == 3 and all(c.inputs["past_trajectories"] == NO_TRAJECTORIES for c in curator)
+    assert len(curator) == 3
+    assert all(strip_marking(c.inputs["past_trajectories"]) == NO_TRAJECTORIES for c in curator)
     assert all("task" not in c.inputs for c in curator)  # task-blind
     bank = TrajectoryBank(tmp_path / "out" / "ordering-1" / "memory" / "jitmem", read_only=True)
     stored = [t for t, _ in bank.iter_all()]
