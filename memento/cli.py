@@ -63,7 +63,7 @@ app.add_typer(config_app, name="config")
 
 @config_app.command("show")
 @cli_errors
-@with_flags("lm")
+@with_flags("lm", "preset")
 def config_show(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the settings as JSON on stdout ({key: {value, source}}).")

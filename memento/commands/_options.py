@@ -371,7 +371,7 @@ FLAGS: dict[str, Flag] = {flag.name: flag for flag in _FLAGS}
 
 #: Flags that travel together, by group name (a group name may be given to :func:`with_flags`).
 GROUPS: dict[str, tuple[str, ...]] = {
-    "lm": ("config", "lm", "api_base", "judge_lm", "structured_outputs", "preset"),
+    "lm": ("config", "lm", "api_base", "judge_lm", "structured_outputs"),
     "research": ("initial_questions", "total_questions", "steps_per_question"),
     "memory": ("profile", "stores"),
     "observe": ("log_lm", "replay_lm", "mlflow"),

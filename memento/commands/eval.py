@@ -73,7 +73,8 @@ def print_summary(result: Any, path: Path, *, show: int = 10) -> None:
 
 @cli_errors
 @cancellable
-@with_flags("lm", "corpus", "threads", "executor", "research", "test_exploration", "observe", "memory", "cbr", "jitmem")
+@with_flags("lm", "preset", "corpus", "threads", "executor", "research", "test_exploration", "observe", "memory", "cbr",
+            "jitmem")  # fmt: skip
 def eval_(
     task: TaskOpt,
     data: Annotated[Path, typer.Option("--data", help="The task's data file (JSONL or the JUSTICE CSV).")],

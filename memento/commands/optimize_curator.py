@@ -32,8 +32,8 @@ PROGRAM_FILE = "program.json"
 
 
 @cli_errors
-@with_flags("lm", "corpus", "threads", "research", "log_lm", "replay_lm", "payload_tokens", "curator_optimizer",
-            "curator_budget", "staged_refresh")  # fmt: skip
+@with_flags("lm", "preset", "corpus", "threads", "research", "log_lm", "replay_lm", "payload_tokens",
+            "curator_optimizer", "curator_budget", "staged_refresh")  # fmt: skip
 def optimize_curator_command(
     task: TaskOpt,
     memory: Annotated[

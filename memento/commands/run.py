@@ -228,7 +228,9 @@ def _task_inputs(task_spec: Task, question: str | None, inputs: list[str], examp
 
 @cli_errors
 @cancellable
-@with_flags("lm", "corpus", "threads", "research", "test_exploration", "log_lm", "replay_lm", "cbr", "payload_tokens")
+@with_flags(
+    "lm", "preset", "corpus", "threads", "research", "test_exploration", "log_lm", "replay_lm", "cbr", "payload_tokens"
+)
 def run(
     question: Annotated[
         str | None, typer.Option("--question", "-q", help="The question (tasks with one text input).")

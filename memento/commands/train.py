@@ -43,7 +43,7 @@ _PHASE_LABEL = dict(zip(_PHASES, _LABELS, strict=True))
 
 @cli_errors
 @cancellable
-@with_flags("lm", "corpus", "threads", "executor", "research", "observe", "memory", "trainer")
+@with_flags("lm", "preset", "corpus", "threads", "executor", "research", "observe", "memory", "trainer")
 def train(
     task: TaskOpt,
     data: Annotated[Path, typer.Option("--data", help="The task's training data file.")],

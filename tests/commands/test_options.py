@@ -75,6 +75,6 @@ def test_with_flags_adds_options_and_hands_them_over() -> None:
     result = CliRunner().invoke(mini, ["--name", "y", "--cbr-k", "3", "--lm", "openai/m"])
     assert result.exit_code == 0, result.output
     assert seen == {"name": "y", "k": 3, "model": "openai/m"}
-    assert set(GROUPS["lm"]) == {"config", "lm", "api_base", "judge_lm", "structured_outputs", "preset"}
+    assert set(GROUPS["lm"]) == {"config", "lm", "api_base", "judge_lm", "structured_outputs"}
     with pytest.raises(KeyError, match="no CLI flag 'nope'"):
         with_flags("nope")
