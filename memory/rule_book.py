@@ -78,7 +78,7 @@ class RuleBook:
         """Every live rule (active or down-weighted), heaviest first (then by id): what the ``paper`` profile injects
         whole. ``exclude_task_id`` drops rules a task's own run backs; ``dates`` keeps those a task may see."""
         rows = self.db.items(self.store, dates=dates)
-        rules = [Rule.model_validate(row.data) for row in rows]
+        rules = [Rule.model_validate(row["data"]) for row in rows]
         rules = [r for r in rules if r.status != "retired" and exclude_task_id not in r.provenance]
         return sorted(rules, key=lambda r: (-self.weight(r), r.id))
 

@@ -56,7 +56,9 @@ TaskOpt = Annotated[str, typer.Option("--task", help="Task spec: qa, multihop, l
 #: ``config show --task``: optional (what applies to that task, e.g. its undated policy)
 OptionalTaskOpt = Annotated[
     str | None,
-    typer.Option("--task", help="A task spec, to say what applies to it (its undated policy, the run preset's values)."),
+    typer.Option(
+        "--task", help="A task spec, to say what applies to it (its undated policy, the run preset's values)."
+    ),
 ]
 LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Use the first N examples of each file.")]
 MetricOpt = Annotated[
