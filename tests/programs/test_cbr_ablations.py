@@ -172,3 +172,44 @@ def test_cli_runs_cbr_without_cases_with_the_executor_bank_and_a_capacity(tmp_pa
     second = [c for c in engine.calls if "next_tool_name" in c.output_fields and "country" in c.inputs["task"]]
     assert any("Tool use on similar past sub-tasks" in c.inputs["context"] for c in second)
     assert len(CaseBank(memory / "cbr", frozen=True)) == 1
+
+
+# -- the new read paths go through the task's date filter (issue 22's no-future-leaks rule) -------------------------
+def _dated(day: str):
+    import datetime as dt
+
+    from memento.types import EvidenceRecord, SourcePage
+
+    return EvidenceRecord(pages=[SourcePage(url=f"https://ex.org/{day}", published=dt.date.fromisoformat(day))])
+
+
+def test_kernel_policy_and_the_whole_bank_see_only_cases_before_the_cutoff(tmp_path):
+    from memento.dating import DateFilter
+
+    emb = LookupEmbedder(4)
+    emb.table.update({"old": _unit(1, 0.2, 0, 0), "new": _unit(1, 0.1, 0, 0), "query": _unit(1, 0, 0, 0)})
+    bank = CaseBank(tmp_path, emb, gate=_LovesDimensionThree(), min_pairs=0, prefilter=0)
+    old = bank.add("old", "plan", reward=0.2, evidence=_dated("2019-03-01"))
+    new = bank.add("new", "plan", reward=1.0, evidence=_dated("2023-03-01"))
+    bank.record("query", [old, new], [0.0, 1.0])
+    cutoff = DateFilter.of("2021-01-01", "keep")
+    for policy in ("kernel", "q", "softmax"):
+        assert [c.id for c, _ in bank.retrieve("query", k=2, policy=policy, dates=cutoff)] == [old.id], policy
+    assert new.id in [c.id for c, _ in bank.retrieve("query", k=2, policy="kernel")]  # no cutoff: both compete
+
+
+def test_the_paper_profile_injects_only_items_before_the_cutoff(tmp_path):
+    from memento.dating import DateFilter
+    from memento.memory.memento_memory import MementoMemory
+
+    memory = MementoMemory(tmp_path, profile="paper")
+    memory.web_action.add("Old rule: search the archive.", evidence=_dated("2019-03-01"))
+    memory.web_action.add("New rule: search the 2023 ruling.", evidence=_dated("2023-03-01"))
+    memory.craft.add("Old insight: read the docket.", evidence=_dated("2019-03-01"))
+    memory.craft.add("New insight: the 2023 ruling settles it.", evidence=_dated("2023-03-01"))
+    view = memory.view(dates=DateFilter.of("2021-01-01", "keep"))
+    assert view.web_action_rules("anything").splitlines() == [
+        "- Old rule: search the archive. (support 0, contradicted 0)"
+    ]
+    assert view.craft_knowledge("anything") == "- Old insight: read the docket."
+    assert len(memory.view().web_action_rules("anything").splitlines()) == 2
