@@ -76,8 +76,8 @@ from memento.optimize.runners import (
     runner_for,
 )
 from memento.optimize.web_tally import CountingWeb, Tallied, WebTally
-from memento.structured_adapter import StructuredAdapter
 from memento.presets import apply_preset
+from memento.structured_adapter import StructuredAdapter
 from memento.tasks.task import Task, get_task
 from memento.text import error_line
 from memento.types import utcnow
