@@ -74,6 +74,11 @@ def _offline_env(
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
     dspy.configure(lm=None, callbacks=[], adapter=None)
     _blocked.clear()
+    # the structured adapter remembers each server's response_format dialect by its URL: a test server reusing an
+    # earlier test's port must not inherit that server's dialect
+    from memento import structured_adapter
+
+    structured_adapter._dialects.clear()
     yield
     attempts, _blocked[:] = list(_blocked), []
     if attempts and not request.node.get_closest_marker("network_guard_test"):
