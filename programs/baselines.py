@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dspy
@@ -36,6 +35,7 @@ from memento.untrusted import quote_data
 if TYPE_CHECKING:
     from memento.config import Settings
     from memento.lm import Roles
+    from memento.memory.location import Location
     from memento.programs.react_agent import ReActAgent
     from memento.tasks.task import Task
 
@@ -151,14 +151,14 @@ def _join_context(context: str, memory: dict[str, str]) -> str:
 # -- registry builders ----------------------------------------------------------------------------------------
 @register_method("closed_book")
 def _build_closed_book(
-    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Path | None = None
+    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Location | None = None
 ) -> ClosedBook:
     return ClosedBook(task, roles=roles, threads=settings.run.threads)
 
 
 @register_method("few_shot")
 def _build_few_shot(
-    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Path | None = None
+    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Location | None = None
 ) -> FewShot:
     return _few_shot("few_shot", task, settings, roles, trainset)
 
@@ -184,22 +184,23 @@ def _few_shot(
     return program
 
 
-def _memento_memory(settings: Settings, memory_dir: Path | None, method: str) -> Any:
+def _memento_memory(settings: Settings, memory_dir: Location | None, method: str) -> Any:
     """The trained MEMENTO memory a baseline reads (read-only), from ``--memory`` or ``[memory] dir``."""
-    directory = Path(memory_dir or settings.memory.dir).expanduser()
-    if not (directory / "memory.db").exists():
-        raise ConfigError(
-            f"method {method} reads a trained MEMENTO memory (--memory DIR); there is none at {directory}: "
-            f"train one with `memento train --memory {directory}`"
-        )
     from memento.memory.memento_memory import open_memory
+    from memento.memory.sqlite_store import memory_exists
 
-    return open_memory(settings.memory, directory, read_only=True, context_tokens=settings.role("lm").context_tokens)
+    location = memory_dir if memory_dir is not None else settings.memory.dir
+    if not memory_exists(location):
+        raise ConfigError(
+            f"method {method} reads a trained MEMENTO memory (--memory DIR); there is none at {location}: "
+            f"train one with `memento train --memory {location}`"
+        )
+    return open_memory(settings.memory, location, read_only=True, context_tokens=settings.role("lm").context_tokens)
 
 
 @register_method("closed_book_memory", reads="memento")
 def _build_closed_book_memory(
-    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Path | None = None
+    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Location | None = None
 ) -> ClosedBook:
     """MEMENTO's "LLM + Memento" row: the closed-book LLM with the trained memory's text (M1-M4) as context."""
     memory = _memento_memory(settings, memory_dir, "closed_book_memory")
@@ -210,7 +211,7 @@ def _build_closed_book_memory(
 
 @register_method("few_shot_memory", reads="memento")
 def _build_few_shot_memory(
-    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Path | None = None
+    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Location | None = None
 ) -> FewShot:
     """MEMENTO's "5-shot + Memento" row: the few-shot LLM (``baselines.few_shot_demos`` demonstrations) with the
     trained memory's text as context."""
