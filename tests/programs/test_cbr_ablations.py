@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -45,7 +46,7 @@ def test_k_zero_is_accepted_and_the_planner_reads_no_case(tmp_path, engine, lm):
 
 
 # -- the kernel-based episodic Q of Eq. 9 -------------------------------------------------------------------------
-def _kernel_bank(tmp_path: Path) -> tuple[CaseBank, LookupEmbedder]:
+def _kernel_bank(where: Any) -> tuple[CaseBank, LookupEmbedder]:
     """Two cases equally close to a query; case "helps" was useful for queries like it, case "hurts" was not."""
     emb = LookupEmbedder(4)
     emb.table.update(
@@ -56,7 +57,7 @@ def _kernel_bank(tmp_path: Path) -> tuple[CaseBank, LookupEmbedder]:
             "new task": _unit(1, 0, 0.05, 0),
         }
     )
-    bank = CaseBank(tmp_path, emb, seed=0)
+    bank = CaseBank(where, emb, seed=0)
     helps = bank.add("helps", "plan a", reward=0.0)  # its own episode says nothing good...
     hurts = bank.add("hurts", "plan b", reward=1.0)  # ...and this one's own reward is high
     for i in range(6):  # ...but past uses tell the truth
@@ -64,15 +65,16 @@ def _kernel_bank(tmp_path: Path) -> tuple[CaseBank, LookupEmbedder]:
     return bank, emb
 
 
-def test_kernel_q_averages_the_rewards_of_a_cases_past_uses(tmp_path):
-    bank, _ = _kernel_bank(tmp_path)
+def test_kernel_q_averages_the_rewards_of_a_cases_past_uses(location):
+    where = location()  # on both storage backends
+    bank, _ = _kernel_bank(where)
     ids = [c.id for c in bank.cases()]
     q = bank.kernel_q("new task", ids)
     assert q[0] > 0.7 and q[1] < 0.3  # the uses for similar queries dominate the cases' own rewards
     top = bank.retrieve("new task", k=1, policy="kernel")
     assert top[0][0].task_text == "helps" and top[0][1] == pytest.approx(q[0])
     # deterministic: a fresh bank object over the same pairs gives the same Q
-    again = CaseBank(tmp_path, bank.embedder, seed=0)
+    again = CaseBank(where, bank.embedder, seed=0)
     assert np.allclose(again.kernel_q("new task", ids), q)
     # a case never used has its own episode only: its Q is its own reward
     bank.embedder.table["unused"] = _unit(1, 0, 0, 1)
@@ -99,10 +101,11 @@ class _LovesDimensionThree(nn.Module):
         return torch.sigmoid(20 * c[:, 3] + self.bias)
 
 
-def test_prefilter_zero_lets_the_gate_score_the_whole_bank(tmp_path):
+def test_prefilter_zero_lets_the_gate_score_the_whole_bank(location):
+    where = location()  # on both storage backends
     emb = LookupEmbedder(4)
     emb.table["query"] = _unit(1, 0, 0, 0)
-    bank = CaseBank(tmp_path, emb, gate=_LovesDimensionThree(), min_pairs=0, prefilter=4)
+    bank = CaseBank(where, emb, gate=_LovesDimensionThree(), min_pairs=0, prefilter=4)
     for i in range(10):
         emb.table[f"near {i}"] = _unit(1, 0.1 * i, 0, 0)
         bank.add(f"near {i}", "plan", reward=1.0)
@@ -111,7 +114,7 @@ def test_prefilter_zero_lets_the_gate_score_the_whole_bank(tmp_path):
     bank.record("query", [far], 1.0)  # the gate has learned something: it ranks
     assert far.id not in [c.id for c, _ in bank.retrieve("query", k=1, policy="q")]  # not among 4 nearest
     assert [c.id for c, _ in bank.retrieve("query", k=1, policy="q", prefilter=0)] == [far.id]
-    whole = CaseBank(tmp_path, emb, gate=_LovesDimensionThree(), min_pairs=0, prefilter=0)
+    whole = CaseBank(where, emb, gate=_LovesDimensionThree(), min_pairs=0, prefilter=0)
     assert [c.id for c, _ in whole.retrieve("query", k=1, policy="q")] == [far.id]
 
 
