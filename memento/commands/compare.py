@@ -28,7 +28,8 @@ def _progress(line: str, console: Console | None = None) -> None:
 @cli_errors
 @cancellable
 @with_flags("lm", "preset", "corpus", "threads", "executor", "seed", "research", "test_exploration", "observe",
-            "memory", "cbr", "cbr_training", "jitmem", "jitmem_train_gate", "jitmem_train_executor", "compare")  # fmt: skip
+            "memory", "cbr", "cbr_training", "jitmem", "jitmem_train_gate", "jitmem_train_executor",
+            "compare")  # fmt: skip
 def compare(
     task: TaskOpt,
     methods: Annotated[

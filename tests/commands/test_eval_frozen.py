@@ -86,3 +86,45 @@ def test_eval_few_shot_takes_demos_from_train(tmp_path: Path) -> None:
     assert ok.exit_code == 0, ok.output
     # the demonstrations (labelled training answers) are in the prompts
     assert any("Mira Holt" in json.dumps(body) for body in engine_prompts)
+
+
+def _trained_memento_memory(directory: Path) -> None:
+    from memento.memory.memento_memory import MementoMemory
+
+    memory = MementoMemory(directory)
+    with memory.transaction(batch=1) as tx:
+        memory.craft.add("For town questions, read the town's own article first.", batch=1, tx=tx)
+        memory.web_action.add("Search the town name in quotes.", batch=1, tx=tx)
+        memory.facts.add("Ardenford", "Ardenford lies on the river Lune.", sources=["https://a.test"], batch=1, tx=tx)
+    memory.commit_version(batch=1, note="batch 1")
+    memory.close()
+
+
+def test_llm_and_5_shot_plus_memento_read_the_memory_given_with_memory(tmp_path: Path) -> None:
+    """MEMENTO's "LLM + Memento" and "5-shot + Memento" rows (issue 24 item 3): ``--memory DIR`` reaches the plain and
+    the few-shot LLM's prompts as closed_book_memory / few_shot_memory, read-only; closed_book says it ignores it."""
+    data, corpus = _files(tmp_path)
+    memory = tmp_path / "mem"
+    _trained_memento_memory(memory)
+    with OpenAICompatServer(ScriptedEngine(overrides={"answer": "Lune"})) as server:
+        plain = _eval(server, data, corpus, tmp_path / "o1", "--method", "closed_book", "--memory", str(memory))
+        n_plain = len(server.requests)
+        llm = _eval(server, data, corpus, tmp_path / "o2", "--method", "closed_book_memory", "--memory", str(memory))
+        n_llm = len(server.requests)
+        shot = _eval(server, data, corpus, tmp_path / "o3", "--method", "few_shot_memory", "--memory", str(memory),
+                     "--train", str(data))  # fmt: skip
+        bodies = [json.dumps(r["body"]) for r in server.requests]
+        missing = _eval(server, data, corpus, tmp_path / "o4", "--method", "closed_book_memory",
+                        "--memory", str(tmp_path / "none"))  # fmt: skip
+    for result in (plain, llm, shot):
+        assert result.exit_code == 0, result.output
+    assert "method closed_book reads no memory; --memory is ignored: use --method closed_book_memory" in plain.output
+    rule, fact = "Search the town name in quotes", "Ardenford lies on the river Lune"
+    assert not any(rule in body for body in bodies[:n_plain])  # the plain LLM: no memory
+    assert all(rule in body and fact in body for body in bodies[n_plain:n_llm])  # LLM + Memento: every call
+    few = bodies[n_llm:]
+    assert few and all(rule in body and "Mira Holt" in body for body in few)  # 5-shot + Memento: demos and memory
+    assert missing.exit_code != 0 and "reads a trained MEMENTO memory" in missing.output
+    from memento.memory.memento_memory import MementoMemory
+
+    assert MementoMemory(memory).version == 1  # read, never written

@@ -90,9 +90,11 @@ def test_explicit_values_win_and_none_changes_nothing(tmp_path, monkeypatch):
     assert twice.jitmem.k == 3 and twice.source_of("jitmem.k") == "preset paper"
 
 
-def test_config_show_marks_every_jitmem_setting_of_the_paper():
+@pytest.mark.parametrize("task", [[], ["--task", "multihop"]], ids=["no-task", "multihop"])
+def test_config_show_marks_every_jitmem_setting_of_the_paper(task):
+    """Done means: ``memento config show --preset paper --method jitmem`` lists every JitMem setting of the paper."""
     result = CliRunner().invoke(
-        app, ["config", "show", "--preset", "paper", "--method", "jitmem", "--task", "multihop"], env={"COLUMNS": "200"}
+        app, ["config", "show", "--preset", "paper", "--method", "jitmem", *task], env={"COLUMNS": "200"}
     )
     assert result.exit_code == 0, result.output
     rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if line.count("│") >= 4}

@@ -216,7 +216,8 @@ def test_a_sqlite_memory_is_refused_on_a_cluster_of_several_nodes(tmp_path: Path
 
 def test_compare_on_ray_equals_threads(tmp_path: Path) -> None:
     """A comparison's test phases (a saved program state shipped to the workers, memories read by location) and
-    MEMENTO's training forward passes on the cluster: the threads run's results and memories."""
+    MEMENTO's training forward passes on the cluster: the threads run's results and memories. "LLM + Memento" and
+    "5-shot + Memento" (closed_book_memory, few_shot_memory) read the memory memento trained on the workers too."""
     from memento.memory.memory_contents import normalise
 
     sys.path.insert(0, str(ROOT / "tests" / "commands"))
@@ -226,7 +227,8 @@ def test_compare_on_ray_equals_threads(tmp_path: Path) -> None:
     env = _env(tmp_path)
     args = [
         sys.executable, "-m", "memento.cli", "compare", "--task", "multihop", "--data", str(questions),
-        "--methods", "closed_book,memento,bootstrap:closed_book,jitmem", "--n-train", "2", "--n-test", "2",
+        "--methods", "closed_book,memento,closed_book_memory,few_shot_memory,bootstrap:closed_book,jitmem",
+        "--n-train", "2", "--n-test", "2",
         "--budget", "tiny", "--corpus", str(corpus), "--lm", "openai/x", "--threads", "1", "--embedder", "hashing",
     ]  # fmt: skip
     for executor in ("threads", "ray"):  # a server each: its replies number the calls it answered
@@ -235,7 +237,7 @@ def test_compare_on_ray_equals_threads(tmp_path: Path) -> None:
             done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
             assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     drop = VOLATILE | {"node", "wall_seconds"}
-    methods = ("closed_book", "memento", "bootstrap-closed_book", "jitmem")
+    methods = ("closed_book", "memento", "closed_book_memory", "few_shot_memory", "bootstrap-closed_book", "jitmem")
     for name in ("results.json", *(f"{m}/test/results.json" for m in methods)):
         assert (tmp_path / "threads" / name).exists(), name
         left = normalise(json.loads((tmp_path / "threads" / name).read_text()), drop=drop)
@@ -243,6 +245,9 @@ def test_compare_on_ray_equals_threads(tmp_path: Path) -> None:
         assert left == right, name
     ray_tested = json.loads((tmp_path / "ray" / "memento" / "test" / "results.json").read_text())
     assert {e["node"] for e in ray_tested["examples"]} == {"127.0.0.1"}
+    for baseline in ("closed_book_memory", "few_shot_memory"):  # tested on the workers, over memento's memory
+        tested = json.loads((tmp_path / "ray" / baseline / "test" / "results.json").read_text())
+        assert tested["errors"] == 0 and {e["node"] for e in tested["examples"]} == {"127.0.0.1"}
     report = json.loads((tmp_path / "ray" / "results.json").read_text())
     assert report["provenance"]["executor"]["executor"] == "ray"
     assert report["methods"]["memento"]["costs"]["train"]["lm_calls"] > 0
