@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -323,6 +324,8 @@ def main() -> None:
     if only - set(SECTIONS):
         parser.error(f"--only takes {SECTIONS}, not {sorted(only - set(SECTIONS))}")
     measure_at = [int(x) for x in args.measure_at.split(",") if x.strip()]
+    # a run stopped by `timeout` (SIGTERM) still stops its scratch server and removes its directory
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     from memento.local_postgres import LocalPostgres
 
     results: dict[str, dict[str, dict[str, str]]] = {}
