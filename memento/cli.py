@@ -8,6 +8,7 @@ is printed as one line on stderr with a non-zero exit, never as a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from typing import Annotated, Any
@@ -161,10 +162,28 @@ def hoist_verbose(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point.
+
+    SIGTERM ends the command with exit status 143 in every phase; during a long command it first asks the run to
+    stop (finished work is kept), and the process ends within seconds whatever is still running
+    (:func:`memento.cancel.enable_exit_backstop`).
+    """
     import sys
 
-    app(args=hoist_verbose(sys.argv[1:]), prog_name="memento")
+    from memento.cancel import cancel_requested, enable_exit_backstop
+
+    enable_exit_backstop()
+    try:
+        app(args=hoist_verbose(sys.argv[1:]), prog_name="memento")
+    except SystemExit as exc:
+        if exc.code in (130, 143) and cancel_requested():
+            # cancelled: what finished is on disk and the command's closers ran; skip the interpreter's teardown
+            # (seconds for torch, DSPy and the threads of abandoned LM calls) so the process ends now
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            os._exit(int(exc.code))
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

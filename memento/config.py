@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, Valid
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from memento.errors import ConfigError
+from memento.lm_deadline import DEFAULT_DEADLINE
 from memento.memory.location import DirectoryLocation, MemoryLocation
 from memento.scrub import scrub
 
@@ -94,6 +95,7 @@ _INHERITED = (
     "max_concurrency",
     "requests_per_minute",
     "structured_outputs",
+    "deadline",
 )
 
 
@@ -123,6 +125,8 @@ class LMRole(_Section):
     # the model's context window in tokens (own to a model, never inherited): tells the paper memory profile how
     # much fits (a quarter per store, [memory] paper_max_tokens when unset)
     context_tokens: int | None = Field(default=None, ge=256)
+    # seconds one LM call of this role may take, retries included (None: 600); a local model's engine honours it too
+    deadline: float | None = Field(default=None, gt=0)
 
     def secret(self) -> str | None:
         """The API key: the explicit one, else the variable named by ``api_key_env``; never logged."""
@@ -425,6 +429,8 @@ class RunSettings(_Section):
     executor: Literal["threads", "ray"] = "threads"
     ray_address: str | None = None
     ray_cpus: int = Field(default=8, ge=1, le=1024)
+    # seconds LM calls in flight may still finish after Ctrl-C / SIGTERM before the run stops waiting for them
+    cancel_grace: float = Field(default=3.0, ge=0, le=60)
 
 
 class ObserveSettings(_Section):
@@ -619,6 +625,7 @@ ROLE_FIELD_DEFAULTS: dict[str, Any] = {
     "max_concurrency": "no limit",
     "requests_per_minute": "no limit",
     "structured_outputs": "auto",
+    "deadline": DEFAULT_DEADLINE,  # seconds one LM call may take, retries included
 }
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "DataError",
     "LMNotConfiguredError",
     "LMUnavailableError",
+    "LMDeadlineExceeded",
     "MemoryFrozenError",
     "NotAvailableYetError",
     "BudgetExceededError",
@@ -85,6 +86,10 @@ class LMNotConfiguredError(ConfigError):
 
 class LMUnavailableError(FatalError):
     """The LM could not be used: server unreachable, key refused, model unknown."""
+
+
+class LMDeadlineExceeded(LMUnavailableError):
+    """An LM call did not end within its role's deadline (retries included): the provider is not answering."""
 
 
 class MemoryFrozenError(FatalError):

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "save_program"]
+__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text", "save_program", "scrubbed_json"]
 
 
 @contextlib.contextmanager
@@ -50,6 +50,16 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     from memento.scrub import scrub
 
     atomic_write_bytes(path, scrub(text).encode("utf-8"))
+
+
+def scrubbed_json(data: Any, *, indent: int | None = None) -> str:
+    """``data`` as JSON text with secrets scrubbed from every string and from the text itself (for appended lines,
+    which :func:`atomic_write_text` does not write)."""
+    import json
+
+    from memento.scrub import scrub, scrub_data
+
+    return str(scrub(json.dumps(scrub_data(data), ensure_ascii=False, indent=indent, default=str)))
 
 
 def save_program(program: Any, path: str | os.PathLike[str]) -> Path:

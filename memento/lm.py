@@ -15,6 +15,8 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import ipaddress
 import logging
 import os
@@ -27,9 +29,10 @@ import dspy
 
 from memento.cancel import check_cancelled
 from memento.config import ROLE_FIELD_DEFAULTS, ROLES, LMRole, LocalSettings, Settings
-from memento.errors import ConfigError, LMNotConfiguredError, LMUnavailableError
+from memento.errors import ConfigError, LMDeadlineExceeded, LMNotConfiguredError, LMUnavailableError
+from memento.lm_deadline import call_with_deadline
 from memento.lm_limiter import limiter_for, set_role_limits
-from memento.scrub import register_secret, scrub
+from memento.scrub import register_secret, scrub, scrub_url
 
 __all__ = ["MementoLM", "Roles", "build_lm", "configure", "dspy_defaults", "explain_lm_error", "role_lm"]
 
@@ -64,31 +67,45 @@ class Roles:
 
 
 class MementoLM(dspy.LM):
-    """A ``dspy.LM`` that stops on a cancel and respects its role's concurrency limit.
+    """A ``dspy.LM`` that stops on a cancel, respects its role's concurrency limit and ends by its deadline.
 
     Every call first checks the process-wide cancel flag (so AET waves, ReAct steps and thread pools stop between
     LM calls after Ctrl-C), then takes a slot of its role's :class:`memento.lm_limiter.LMLimiter`
-    (``max_concurrency``, ``requests_per_minute``) for the duration of the request.
+    (``max_concurrency``, ``requests_per_minute``) for the duration of the request, and runs under the role's
+    deadline (:func:`memento.lm_deadline.call_with_deadline`: ``deadline`` seconds, retries included; a cancel
+    stops the wait after ``run.cancel_grace`` seconds).
     """
 
     memento_role: str | None = None
     memento_replay: Any = None  # a memento.lm_replay.ReplayBook: every call is served from a --log-lm file
     structured_outputs: str = "auto"  # the role's setting, read by memento.structured_adapter
+    memento_deadline: float | None = None  # seconds (None: config.ROLE_FIELD_DEFAULTS['deadline'])
+
+    def _deadline_label(self) -> str:
+        base = self.kwargs.get("api_base")
+        where = f" at {scrub_url(str(base))}" if base else ""
+        return f"LM call to {self.model}{where} (role {self.memento_role or 'lm'})"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         check_cancelled()
-        if self.memento_replay is not None:
+        if self.memento_replay is not None:  # served from a file: no server to wait for
             with self.memento_replay.serving(self, args, kwargs):
                 return super().__call__(*args, **kwargs)
+        call = functools.partial(super().__call__, *args, **kwargs)
         limiter = limiter_for(self.memento_role)
-        if limiter is None:
-            return super().__call__(*args, **kwargs)
-        with limiter.slot():
-            return super().__call__(*args, **kwargs)
+        with limiter.slot() if limiter is not None else contextlib.nullcontext():
+            return call_with_deadline(call, seconds=self.memento_deadline, what=self._deadline_label())
 
     async def acall(self, *args: Any, **kwargs: Any) -> Any:
+        import asyncio
+
         check_cancelled()
-        return await super().acall(*args, **kwargs)
+        seconds = self.memento_deadline if self.memento_deadline is not None else ROLE_FIELD_DEFAULTS["deadline"]
+        try:
+            return await asyncio.wait_for(super().acall(*args, **kwargs), timeout=seconds)
+        except TimeoutError:
+            message = f"{self._deadline_label()}: no answer within its deadline of {seconds:g} s"
+            raise LMDeadlineExceeded(message) from None
 
 
 def build_lm(role: LMRole, *, name: str = "lm", replay: Any = None, local: LocalSettings | None = None) -> dspy.LM:
@@ -115,6 +132,8 @@ def build_lm(role: LMRole, *, name: str = "lm", replay: Any = None, local: Local
     else:
         lm = _build_remote(role, name)
     lm.structured_outputs = role.structured_outputs or "auto"
+    # one call, retries included, ends by this deadline; a local engine stops generating then (lm_deadline)
+    lm.memento_deadline = role.deadline if role.deadline is not None else ROLE_FIELD_DEFAULTS["deadline"]
     return lm
 
 
@@ -270,9 +289,11 @@ def configure(settings: Settings, *, set_default: bool = True) -> Roles:
     Raises:
         LMNotConfiguredError: no model for ``lm``.
     """
+    from memento.cancel import set_cancel_grace
     from memento.lm_log import install_retry_hook
 
     install_retry_hook()  # every retry of an LM call is logged at INFO (-v) with its error
+    set_cancel_grace(settings.run.cancel_grace)  # how long calls in flight may finish after Ctrl-C / SIGTERM
     replay = None
     if settings.observe.replay_lm is not None:  # --replay-lm: every call served from an earlier run's --log-lm
         from memento.lm_replay import ReplayBook

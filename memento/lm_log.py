@@ -13,7 +13,8 @@ reach the file.
 
 Retries happen inside DSPy (``dspy.clients.execution``) without a hook of their own; :func:`install_retry_hook`
 wraps its back-off delay function, which DSPy calls once per retry with the error, so each retry is logged at
-``-v`` (INFO) and attached to the call it belongs to.
+``-v`` (INFO) and attached to the call it belongs to, and the back-off is waited out by
+:func:`memento.lm_deadline.wait_before_retry` (no retry after a cancel or past the call's deadline).
 
 Example:
     >>> from memento.lm_log import LMCallLog
@@ -92,9 +93,13 @@ def install_retry_hook() -> None:
             seconds = original(exc, attempt)
             import importlib
 
+            from memento.lm_deadline import wait_before_retry
+
             # the module as it is now: a reloaded memento.lm_log keeps receiving retries
             importlib.import_module(__name__)._on_retry(exc, attempt + 1, seconds)
-            return seconds
+            # the back-off is waited here: a cancel during it sends no further request, nor does a retry that
+            # would start after the call's deadline (DSPy then sleeps the 0 s returned)
+            return wait_before_retry(seconds)
 
         delay._memento_hook = True  # type: ignore[attr-defined]
         execution._delay = delay
@@ -356,9 +361,21 @@ class LMCallLog(ActivatedCallback):
             self.write(record)
 
     def close(self) -> None:
-        """Write the replies of this thread still waiting for a parse, then close the file (further calls are not
-        logged)."""
+        """Write the replies still waiting for a parse and the calls still open (as abandoned), then close the file
+        (further calls are not logged).
+
+        A call is still open when the command stops without waiting for it (its deadline passed, or a cancel's
+        grace period ended): its line says so in ``error``.
+        """
         self._flush_pending(every_thread=True)
+        with self._lock:
+            abandoned = list(self._open.values())
+            self._open.clear()
+        for call in abandoned:
+            call.record["latency_s"] = round(time.perf_counter() - call.started, 4)
+            call.record["retries"] = call.retries
+            call.record["error"] = "abandoned: the call had not ended when the command stopped waiting for it"
+            self.write(call.record)
         with self._lock:
             if self._file is not None:
                 self._file.close()

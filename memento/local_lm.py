@@ -41,6 +41,7 @@ from typing import Any
 from memento.cancel import check_cancelled
 from memento.errors import ConfigError
 from memento.extras import MissingExtraError, install_hint
+from memento.lm_deadline import check_deadline
 
 __all__ = [
     "BUNDLED_MODEL",
@@ -176,8 +177,10 @@ def _load(path: Path, threads: int | None, context: int) -> _Loaded:
 
 
 def _cancel_check(input_ids: Any, scores: Any) -> Any:
-    """A llama.cpp logits processor that stops decoding on a cancel (called once per generated token)."""
+    """A llama.cpp logits processor that stops decoding on a cancel, or once the call's deadline has passed (the
+    role's ``deadline``, :func:`memento.lm_deadline.check_deadline`); called once per generated token."""
     check_cancelled()
+    check_deadline()
     return scores
 
 

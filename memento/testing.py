@@ -415,6 +415,7 @@ class OpenAICompatServer:
         always_status: int | None = None,
         require_schema: bool = False,
         openapi: dict[str, Any] | None = None,
+        hang_after: int | None = None,
     ) -> None:
         self.engine = engine or ScriptedEngine()
         # refuse (HTTP 400) a chat request whose response_format is not the JSON schema of the signature the prompt
@@ -422,6 +423,10 @@ class OpenAICompatServer:
         self.require_schema = require_schema
         self.refused: list[str] = []  # why each refused request was refused
         self.openapi = openapi  # served at GET /openapi.json (a server describing the request bodies it takes)
+        # a provider that stops answering: chat requests after the first ``hang_after`` are read, counted and never
+        # answered (until the server stops)
+        self.hang_after = hang_after
+        self._stopping = threading.Event()
         # a careless provider: every chat request fails with this status and an error that quotes the API key
         self.echo_key_status = echo_key_status
         self.latency = latency  # seconds each chat request takes (a slow server)
@@ -510,6 +515,13 @@ class OpenAICompatServer:
                     outer.chat_requests += 1
                     outer.in_flight += 1
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                    hang = outer.hang_after is not None and outer.chat_requests > outer.hang_after
+                if hang:
+                    outer._stopping.wait()
+                    with outer._lock:
+                        outer.in_flight -= 1
+                    self.close_connection = True
+                    return
                 started = time.monotonic()
                 try:
                     payload = self._answer(body)
@@ -552,6 +564,7 @@ class OpenAICompatServer:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()  # hung requests end (unanswered)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from memento.metrics.behaviour import behaviour_of, summarize_behaviour
     from memento.metrics.coverage_judge import CoverageJudge
     from memento.metrics.distribution import DistributionMetric, kl_divergence, repair_distribution, total_variation
+    from memento.metrics.eval_journal import EvalJournal
     from memento.metrics.evaluation import EvalResult, evaluate, write_results
     from memento.metrics.judge import JudgeError, LLMJudge, as_data
     from memento.metrics.stats import bootstrap_ci, judge_agreement, paired_bootstrap
@@ -35,6 +36,7 @@ _HOMES: dict[str, str] = {
     "kl_divergence": "distribution",
     "repair_distribution": "distribution",
     "total_variation": "distribution",
+    "EvalJournal": "eval_journal",
     "EvalResult": "evaluation",
     "evaluate": "evaluation",
     "write_results": "evaluation",
@@ -52,6 +54,7 @@ __all__ = [
     "AnswerMatch",
     "CoverageJudge",
     "DistributionMetric",
+    "EvalJournal",
     "EvalResult",
     "JudgeError",
     "LLMJudge",

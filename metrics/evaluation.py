@@ -33,6 +33,7 @@ from memento.errors import Cancelled, FatalError, handle_error
 from memento.files import atomic_write_text
 from memento.leakage import LeakageAudit
 from memento.metrics.behaviour import behaviour_of, summarize_behaviour
+from memento.metrics.eval_journal import EvalJournal
 from memento.metrics.stats import bootstrap_ci
 from memento.text import error_line
 from memento.threads import run_parallel
@@ -226,6 +227,7 @@ def evaluate(
     previous: Sequence[ExampleResult] = (),
     labels: dict[str, Any] | None = None,
     remote: Callable[[list[tuple[int, Any]], Callable[[ExampleResult], None]], None] | None = None,
+    journal: EvalJournal | None = None,
 ) -> EvalResult:
     """Run ``program`` on every example and score it with ``metric``.
 
@@ -246,6 +248,8 @@ def evaluate(
         remote: runs ``(index, example)`` pairs elsewhere (the Ray executor's :meth:`~memento.ray_executor.
             RayExecutor.examples`: :func:`score_example` on the cluster) and hands each finished record to its second
             argument; ``None``: ``threads`` threads of this process.
+        journal: where each finished example is appended the moment it finishes (:class:`EvalJournal`), so a
+            killed run loses nothing that finished; the caller removes it once the complete results are written.
 
     Returns:
         An :class:`EvalResult`; examples keep the input order.
@@ -261,6 +265,8 @@ def evaluate(
     finished_lock = threading.Lock()
 
     def finish(record: ExampleResult) -> None:
+        if journal is not None:
+            journal.append(record)  # on disk before anything reports it finished (a Ray worker's record too)
         with finished_lock:
             finished.append(record)
         if progress is not None:

@@ -161,7 +161,13 @@ def _test_phase(
     ``method_dir/test/``. Under the Ray executor the workers build the program from ``remote_fields`` (the runner's
     ``remote``) and score each example; the memory version this process loaded is the one they must read. Returns
     the scores, the failed examples, the metric's measures, the cost, the leakage audit and the behaviour
-    (``metrics.behaviour``)."""
+    (``metrics.behaviour``).
+
+    Each finished example is appended to ``method_dir/test/journal.jsonl`` as it finishes (by this process, also
+    when a Ray worker ran it); a rerun after an interruption (even SIGKILL) tests only the examples the journal does
+    not hold.
+    """
+    from memento.metrics.eval_journal import EvalJournal
     from memento.metrics.evaluation import evaluate, write_results
 
     if remote_fields is not None:
@@ -169,22 +175,36 @@ def _test_phase(
         remote_fields = {**remote_fields, "memory_version": version}
     remote = ctx.remote(remote_fields)
     observer = ctx.observer
-    with metered(ctx.roles) as (meter, clock):
-        result = evaluate(
-            program,
-            ctx.testset,
-            ctx.metric,
-            threads=ctx.threads,
-            roles=ctx.roles,
-            task=ctx.task.name,
-            method=spec.name,
-            seed=ctx.seed,
-            progress=None
-            if observer is None
-            else lambda r: observer.example(spec.name, "test", r.score, bool(r.error)),
-            remote=remote,
-        )
-    write_results(result, method_dir / "test")
+    test_dir = method_dir / "test"
+    journal = EvalJournal.in_dir(
+        test_dir, run_key={"method": spec.name, "test_ids": [example_id(ex, ctx.task) for ex in ctx.testset]}
+    )
+    previous = journal.finished()
+    if previous:
+        logger.info("%s: %d test examples already finished (journal); not run again", spec.name, len(previous))
+    try:
+        with metered(ctx.roles) as (meter, clock):
+            result = evaluate(
+                program,
+                ctx.testset,
+                ctx.metric,
+                threads=ctx.threads,
+                roles=ctx.roles,
+                task=ctx.task.name,
+                method=spec.name,
+                seed=ctx.seed,
+                progress=None
+                if observer is None
+                else lambda r: observer.example(spec.name, "test", r.score, bool(r.error)),
+                out_dir=test_dir,
+                previous=previous,
+                remote=remote,
+                journal=journal,
+            )
+    finally:
+        journal.close()
+    write_results(result, test_dir)
+    journal.discard()
     searches = sum(row.usage.searches for row in result.examples)
     fetches = sum(row.usage.fetches for row in result.examples)
     cost = PhaseCost.from_usage(meter.usage(), wall_seconds=clock[1], searches=searches, fetches=fetches, models=models)

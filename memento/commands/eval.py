@@ -149,7 +149,12 @@ def eval_(
         extra[label] = file_sha256(path) if path is not None else None
     data_sha = file_sha256(data)
     key = run_key(settings, task=task_spec.name, method=method, metric=metric, data_sha256=data_sha, extra=extra)
-    previous = [] if fresh else previous_results(out_dir / "results.json", key)
+    from memento.metrics.eval_journal import EvalJournal
+
+    journal = EvalJournal.in_dir(out_dir, run_key=key)  # each finished example, on disk as it finishes
+    if fresh:
+        journal.discard()
+    previous = [] if fresh else previous_results(out_dir / "results.json", key, journal=journal)
     seen = observe(settings, roles, run_name=f"eval {method}")  # --log-lm, --mlflow: until the command ends
     with UsageMeter(roles) as load_meter:
         examples = task_spec.load(data, limit=limit)
@@ -202,7 +207,7 @@ def eval_(
         _load_program(program, program_file)
     if previous:
         err_console.print(
-            f"memento: resuming {out_dir / 'results.json'}: {sum(1 for r in previous if not r.error)} finished "
+            f"memento: resuming {out_dir}: {sum(1 for r in previous if not r.error)} finished "
             "examples are kept",
             markup=False,
             highlight=False,
@@ -247,8 +252,10 @@ def eval_(
                     previous=previous,
                     labels=labels,
                     remote=remote,
+                    journal=journal,
                 )
     except (LMUnavailableError, Cancelled) as exc:
+        journal.close()  # kept: a rerun resumes from it
         partial = getattr(exc, "partial_result", None)
         if partial is None:
             raise
@@ -261,7 +268,11 @@ def eval_(
             f"memento: stopped after {partial.n} of {partial.total} examples; {where}", markup=False, highlight=False
         )
         raise
+    except BaseException:
+        journal.close()
+        raise
     finish(result, method=method, as_json=as_json)
+    journal.discard()  # every example is in the complete results.json now
 
 
 class _Finish:
@@ -407,13 +418,25 @@ def _load_program(program: Any, program_file: Path) -> None:
         raise ConfigError(f"cannot load program state from {program_file}: {type(exc).__name__}: {exc}") from None
 
 
-def previous_results(path: Path, key: dict[str, Any]) -> list[Any]:
-    """Finished examples of an earlier run at ``path`` with the same run key; refuses (one line) another run's."""
+def previous_results(path: Path, key: dict[str, Any], *, journal: Any = None) -> list[Any]:
+    """Finished examples of an earlier run at ``path`` with the same run key; refuses (one line) another run's.
+
+    With a ``journal`` (:class:`memento.metrics.eval_journal.EvalJournal`), the examples it recorded are added
+    (a run killed before it could write ``results.json`` left only those); its record of an example wins.
+    """
+    examples = _results_file_examples(path, key) if path.exists() else []
+    if journal is None:
+        return examples
+    by_index = {record.index: record for record in examples}
+    by_index.update({record.index: record for record in journal.finished()})
+    return [by_index[i] for i in sorted(by_index)]
+
+
+def _results_file_examples(path: Path, key: dict[str, Any]) -> list[Any]:
+    """The examples of a ``results.json`` written under the same run key (one-line refusal otherwise)."""
     from memento.metrics.evaluation import ExampleResult
     from memento.provenance import key_mismatch
 
-    if not path.exists():
-        return []
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         old_key = data.get("run_key")
