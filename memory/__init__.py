@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from memento.memory.forget import ForgetQuery, forget_items, memory_items
     from memento.memory.memento_memory import MementoMemory, MemoryBudgets, MemoryView, open_memory
     from memento.memory.memory_guard import MemoryGuard
+    from memento.memory.pins import memory_pins
     from memento.memory.rule_book import RuleBook
     from memento.memory.trajectory_bank import TrajectoryBank
 
@@ -40,6 +41,7 @@ _HOMES: dict[str, str] = {
     "MemoryView": "memento_memory",
     "open_memory": "memento_memory",
     "MemoryGuard": "memory_guard",
+    "memory_pins": "pins",
     "RuleBook": "rule_book",
     "TrajectoryBank": "trajectory_bank",
 }
@@ -62,6 +64,7 @@ __all__ = [
     "default_embedder",
     "forget_items",
     "memory_items",
+    "memory_pins",
     "open_memory",
 ]
 

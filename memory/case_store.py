@@ -38,6 +38,7 @@ from memento.dating import DateFilter, iso
 from memento.errors import DataError
 from memento.memory.database import Database, DatabaseError, IntegrityError, open_database, part_exists
 from memento.memory.location import LocationLike, PostgresLocation, parse_location
+from memento.scrub import scrub, scrub_data
 from memento.types import Case, EvidenceRecord, utcnow
 
 __all__ = ["DB_NAME", "CaseBankError", "CaseStore", "bank_exists", "content_items", "read_embedder_info"]
@@ -198,6 +199,10 @@ class CaseStore:
             self.dated = "dated" in columns
             self._cols = _CASE_COLS if "evidence" in columns else _CASE_COLS.replace("evidence", "'{}'")
             self._check_embedder(embedder_name)
+            self.high_water: int | None = None  # a frozen store's pin: the last case row it shows
+            if frozen:  # pinned: cases, rewards and evictions written from now on stay invisible to this handle
+                self.conn.hold_snapshot()
+                self.high_water = int(self.conn.execute("SELECT coalesce(max(rid), 0) FROM cases").fetchone()[0])
         except DatabaseError as exc:
             self.conn.close()
             raise unusable(self.path, exc) from None
@@ -304,15 +309,15 @@ class CaseStore:
                         (
                             case.id,
                             case.namespace,
-                            case.task_text,
-                            case.plan,
+                            scrub(case.task_text),
+                            scrub(case.plan),
                             case.reward,
                             case.created_at.isoformat(),
                             case.trajectory_ref,
-                            json.dumps(meta or {}),
+                            json.dumps(scrub_data(meta or {})),
                             np.asarray(emb, dtype=np.float32).tobytes(),
                             iso(case.evidence.dated),
-                            case.evidence.model_dump_json(),
+                            scrub(case.evidence.model_dump_json()),
                             gens[case.namespace],
                         )
                         for case, emb, meta in zip(cases, embs, metas, strict=True)
@@ -395,11 +400,12 @@ class CaseStore:
     def log_pairs(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """Append logged gate pairs: ``(namespace, task_id, query, case_id, reward, q_score, cosine, created_at,
         q_emb, c_emb)`` rows."""
+        clean = [(row[0], row[1], scrub(row[2]), *row[3:]) for row in rows]  # the query text: scrubbed
         with self.tx() as db:
             db.executemany(
                 "INSERT INTO gate_pairs (namespace, task_id, query, case_id, reward, q_score, cosine, created_at,"
                 " q_emb, c_emb) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
+                clean,
             )
 
     # -- reads -----------------------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ __all__ = [
     "WriterLock",
     "open_database",
     "part_exists",
+    "writer_active",
     "writer_lock",
     "writer_lock_holder",
 ]
@@ -180,8 +181,12 @@ class Database(abc.ABC):
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[Database]:
-        """Reads that see one consistent state of the part (a read transaction; writers are not blocked)."""
+        """Reads that see one consistent state of the part (a read transaction; writers are not blocked). On a
+        connection that holds its snapshot (:meth:`hold_snapshot`) the reads simply join it."""
         with self.lock:
+            if self.held_snapshot:
+                yield self
+                return
             self.execute(self.SNAPSHOT)
             self._in_tx = 1
             try:
@@ -190,8 +195,20 @@ class Database(abc.ABC):
                 self._in_tx = 0
                 self._rollback()
 
+    def hold_snapshot(self) -> None:
+        """Pin this read-only connection to the part as it is now, for the rest of its life: a read transaction left
+        open (SQLite's WAL snapshot; PostgreSQL's ``REPEATABLE READ``), so what writers commit from now on stays
+        invisible to it. A test-time reader of a memory a trainer keeps writing holds one."""
+        with self.lock:
+            self.execute(self.SNAPSHOT)
+            self.execute(self.SNAPSHOT_PROBE).fetchall()  # the snapshot is taken at the first read
+            self.held_snapshot = True
+
     #: the statement that opens a read transaction
     SNAPSHOT = "BEGIN"
+    #: a first read inside it (which fixes the snapshot)
+    SNAPSHOT_PROBE = "SELECT 1"
+    held_snapshot = False
 
     @property
     def in_transaction(self) -> bool:
@@ -286,6 +303,17 @@ def writer_lock_holder(location: LocationLike) -> str | None:
     from memento.memory.dir_lock import lock_holder
 
     return lock_holder(loc.path)  # type: ignore[union-attr]
+
+
+def writer_active(location: LocationLike) -> bool:
+    """Whether a writer holds the writer lock of a memory part now (this process or another), found without taking
+    it or creating anything: a reader's question, is a batch being written?"""
+    loc = parse_location(location)
+    if loc.backend == "postgres":
+        return writer_lock_holder(loc) is not None
+    from memento.memory.dir_lock import writer_active as directory_writer_active
+
+    return directory_writer_active(loc.path)  # type: ignore[union-attr]
 
 
 def part_exists(location: LocationLike, file_name: str, table: str, *, what: str = "memory") -> bool:

@@ -339,6 +339,10 @@ class MemoryView:
         self._record("facts", facts, injected=False)
         return [self.memory.facts.render_fact(f) for f in facts]
 
+    def pin_info(self) -> dict[str, Any]:
+        """See :meth:`MementoMemory.pin_info`."""
+        return self.memory.pin_info()
+
     def __deepcopy__(self, memo: dict[int, Any]) -> MemoryView:
         return self
 
@@ -359,7 +363,8 @@ class MementoMemory:
             ``postgresql://[user@]host[:port]/db`` (:mod:`memento.memory.location`).
         embedder: Embedder for craft re-ranking and canonicalisation (default: none for retrieval).
         budgets: Token budgets of injected memory.
-        read_only: Open read-only and frozen (``memento eval`` with ``--memory``).
+        read_only: Open read-only, frozen and pinned to the version that is the head now (``memento eval`` with
+            ``--memory``; a writer's later commits stay invisible to this handle: :meth:`pin_info`).
         profile: ``budgeted`` (each store within its budget) or ``paper`` (M1-M3 whole, M4 by relevance).
         stores: The stores read and written, by store name or paper name (``M1``..``M4``); the others are masked:
             never injected, never searched, never written (MEMENTO Table 8 ablation). Default: all four.
@@ -446,6 +451,18 @@ class MementoMemory:
         )
 
     # -- versions and writes -----------------------------------------------------------------------------
+    def pin_info(self) -> dict[str, Any]:
+        """What this memory shows, for results files: ``{"memento_memory": {"version": v, "end_seq": n}}``.
+
+        A read-only memory is pinned to the version that was the head when it opened
+        (:class:`~memento.memory.sqlite_store.SQLiteStore`); ``end_seq`` is that version's last change-log entry,
+        the state every reader of that version sees on any backend.
+        """
+        pinned = self.db.pinned
+        version = self.version if pinned is None else int(pinned["version"])
+        end_seq = int(self.db.version_info(version)["end_seq"])
+        return {"memento_memory": {"directory": str(self.directory), "version": version, "end_seq": end_seq}}
+
     @property
     def version(self) -> int:
         """The version the current state belongs to (0: empty)."""

@@ -45,6 +45,7 @@ class SQLiteDatabase(Database):
     """
 
     backend = "sqlite"
+    SNAPSHOT_PROBE = "SELECT count(*) FROM sqlite_master"
     TYPES = {
         "serial": "INTEGER PRIMARY KEY AUTOINCREMENT",
         "blob": "BLOB",
@@ -99,6 +100,21 @@ class SQLiteDatabase(Database):
             self.db.executemany(sql, [tuple(r) for r in rows])
         except sqlite3.Error as exc:
             raise _wrap(exc) from exc
+
+    def copy_into_memory(self) -> None:
+        """Go on with a private in-memory copy of what this connection reads now (its held snapshot, if any): a
+        pinned reader then changes its copy, never the file. The copy accepts writes until ``PRAGMA
+        query_only=ON``."""
+        with self.lock:
+            copy = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+            try:
+                self.db.backup(copy)  # within this connection's read snapshot
+            except sqlite3.Error as exc:
+                copy.close()
+                raise _wrap(exc) from exc
+            self.db.close()
+            self.conn = copy
+            self.held_snapshot = False
 
     def _begin(self) -> None:
         self.execute("BEGIN IMMEDIATE")

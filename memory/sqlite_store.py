@@ -318,11 +318,14 @@ class Transaction:
         self._log(op, store, item_id, before, None)
 
     def set_checkpoint(self, key: str, value: Any, *, version: int | None = None) -> None:
-        """Write a resumable checkpoint atomically with the memory changes of this transaction."""
+        """Write a resumable checkpoint atomically with the memory changes of this transaction (secrets scrubbed:
+        a trainer's checkpoint holds its runs, whose predictions may echo what a provider sent)."""
+        from memento.scrub import scrub, scrub_data
+
         self.conn.defer(
             "INSERT INTO checkpoints (key, version, value) VALUES (?, ?, ?) "
             "ON CONFLICT (key) DO UPDATE SET version=excluded.version, value=excluded.value",
-            (key, version, _dumps(value)),
+            (key, version, scrub(_dumps(scrub_data(value)))),
         )
 
     def _log(self, op: str, store: str, item_id: str, before: Any, after: Any) -> None:
@@ -349,10 +352,19 @@ class SQLiteStore:
     another machine's run) read committed data while a trainer writes. ``frozen`` makes every write raise
     :class:`~memento.errors.MemoryFrozenError`. (The name is historical: the backend is chosen by the location.)
 
+    A read-only handle is **pinned** to the version that is the head when it opens (:attr:`pinned`): every read
+    sees exactly that version for the handle's whole life, whatever a writer commits meanwhile. The handle holds a
+    read snapshot (:meth:`~memento.memory.database.Database.hold_snapshot`); when a writer is between versions (it
+    holds the memory's writer lock and a training batch has written some of its phases), an SQLite snapshot is
+    copied into memory and the changes made since the head version are undone there, exactly as :meth:`rollback`
+    would (on PostgreSQL those changes stay visible, with a warning). Changes made after the head version with no
+    writer at work (items written through the API without committing a version) are shown; the pin's ``end_seq``
+    is then the last change-log entry.
+
     Args:
         directory: The memory's location: a directory (created when missing, unless ``read_only``) or a
             ``postgresql://`` location (:func:`~memento.memory.location.parse_location`).
-        read_only: Open the database read-only and frozen.
+        read_only: Open the database read-only, frozen and pinned.
     """
 
     def __init__(self, directory: LocationLike, *, read_only: bool = False) -> None:
@@ -362,6 +374,7 @@ class SQLiteStore:
             self.location if isinstance(self.location, PostgresLocation) else self.location.path
         )
         self.frozen = read_only
+        self.pinned: VersionInfo | None = None  # the version a read-only handle shows (None: a writable handle)
         self.path = self.location.path / DB_NAME if isinstance(self.location, DirectoryLocation) else None
         try:
             self.db = open_database(self.location, DB_NAME, read_only=read_only, what="memory")
@@ -379,9 +392,46 @@ class SQLiteStore:
             self.db.execute("SELECT count(*) FROM items").fetchone()
             #: the ``dated`` column's expression in queries: NULL (undated) for a read-only database from before it
             self.dated_column = "dated" if self._has_column("items", "dated") else "NULL"
+            if read_only:
+                self._pin()
         except DatabaseError as exc:
             self.db.close()
             raise DataError(f"{self.path or self.location.label} is not a usable memory database: {exc}") from None
+
+    # -- pinning (read-only handles) ---------------------------------------------------------------------
+    def _pin(self) -> None:
+        """Show the head version of this moment for the rest of this handle's life (see the class docstring)."""
+        from memento.memory.database import writer_active
+
+        with self.lock:
+            self.db.hold_snapshot()
+            head = self.head_version
+            info = VersionInfo(self.version_info(head))
+            last = self.last_seq()
+            if last > int(info["end_seq"]):
+                if writer_active(self.location) and hasattr(self.db, "copy_into_memory"):
+                    self._undo_into_memory(head)  # a trainer is between versions: undo its changes since the head
+                else:  # no writer at work (items written without a version), or no private copy on this backend
+                    if writer_active(self.location):
+                        logger.warning("memory %s: a writer is between versions; this reader sees its changes",
+                                       self.location.label)  # fmt: skip
+                    info["end_seq"] = last
+            self.pinned = info
+
+    def _undo_into_memory(self, version: int) -> None:
+        """Go on with an in-memory copy of the snapshot whose items are restored to ``version``.
+
+        The restore appends its inverse changes to the copy's log (as :meth:`rollback` does), so every undo
+        computation over the copy (:meth:`state_at`, diffs, the text index) stays valid. Nothing on disk changes.
+        """
+        self.db.copy_into_memory()  # type: ignore[attr-defined]  # SQLiteDatabase only (checked by the caller)
+        self.frozen = False
+        try:
+            with self.transaction(batch=None) as tx:
+                self._restore(tx, self.state_at(version), op="pin")
+        finally:
+            self.frozen = True
+        self.db.execute("PRAGMA query_only=ON")
 
     @property
     def conn(self) -> Database:
@@ -690,13 +740,15 @@ class SQLiteStore:
         if tx is None:
             with self.transaction(batch=batch) as own:
                 return self.commit_version(batch=batch, note=note, tx=own)
+        from memento.scrub import scrub
+
         conn = tx.conn
         version = int(conn.execute("SELECT coalesce(max(version), 0) FROM versions").fetchone()[0]) + 1
         parent = int(conn.execute("SELECT value FROM meta WHERE key='head_version'").fetchone()[0])
         end_seq = int(conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0])
         conn.execute(
             "INSERT INTO versions (version, parent, batch, end_seq, note, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (version, parent or None, batch, end_seq, note, _now()),
+            (version, parent or None, batch, end_seq, scrub(note), _now()),
         )
         conn.execute("UPDATE meta SET value=? WHERE key='head_version'", (str(version),))
         return version
@@ -714,15 +766,7 @@ class SQLiteStore:
         if info["status"] == "rolled_back":  # its batch's checkpoints are gone: a trainer would re-apply it
             raise DataError(f"version {version} was rolled back; retrain instead")
         with self.transaction(batch=None) as tx:
-            current = {(row["store"], row["id"]): row["data"] for row in self.items()}
-            target = self.state_at(version)
-            for key in sorted(set(current) | set(target)):
-                store, item_id = key
-                want = target.get(key)
-                if want is None:
-                    tx.delete(store, item_id, op="rollback")
-                elif current.get(key) != want:
-                    tx.put(store, item_id, want, op="rollback", **index_columns(store, want))
+            self._restore(tx, self.state_at(version), op="rollback")
             tx.conn.execute(
                 "UPDATE versions SET status='rolled_back' WHERE version > ? AND status='committed'", (version,)
             )
@@ -730,6 +774,17 @@ class SQLiteStore:
             tx.conn.execute("UPDATE meta SET value=? WHERE key='head_version'", (str(info["version"]),))
             # the restored state is exactly the target version's: future undo computations stay valid
             return tx.changed
+
+    def _restore(self, tx: Transaction, target: dict[tuple[str, str], dict[str, Any]], *, op: str) -> None:
+        """Make the items exactly ``target`` (a version's ``state_at``) inside ``tx``, logging each change as ``op``."""
+        current = {(row["store"], row["id"]): row["data"] for row in self.items()}
+        for key in sorted(set(current) | set(target)):
+            store, item_id = key
+            want = target.get(key)
+            if want is None:
+                tx.delete(store, item_id, op=op)
+            elif current.get(key) != want:
+                tx.put(store, item_id, want, op=op, **index_columns(store, want))
 
     def integrity_check(self) -> str:
         """SQLite's ``PRAGMA integrity_check`` ("ok" when the file is sound); on PostgreSQL "ok" when every table

@@ -17,7 +17,9 @@ so reopening a bank loads it in milliseconds instead of re-indexing; it is rebui
 once per applied batch. Writes made inside :meth:`TrajectoryBank.batch` are buffered and applied when the batch ends,
 so every task of a stream batch sees the same bank state. A batch applied under a ``key`` is applied at most once
 (the key is recorded in the same transaction), which lets a resumed stream re-apply a batch safely.
-``TrajectoryBank(dir, read_only=True)`` opens an existing bank for reading only (test time): nothing on disk changes.
+``TrajectoryBank(dir, read_only=True)`` opens an existing bank for reading only (test time): nothing on disk changes,
+and the handle is pinned to the bank as it was when it opened (a held read snapshot; :attr:`TrajectoryBank.high_water`
+is the last stored sequence number it shows), so a writer's later batches never reach a test run.
 
 Example:
     >>> from memento.memory.trajectory_bank import TrajectoryBank
@@ -51,6 +53,7 @@ from memento.dating import DateFilter, iso, parse_iso, trajectory_evidence
 from memento.errors import ConfigError, DataError, MemoryFrozenError
 from memento.memory.database import Database, DatabaseError, open_database, part_exists
 from memento.memory.location import DirectoryLocation, LocationLike, PostgresLocation, parse_location
+from memento.scrub import scrub
 from memento.types import EvidenceRecord, Trajectory, utcnow
 
 __all__ = [
@@ -442,6 +445,10 @@ class TrajectoryBank:
                     self._set_meta("schema", str(SCHEMA_VERSION))
             #: a read-only bank from before schema 3 reads every trajectory as undated and none as forgotten
             self._dated = "dated" in self._db.columns("trajectories")
+            self.high_water: int | None = None  # a read-only bank's pin: the last stored seq it shows
+            if self.read_only:  # pinned: what another writer stores from now on stays invisible to this handle
+                self._db.hold_snapshot()
+                self.high_water = self._max_seq()
         except DatabaseError as exc:
             self._db.close()
             raise TrajectoryBankError(f"{self._db_label} is not a trajectory bank: {exc}") from exc
@@ -538,6 +545,10 @@ class TrajectoryBank:
                 return int(n), int(a)
             return int(stored), int(accepted)
 
+    def pin_info(self) -> dict[str, Any]:
+        """What a read-only handle is pinned to, for results files: ``{"trajectory_bank": {"high_water": seq}}``."""
+        return {"trajectory_bank": {"directory": str(self.directory), "high_water": self.high_water}}
+
     def stats(self) -> BankStats:
         """Stored/accepted/rejected counts, trajectories dropped by ``success_only``, buffered writes, version, and
         the page store's distinct pages and characters."""
@@ -576,7 +587,7 @@ class TrajectoryBank:
         as_bytes = self._db.backend != "sqlite"
         self._db.executemany(
             "INSERT INTO pages(sha256, chars, text) VALUES (?, ?, ?) ON CONFLICT (sha256) DO NOTHING",
-            [(sha, len(text), text.encode() if as_bytes else text) for sha, text in pages.items()],
+            [(sha, len(text), scrub(text).encode() if as_bytes else scrub(text)) for sha, text in pages.items()],
         )
 
     def _load(self, record: str) -> Trajectory:
@@ -709,18 +720,21 @@ class TrajectoryBank:
                 # re-indexing scans only the narrow one; each table's rows go as one batch (one round trip on
                 # PostgreSQL, not three per trajectory)
                 evidence = [_evidence_of(row[3]) for row in rows]
+                # scrubbed: no secret or URL password reaches the database
                 seqs = db.insert_returning(
                     "INSERT INTO trajectories(task_id, task_text, label, dated) VALUES (?, ?, ?, ?) RETURNING seq",
-                    [(tid, text, int(label), iso(ev.dated)) for (tid, text, label, _), ev in zip(rows, evidence,
-                                                                                                strict=True)],
-                )  # fmt: skip
+                    [
+                        (scrub(tid), scrub(text), int(label), iso(ev.dated))
+                        for (tid, text, label, _), ev in zip(rows, evidence, strict=True)
+                    ],
+                )
                 db.executemany(
                     "INSERT INTO records(seq, record) VALUES (?, ?)",
-                    [(int(seq), row[3]) for seq, row in zip(seqs, rows, strict=True)],
+                    [(int(seq), scrub(row[3])) for seq, row in zip(seqs, rows, strict=True)],
                 )
                 db.executemany(
                     "INSERT INTO evidence(seq, record) VALUES (?, ?)",
-                    [(int(seq), ev.model_dump_json()) for seq, ev in zip(seqs, evidence, strict=True)],
+                    [(int(seq), scrub(ev.model_dump_json())) for seq, ev in zip(seqs, evidence, strict=True)],
                 )
                 if pages:  # in the same transaction as the trajectories that read them; each text stored once
                     self._store_pages(pages)

@@ -57,6 +57,7 @@ class EvalJournal:
     def __init__(self, path: str | Path, *, run_key: dict[str, Any] | None = None) -> None:
         self.path = Path(path)
         self.run_key = run_key
+        self.memory: dict[str, Any] | None = None  # the memory pins the examples read (written in the header)
         self._lock = threading.Lock()
         self._file: Any = None
         self.appended = 0
@@ -67,6 +68,18 @@ class EvalJournal:
         return cls(Path(directory) / JOURNAL_NAME, run_key=run_key)
 
     # -- reading -----------------------------------------------------------------------------------------
+    def header(self) -> dict[str, Any] | None:
+        """The journal's first line (run key, memory pins), or ``None`` when there is no readable journal."""
+        if not self.path.exists():
+            return None
+        with self.path.open(encoding="utf-8", errors="replace") as handle:
+            first = handle.readline()
+        try:
+            data = json.loads(first)
+        except json.JSONDecodeError:
+            return None
+        return data if isinstance(data, dict) else None
+
     def _check_key(self, header: Any) -> None:
         if not isinstance(header, dict) or header.get("memento_journal") != _FORMAT:
             raise ConfigError(f"{self.path} is not an evaluation journal; use another --out or --fresh")
@@ -130,7 +143,7 @@ class EvalJournal:
             return self._file
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = self.path.open("w", encoding="utf-8")
-        self._write_line({"memento_journal": _FORMAT, "run_key": self.run_key})
+        self._write_line({"memento_journal": _FORMAT, "run_key": self.run_key, "memory": self.memory})
         return self._file
 
     def _write_line(self, data: dict[str, Any]) -> None:

@@ -102,6 +102,9 @@ class EvalResult(BaseModel):
     total: int = 0  # examples the run was given (``n`` of them finished)
     resumed: int = 0  # finished examples reused from an earlier, interrupted run with the same run key
     run_key: dict[str, Any] | None = None  # what changes answers (memento.provenance.run_key): resume when equal
+    # the memory every example read, pinned when the program was built (memento.memory.pins.memory_pins): the
+    # MEMENTO memory version and the banks' high-water marks
+    memory: dict[str, Any] | None = None
     provenance: dict[str, Any] | None = None  # settings, models, versions, data hashes, times (memento.provenance)
     # JitMem's stream protocol: mean ± std over orderings, the cold-start curve (jitmem_stream.run_orderings)
     stream: dict[str, Any] | None = None

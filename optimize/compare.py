@@ -156,17 +156,20 @@ def _test_phase(
     method_dir: Path,
     models: dict[str, str],
     remote_fields: dict[str, Any] | None = None,
-) -> tuple[list[float], int, dict[str, float], PhaseCost, LeakageAudit | None, dict[str, float]]:
+) -> tuple[
+    list[float], int, dict[str, float], PhaseCost, LeakageAudit | None, dict[str, float], dict[str, Any] | None
+]:
     """Evaluate the reloaded program on the test set; per-example records (their leakage audits included) go to
     ``method_dir/test/``. Under the Ray executor the workers build the program from ``remote_fields`` (the runner's
     ``remote``) and score each example; the memory version this process loaded is the one they must read. Returns
     the scores, the failed examples, the metric's measures, the cost, the leakage audit and the behaviour
-    (``metrics.behaviour``).
+    (``metrics.behaviour``), and the memory pins the program read.
 
     Each finished example is appended to ``method_dir/test/journal.jsonl`` as it finishes (by this process, also
     when a Ray worker ran it); a rerun after an interruption (even SIGKILL) tests only the examples the journal does
     not hold.
     """
+    from memento.memory.pins import memory_pins
     from memento.metrics.eval_journal import EvalJournal
     from memento.metrics.evaluation import evaluate, write_results
 
@@ -179,7 +182,13 @@ def _test_phase(
     journal = EvalJournal.in_dir(
         test_dir, run_key={"method": spec.name, "test_ids": [example_id(ex, ctx.task) for ex in ctx.testset]}
     )
+    journal.memory = memory_pins(program)  # what every test example reads (pinned when the program was loaded)
     previous = journal.finished()
+    header = journal.header() if previous else None
+    if header is not None and header.get("memory") != journal.memory:  # the memory changed since: test again
+        logger.warning("%s: the memory changed since the journal's examples were tested; testing all again", spec.name)
+        journal.discard()
+        previous = []
     if previous:
         logger.info("%s: %d test examples already finished (journal); not run again", spec.name, len(previous))
     try:
@@ -199,6 +208,7 @@ def _test_phase(
                 out_dir=test_dir,
                 previous=previous,
                 remote=remote,
+                labels={"memory": journal.memory},
                 journal=journal,
             )
     finally:
@@ -216,6 +226,7 @@ def _test_phase(
         cost,
         result.leakage,
         dict(result.behaviour),
+        result.memory,
     )
 
 
@@ -281,7 +292,10 @@ def _run_method(
                 record.costs.test,
                 record.leakage,
                 record.behaviour,
+                pins,
             ) = tested
+            if pins is not None:  # the memory version / bank rows every test example read
+                record.info = {**record.info, "memory": pins}
         record.artefacts["predictions"] = "test/"
         record.status = "done"
         if record.scores and record.failed_examples >= len(record.scores):  # failure is not a score of 0

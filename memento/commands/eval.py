@@ -205,10 +205,14 @@ def eval_(
     )
     if program_file is not None:
         _load_program(program, program_file)
+    from memento.memory.pins import memory_pins
+
+    labels = {"run_key": key, "provenance": provenance(settings, data_files=data_files, started_at=started_at)}
+    # the memory the program read, pinned when it was opened: one version per results file
+    labels["memory"] = journal.memory = _pins_of_run(memory_pins(program), previous, out_dir, journal)
     if previous:
         err_console.print(
-            f"memento: resuming {out_dir}: {sum(1 for r in previous if not r.error)} finished "
-            "examples are kept",
+            f"memento: resuming {out_dir}: {sum(1 for r in previous if not r.error)} finished examples are kept",
             markup=False,
             highlight=False,
         )
@@ -416,6 +420,40 @@ def _load_program(program: Any, program_file: Path) -> None:
         program.load(str(program_file))
     except Exception as exc:  # noqa: BLE001 - any load failure becomes one line
         raise ConfigError(f"cannot load program state from {program_file}: {type(exc).__name__}: {exc}") from None
+
+
+def _pins_of_run(pins: dict[str, Any] | None, previous: list[Any], out_dir: Path, journal: Any) -> Any:
+    """The memory pins of this run (:func:`memento.memory.pins.memory_pins`). Examples finished earlier read the
+    memory pinned then: resuming them against a memory that has changed since is refused (one results file, one
+    memory version)."""
+    if not previous:
+        return pins
+    recorded: list[Any] = []
+    header = journal.header()
+    if header is not None and "memory" in header:
+        recorded.append(header["memory"])
+    if (out_dir / "results.json").exists():
+        try:
+            recorded.append(json.loads((out_dir / "results.json").read_text(encoding="utf-8")).get("memory"))
+        except (OSError, ValueError, AttributeError):
+            pass
+    for earlier in recorded:
+        if earlier != pins:
+            raise ConfigError(
+                f"{out_dir} holds examples that read another state of the memory ({_describe(earlier)}; now "
+                f"{_describe(pins)}); use another --out, or --fresh to evaluate every example on the memory as it is"
+            )
+    return pins
+
+
+def _describe(pins: dict[str, Any] | None) -> str:
+    if not pins:
+        return "no memory"
+    parts = []
+    for store, pin in sorted(pins.items()):
+        value = pin.get("version") if "version" in pin else pin.get("high_water")
+        parts.append(f"{store} {'version' if 'version' in pin else 'rows up to'} {value}")
+    return ", ".join(parts)
 
 
 def previous_results(path: Path, key: dict[str, Any], *, journal: Any = None) -> list[Any]:

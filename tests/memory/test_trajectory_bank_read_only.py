@@ -1,4 +1,5 @@
-"""TrajectoryBank review fixes: read-only (frozen) opening, batch keys applied once, handles see each other's rows."""
+"""TrajectoryBank review fixes: read-only (frozen) opening, batch keys applied once, writable handles see each other's
+rows, a read-only handle is pinned to the bank as it opened."""
 
 from __future__ import annotations
 
@@ -133,4 +134,6 @@ def test_a_long_lived_handle_sees_rows_written_through_another(location):
     frozen = TrajectoryBank(loc, read_only=True)
     assert len(frozen.retrieve("Lyon", k=5)) == 2
     writer.add(_traj("Lyon and its founders in Gaul", "lyon3"), accepted=True)
-    assert len(frozen.retrieve("Lyon", k=5)) == 3  # a read-only handle follows the writer too
+    # a read-only (test-time) handle is pinned to the bank as it opened (issue 23): a later write stays invisible
+    assert len(frozen.retrieve("Lyon", k=5)) == 2 and frozen.high_water == 2
+    assert len(TrajectoryBank(loc, read_only=True).retrieve("Lyon", k=5)) == 3  # a new handle sees it

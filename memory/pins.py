@@ -1,0 +1,66 @@
+"""What memory a program reads, pinned: the MEMENTO memory version and the banks' high-water marks, for results files.
+
+A store opened for test time (read-only) is pinned when it opens: :class:`~memento.memory.memento_memory.MementoMemory`
+to the version that is the head then (``end_seq``: that version's last change-log entry), the case bank and the
+trajectory bank to their last stored row (``high_water``). Every example of an evaluation therefore reads the same
+memory, whatever a trainer commits meanwhile, and the results file says which (one ``memory`` entry per file).
+
+Each pinned store answers ``pin_info() -> {store: {...}}``; :func:`memory_pins` collects them from a program (its
+sub-modules and their attributes). As store queries, on any backend: the MEMENTO memory at a pin is the state of
+version ``v`` (items with every change after ``end_seq`` undone); a bank at a pin is its rows with
+``seq``/``rid <= high_water``.
+
+Example:
+    >>> from memento.memory.pins import memory_pins
+    >>> memory_pins(object()) is None
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["memory_pins"]
+
+_MAX_DEPTH = 8
+
+
+def _visit(obj: Any, found: dict[str, Any], seen: set[int], depth: int) -> None:
+    if depth > _MAX_DEPTH or id(obj) in seen or obj is None or isinstance(obj, str | bytes | int | float | bool):
+        return
+    seen.add(id(obj))
+    pin = getattr(type(obj), "pin_info", None)
+    if callable(pin):
+        found.update(obj.pin_info())
+        return
+    if isinstance(obj, dict):
+        for value in obj.values():
+            _visit(value, found, seen, depth + 1)
+        return
+    if isinstance(obj, list | tuple | set | frozenset):
+        for value in obj:
+            _visit(value, found, seen, depth + 1)
+        return
+    module = type(obj).__module__ or ""
+    if not (module.startswith("memento") or _is_dspy_module(obj)):
+        return  # LMs, tasks' data, arrays...: no memory there
+    for value in getattr(obj, "__dict__", {}).values():
+        _visit(value, found, seen, depth + 1)
+
+
+def _is_dspy_module(obj: Any) -> bool:
+    import dspy
+
+    return isinstance(obj, dspy.Module)
+
+
+def memory_pins(program: Any) -> dict[str, Any] | None:
+    """The pins of every memory store ``program`` reads (``None`` when it reads none).
+
+    Returns:
+        ``{"memento_memory": {"directory", "version", "end_seq"}, "case_bank": {"directory", "high_water"},
+        "trajectory_bank": {...}}``, with only the stores the program holds.
+    """
+    found: dict[str, Any] = {}
+    _visit(program, found, set(), 0)
+    return found or None
