@@ -8,8 +8,8 @@ while the run is winding down raises ``KeyboardInterrupt`` at once.
 LM calls in flight get :func:`cancel_grace` seconds (``run.cancel_grace``) to finish after a cancel, then their
 callers stop waiting (:mod:`memento.lm_deadline`). The ``memento`` command also enables an exit backstop
 (:func:`enable_exit_backstop`): once a signal asked to stop, the process ends at most ``grace + EXIT_MARGIN``
-seconds later whatever is still blocking, and a second SIGTERM ends it at once; finished work is already on disk
-(the evaluation journal, committed memory versions).
+seconds after a SIGTERM (``grace + INTERRUPT_MARGIN`` after a Ctrl-C) whatever is still blocking, and a second
+SIGTERM ends it at once; finished work is already on disk (the evaluation journal, committed memory versions).
 
 Example:
     >>> from memento.cancel import cancel_requested, check_cancelled, request_cancel, reset_cancel
@@ -38,6 +38,7 @@ from memento.errors import Cancelled
 __all__ = [
     "Cancelled",
     "EXIT_MARGIN",
+    "INTERRUPT_MARGIN",
     "cancel_age",
     "cancel_exit_code",
     "cancel_grace",
@@ -51,8 +52,10 @@ __all__ = [
     "wait_cancelled",
 ]
 
-#: Seconds the exit backstop adds to the grace period before it ends the process.
+#: Seconds the exit backstop adds to the grace period before it ends the process: SIGTERM comes from supervisors
+#: that kill for good soon after (``docker stop`` waits 10 s); after Ctrl-C a person can press it again.
 EXIT_MARGIN = 5.0
+INTERRUPT_MARGIN = 30.0
 
 _flag = threading.Event()
 _signum: int | None = None
@@ -125,8 +128,9 @@ def enable_exit_backstop() -> None:
     """Let a signal end this process for sure (the ``memento`` command; never a library caller or a test).
 
     While :func:`handle_signals` is active, the first SIGINT/SIGTERM starts a timer that ends the process with
-    ``128 + signal`` after ``cancel_grace() + EXIT_MARGIN`` seconds if it is still running, and a second SIGTERM
-    ends it at once. Before and after that, SIGTERM exits with 143 through ``SystemExit`` (``finally`` blocks run).
+    ``128 + signal`` after ``cancel_grace() + EXIT_MARGIN`` seconds (``INTERRUPT_MARGIN`` for SIGINT) if it is
+    still running, and a second SIGTERM ends it at once. Before and after that, SIGTERM exits with 143 through
+    ``SystemExit`` (``finally`` blocks run).
     """
     _backstop["enabled"] = True
     if threading.current_thread() is threading.main_thread():
@@ -149,7 +153,7 @@ def _start_backstop(signum: int) -> None:
     global _timer
     if not _backstop["enabled"] or _timer is not None:
         return
-    delay = _grace + EXIT_MARGIN
+    delay = _grace + (EXIT_MARGIN if signum == signal.SIGTERM else INTERRUPT_MARGIN)
     _timer = threading.Timer(delay, _exit_now, (signum, f"still running {delay:.0f} s after the signal"))
     _timer.daemon = True
     _timer.start()

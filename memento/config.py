@@ -607,7 +607,7 @@ class Settings(BaseSettings):
                     value = scrub(value)  # a password in a URL (api_base, searxng_url) is masked too
                 if section in ROLES and section != "lm" and field != "api_key" and value is None:
                     inherited = getattr(self.role(section), field)
-                    value = f"{inherited} (from lm)" if inherited is not None else None
+                    value = scrub(f"{inherited} (from lm)") if inherited is not None else None
                 source = self.source_of(key)
                 if section == "compare" and source == "default" and field != "preset":
                     source = f"preset {self.compare.preset}"  # every budget not set explicitly comes from the preset

@@ -32,7 +32,7 @@ from memento.config import ROLE_FIELD_DEFAULTS, ROLES, LMRole, LocalSettings, Se
 from memento.errors import ConfigError, LMDeadlineExceeded, LMNotConfiguredError, LMUnavailableError
 from memento.lm_deadline import call_with_deadline
 from memento.lm_limiter import limiter_for, set_role_limits
-from memento.scrub import register_secret, scrub, scrub_url
+from memento.scrub import guard_response_cache, register_secret, scrub, scrub_url, split_credentials
 
 __all__ = ["MementoLM", "Roles", "build_lm", "configure", "dspy_defaults", "explain_lm_error", "role_lm"]
 
@@ -142,7 +142,7 @@ def _build_remote(role: LMRole, name: str) -> MementoLM:
     assert role.model is not None
     kwargs: dict[str, object] = {}
     if role.api_base:
-        kwargs["api_base"] = role.api_base
+        kwargs.update(_endpoint(role.api_base))
     key = role.secret()
     if key:
         register_secret(key)  # scrubbed from every message memento prints, logs or saves
@@ -221,6 +221,21 @@ def _build_local(role: LMRole, name: str, local: LocalSettings) -> MementoLM:
     return lm
 
 
+def _endpoint(api_base: str) -> dict[str, object]:
+    """The client settings of an ``api_base``: credentials in it (``http://user:pw@host/v1``) are split off before any
+    client sees the URL and sent as a Basic ``Authorization`` header (so nothing resolves or logs ``user:pw@host``);
+    the password and the header are registered as secrets."""
+    import base64
+
+    url, user, password = split_credentials(api_base)
+    if user is None and password is None:
+        return {"api_base": api_base}
+    token = base64.b64encode(f"{user or ''}:{password or ''}".encode()).decode("ascii")
+    for secret in (password, token, f"{user}:{password}"):
+        register_secret(secret)
+    return {"api_base": url, "extra_headers": {"Authorization": f"Basic {token}"}}
+
+
 def _check_provider(lm: dspy.LM, role: str) -> None:
     """Refuse, before any call, a model string whose provider no client knows (``--lm foo/bar``), in one line.
 
@@ -293,6 +308,7 @@ def configure(settings: Settings, *, set_default: bool = True) -> Roles:
     from memento.lm_log import install_retry_hook
 
     install_retry_hook()  # every retry of an LM call is logged at INFO (-v) with its error
+    guard_response_cache()  # a response holding a secret is never cached (memory or disk)
     set_cancel_grace(settings.run.cancel_grace)  # how long calls in flight may finish after Ctrl-C / SIGTERM
     replay = None
     if settings.observe.replay_lm is not None:  # --replay-lm: every call served from an earlier run's --log-lm

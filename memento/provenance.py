@@ -36,9 +36,13 @@ __all__ = ["file_sha256", "key_mismatch", "provenance", "run_key", "versions", "
 # settings that never change an answer: parallelism, output, logging, credentials, endpoints, client plumbing
 _NOT_ANSWER = (
     *("api_key", "api_key_env", "api_base", "num_retries", "cache", "max_concurrency", "requests_per_minute"),
+    "deadline",
     *("max_concurrent_searches", "max_concurrent_fetches", "user_agent", "cache_dir"),
 )
-_NOT_ANSWER_KEYS = ("run.threads", "run.output_dir", "run.executor", "run.ray_address", "run.ray_cpus")
+_NOT_ANSWER_KEYS = (
+    *("run.threads", "run.output_dir", "run.cancel_grace"),
+    *("run.executor", "run.ray_address", "run.ray_cpus"),
+)
 _NOT_ANSWER_SECTIONS = ("log", "logging", "observe", "mlflow", "progress")
 
 

@@ -1,9 +1,10 @@
 """One scrubber for secrets and URL credentials: everything memento prints, logs, stores or sends to an LM.
 
-memento knows its own secrets (the API keys of its LM roles, registered when the roles are built) and removes them,
-together with anything shaped like a provider key or a bearer token, and the password (and user name) of every URL
-inside a text. Apply :func:`scrub` to free text and :func:`scrub_url` to one URL; :class:`ScrubFilter` scrubs log
-records; :func:`scrub_data` walks dicts and lists (results files, trajectories).
+memento knows its own secrets (the API keys of its LM roles, registered when the roles are built, and the password of
+an ``api_base``) and removes them, together with anything shaped like a provider key or a bearer token, and the
+password (and user name) of every URL inside a text, with or without its scheme (``user:pw@host:port``). Apply
+:func:`scrub` to free text and :func:`scrub_url` to one URL; :class:`ScrubFilter` scrubs log records;
+:func:`scrub_data` walks dicts and lists (results files, trajectories).
 
 Example:
     >>> from memento.scrub import register_secret, scrub, scrub_url
@@ -26,11 +27,16 @@ __all__ = [
     "MASK",
     "register_secret",
     "known_secrets",
+    "contains_secret",
     "scrub",
     "scrub_url",
     "scrub_data",
+    "scrub_span",
+    "guard_response_cache",
+    "split_credentials",
     "ScrubFilter",
     "MessageFilter",
+    "install_record_scrubber",
 ]
 
 MASK = "****"
@@ -41,6 +47,11 @@ _secrets: set[str] = set()
 
 # credentials inside any URL: scheme://user:password@host or scheme://token@host
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<userinfo>[^\s/?#@'\"<>]+)@")
+# the same without a scheme, as clients print an authority: user:password@host[:port] (an e-mail address, with no
+# colon before its @, is left alone)
+_BARE_USERINFO = re.compile(
+    r"(?<![\w.~%!$&*+=/:@-])(?P<userinfo>[\w.~%!$&*+=-]+:[^\s/?#@'\"<>]*)@(?=[\w\[])"
+)
 # provider-shaped keys and tokens, even when memento was not told about them
 _KEY_SHAPES = re.compile(
     r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{12,}"  # OpenAI-style (sk-..., sk-proj-..., sk-ant-...)
@@ -96,8 +107,94 @@ def scrub(text: Any) -> Any:
             out = out.replace(secret, MASK)
     if "@" in out:
         out = _URL_USERINFO.sub(lambda m: m.group("scheme") + "***:***@", out)
+        out = _BARE_USERINFO.sub("***:***@", out)
     out = _KEY_SHAPES.sub(MASK, out)
     return out
+
+
+def contains_secret(text: str) -> bool:
+    """Whether ``text`` holds a registered secret (an API key, a URL password memento was told about)."""
+    with _lock:
+        secrets = list(_secrets)
+    return any(secret in text for secret in secrets)
+
+
+def split_credentials(url: str) -> tuple[str, str | None, str | None]:
+    """``(url without credentials, user, password)``: ``http://u:p@h:8000/v1`` -> ``("http://h:8000/v1", "u", "p")``.
+
+    User and password are percent-decoded; a URL without credentials comes back unchanged with ``None, None``.
+    Memento splits an ``api_base`` this way before any client sees it (the credentials travel as a Basic
+    ``Authorization`` header), so no client ever resolves or logs ``user:password@host``.
+    """
+    from urllib.parse import unquote
+
+    if "@" not in url:
+        return url, None, None
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None, None
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = parts.port
+    netloc = host + (f":{port}" if port else "")
+    clean = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    user = unquote(parts.username) if parts.username is not None else None
+    password = unquote(parts.password) if parts.password is not None else None
+    return clean, user, password
+
+
+def guard_response_cache() -> None:
+    """Keep DSPy's response cache (memory and disk) free of secrets: a response holding a registered secret (a
+    provider echoing the key, a completion quoting a URL password) is never stored in it. Idempotent."""
+    try:
+        from dspy.clients import execution
+    except ImportError:  # pragma: no cover - another DSPy layout: nothing to guard
+        return
+    with _lock:
+        original = execution._store
+        if getattr(original, "_memento_guard", False):
+            return
+
+        def store(lm: Any, call: Any, result: Any, asynchronous: bool) -> None:
+            import json
+
+            record = result.dump() if result.responses or result.raw is None else result.raw
+            try:
+                text = json.dumps(record, default=str, ensure_ascii=False)
+            except (TypeError, ValueError):
+                text = str(record)
+            if contains_secret(text) or contains_secret(json.dumps(text)):
+                return  # not cached: replaying it later would put the secret back into a run
+            original(lm, call, result, asynchronous)
+
+        store._memento_guard = True  # type: ignore[attr-defined]
+        execution._store = store
+
+
+def scrub_span(span: Any) -> None:
+    """An MLflow span processor: scrub a span's inputs, outputs, attributes, events (exception messages and
+    tracebacks) and status before it is exported (``mlflow.tracing.configure(span_processors=[scrub_span])``)."""
+    for key, value in list(span.attributes.items()):
+        clean = scrub_data(value)
+        if clean != value:
+            span.set_attribute(key, clean)
+    otel = getattr(span, "_span", None)
+    events = getattr(otel, "_events", None)
+    if events:
+        from opentelemetry.sdk.trace import Event
+
+        slots = getattr(events, "_dq", events)  # OpenTelemetry's BoundedList keeps its items in a deque
+        for index, event in enumerate(list(slots)):
+            attributes = {k: scrub_data(v) for k, v in dict(event.attributes or {}).items()}
+            if attributes != dict(event.attributes or {}):
+                slots[index] = Event(scrub(event.name), attributes, event.timestamp)
+    status = getattr(otel, "_status", None)
+    description = getattr(status, "description", None)
+    if otel is not None and status is not None and description and scrub(description) != description:
+        from opentelemetry.trace import Status
+
+        otel._status = Status(status.status_code, scrub(description))
 
 
 def scrub_data(data: Any) -> Any:
@@ -109,6 +206,36 @@ def scrub_data(data: Any) -> Any:
     if isinstance(data, list | tuple):
         return type(data)(scrub_data(v) for v in data)
     return data
+
+
+def install_record_scrubber() -> None:
+    """Scrub every log record when it is created, whichever logger and handler it goes to (idempotent).
+
+    Libraries that log through handlers of their own (LiteLLM prints its DEBUG lines, with the provider's error
+    bodies, through its own) never pass the filters memento adds to its handlers; a record factory sees them all.
+    The message, a traceback (pre-formatted into ``exc_text``) and a stack are scrubbed.
+    """
+    previous = logging.getLogRecordFactory()
+    if getattr(previous, "_memento_scrub", False):
+        return
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is left to the handler
+            return record
+        clean = scrub(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = scrub(logging.Formatter().formatException(record.exc_info))
+        if record.stack_info:
+            record.stack_info = scrub(record.stack_info)
+        return record
+
+    factory._memento_scrub = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)
 
 
 class MessageFilter(logging.Filter):

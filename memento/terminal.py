@@ -95,6 +95,9 @@ def install_log_filters(handlers: Iterable[Any] | None = None, *, level: int | N
     """Add :class:`~memento.scrub.ScrubFilter` and :class:`TerminalFilter` to the root logger's handlers (or to
     ``handlers``), once each. ``level`` also becomes the level of the plain stream handlers (the console's): a
     library that sets its own logger to DEBUG (bm25s does) then prints nothing below the chosen verbosity."""
+    from memento.scrub import install_record_scrubber
+
+    install_record_scrubber()  # also the records of libraries that log through handlers of their own (LiteLLM)
     for handler in handlers if handlers is not None else logging.getLogger().handlers:
         if level is not None and type(handler) is logging.StreamHandler:
             handler.setLevel(level)

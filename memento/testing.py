@@ -416,6 +416,7 @@ class OpenAICompatServer:
         require_schema: bool = False,
         openapi: dict[str, Any] | None = None,
         hang_after: int | None = None,
+        echo_key_in_completion: bool = False,
     ) -> None:
         self.engine = engine or ScriptedEngine()
         # refuse (HTTP 400) a chat request whose response_format is not the JSON schema of the signature the prompt
@@ -423,6 +424,8 @@ class OpenAICompatServer:
         self.require_schema = require_schema
         self.refused: list[str] = []  # why each refused request was refused
         self.openapi = openapi  # served at GET /openapi.json (a server describing the request bodies it takes)
+        # every completion repeats the credential of its request (a bearer key, or a Basic password), in its last field
+        self.echo_key_in_completion = echo_key_in_completion
         # a provider that stops answering: chat requests after the first ``hang_after`` are read, counted and never
         # answered (until the server stops)
         self.hang_after = hang_after
@@ -483,13 +486,15 @@ class OpenAICompatServer:
                     self._send(400, {"error": {"message": "invalid JSON"}})
                     return
                 with outer._lock:
-                    outer.requests.append({"path": self.path, "body": body})
+                    outer.requests.append(
+                        {"path": self.path, "body": body, "authorization": self.headers.get("Authorization")}
+                    )
                     forced = outer._status_sequence.pop(0) if outer._status_sequence else None
                 if not self.path.endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"unknown path {self.path}"}})
                     return
                 if outer.echo_key_status is not None:
-                    key = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+                    key = _credential(self.headers.get("Authorization", "")).strip()
                     message = f"Incorrect API key provided: {key}. You can find your API key in your account."
                     self._send(outer.echo_key_status, {"error": {"message": message, "code": "invalid_api_key"}})
                     return
@@ -540,6 +545,8 @@ class OpenAICompatServer:
                     for m in body.get("messages", [])
                 ]
                 text = outer.engine.reply("", messages, response_format=body.get("response_format"))
+                if outer.echo_key_in_completion:  # a careless model: it repeats the credential it was sent
+                    text = _echoed(text, _credential(self.headers.get("Authorization", "")))
                 prompt_tokens = sum(len(m["content"]) for m in messages) // 4 + 1
                 completion_tokens = len(text) // 4 + 1
                 return {
@@ -600,6 +607,36 @@ def schema_problem(body: dict[str, Any]) -> str | None:
     if schema.get("type") != "object" or props != sorted(fields):
         return f"the schema's properties {props} are not the signature's outputs {sorted(fields)}"
     return None
+
+
+def _echoed(text: str, credential: str) -> str:
+    """A reply with ``credential`` repeated in its last field: the last string of a JSON object, or the text before
+    the ChatAdapter's end marker; the reply still parses."""
+    echoed = f" (sent with credential {credential})"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        last = next((key for key in reversed(list(data)) if isinstance(data[key], str)), None)
+        if last is not None:
+            data[last] += echoed
+            return json.dumps(data)
+    marker = "\n\n[[ ## completed ## ]]"
+    return text.replace(marker, echoed + marker) if marker in text else text + echoed
+
+
+def _credential(authorization: str) -> str:
+    """The secret of an ``Authorization`` header: a bearer key, or the password of Basic credentials."""
+    import base64
+
+    scheme, _, value = authorization.partition(" ")
+    if scheme.lower() == "basic":
+        try:
+            return base64.b64decode(value).decode("utf-8").partition(":")[2]
+        except ValueError:
+            return value
+    return value
 
 
 def _content_text(content: Any) -> str:

@@ -122,6 +122,10 @@ class MLflowTracker:
         try:
             import mlflow.dspy
 
+            from memento.scrub import scrub_span
+
+            # every span is scrubbed before it is exported: no key a provider echoed reaches a trace
+            self.mlflow.tracing.configure(span_processors=[scrub_span])
             mlflow.dspy.autolog(silent=True)
             self._autologging = True
         except Exception as exc:  # tracing is a bonus: the run's numbers are logged without it
@@ -138,8 +142,11 @@ class MLflowTracker:
 
     def log_settings(self, settings: Any, *, prefix: str = "") -> None:
         """The effective settings as params (secrets masked), with where each value came from as tags."""
-        params = {
-            f"{prefix}{key}": "" if value is None else str(value)[:6000] for key, value, _ in settings.effective()
+        from memento.scrub import scrub
+
+        params = {  # effective() masks secrets; scrubbed again: MLflow's store is a file like any other
+            f"{prefix}{key}": "" if value is None else scrub(str(value))[:6000]
+            for key, value, _ in settings.effective()
         }
         items = list(params.items())
         for start in range(0, len(items), _MAX_PARAMS):

@@ -315,8 +315,10 @@ def _append(path: Path, meta: dict[str, Any], items: list[StreamItem], rows: lis
     ``rows`` are the bank writes staged by the batch, kept so that a crash before the bank applied them can be
     repaired on restore.
     """
+    from memento.files import scrubbed_json
+
     record = {**meta, "items": [_item_record(item) for item in items], "rows": rows}
-    line = json.dumps(record, ensure_ascii=False)
+    line = scrubbed_json(record)  # no secret reaches the file
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as handle:
         handle.write(line + "\n")

@@ -91,4 +91,7 @@ def test_sigterm_exits_143(tmp_path: Path) -> None:
         cmd = _eval_cmd(data, out, server, "closed_book", threads=1)
         code, _, _, err = _interrupt(cmd, _env(tmp_path), server, after=2, sig=signal.SIGTERM)
     assert code == 143 and "cancelled by SIGTERM" in err
-    assert json.loads((out / "results.json").read_text())["complete"] is False
+    if (out / "results.json").exists():
+        assert json.loads((out / "results.json").read_text())["complete"] is False
+    else:  # a loaded machine: the exit backstop ended the process before the clean write; the journal has them
+        assert "exiting now" in err and (out / "journal.jsonl").exists()
