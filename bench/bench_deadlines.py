@@ -110,8 +110,9 @@ def main() -> None:
     rounds = [(per_call_us(plain_lm, args.calls), per_call_us(guarded, args.calls)) for _ in range(5)]
     plain = min(r[0] for r in rounds)  # alternated rounds, best of 5: the machine is shared and noisy
     deadline = min(r[1] for r in rounds)
-    print(f"LM call (best of 5 rounds of {args.calls} calls, scripted engine): plain dspy.LM {plain:.0f} µs, MementoLM with deadline "
-          f"{deadline:.0f} µs, ratio {deadline / plain:.2f} (+{deadline - plain:.0f} µs per call)")  # fmt: skip
+    print(f"LM call (best of 5 rounds of {args.calls} calls, scripted engine): plain dspy.LM {plain:.0f} µs, "
+          f"MementoLM with deadline {deadline:.0f} µs, ratio {deadline / plain:.2f} "
+          f"(+{deadline - plain:.0f} µs per call)")  # fmt: skip
 
     synced, plain = journal_ms(args.examples)
     print(f"journal ({args.examples} examples, 20-node trajectories): {synced:.2f} ms per example appended with "

@@ -32,7 +32,7 @@ from memento.config import ROLE_FIELD_DEFAULTS, ROLES, LMRole, LocalSettings, Se
 from memento.errors import ConfigError, LMDeadlineExceeded, LMNotConfiguredError, LMUnavailableError
 from memento.lm_deadline import call_with_deadline
 from memento.lm_limiter import limiter_for, set_role_limits
-from memento.scrub import guard_response_cache, register_secret, scrub, scrub_url, split_credentials
+from memento.scrub import register_secret, scrub, scrub_url, split_credentials
 
 __all__ = ["MementoLM", "Roles", "build_lm", "configure", "dspy_defaults", "explain_lm_error", "role_lm"]
 
@@ -305,10 +305,10 @@ def configure(settings: Settings, *, set_default: bool = True) -> Roles:
         LMNotConfiguredError: no model for ``lm``.
     """
     from memento.cancel import set_cancel_grace
-    from memento.lm_log import install_retry_hook
+    from memento.lm_log import install_cache_guard, install_retry_hook
 
     install_retry_hook()  # every retry of an LM call is logged at INFO (-v) with its error
-    guard_response_cache()  # a response holding a secret is never cached (memory or disk)
+    install_cache_guard()  # a response holding a secret is never cached (memory or disk)
     set_cancel_grace(settings.run.cancel_grace)  # how long calls in flight may finish after Ctrl-C / SIGTERM
     replay = None
     if settings.observe.replay_lm is not None:  # --replay-lm: every call served from an earlier run's --log-lm

@@ -40,7 +40,14 @@ from memento.scrub import scrub_data
 from memento.text import error_line
 from memento.usage import ActivatedCallback, _modules, current_stage
 
-__all__ = ["LMCallLog", "install_retry_hook", "add_retry_listener", "current_predictor", "logged_messages"]
+__all__ = [
+    "LMCallLog",
+    "install_cache_guard",
+    "install_retry_hook",
+    "add_retry_listener",
+    "current_predictor",
+    "logged_messages",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -78,17 +85,25 @@ def _on_retry(exc: BaseException, attempt: int, seconds: float) -> None:
             listener(attempt, exc, seconds)
 
 
-def install_retry_hook() -> None:
-    """Log every retry of an LM call at INFO (``-v``) and tell the listeners of the thread (idempotent)."""
+def _hook_execution(name: str, make: Callable[[Any], Any]) -> None:
+    """Replace ``dspy.clients.execution.<name>`` with ``make(original)`` once (idempotent, thread-safe)."""
     try:
         from dspy.clients import execution
-    except ImportError:  # pragma: no cover - another DSPy layout: retries stay silent
+    except ImportError:  # pragma: no cover - another DSPy layout: nothing to hook
         return
     with _hook_lock:
-        original = execution._delay
+        original = getattr(execution, name)
         if getattr(original, "_memento_hook", False):
             return
+        replacement = make(original)
+        replacement._memento_hook = True
+        setattr(execution, name, replacement)
 
+
+def install_retry_hook() -> None:
+    """Log every retry of an LM call at INFO (``-v``) and tell the listeners of the thread (idempotent)."""
+
+    def make(original: Callable[[BaseException, int], float]) -> Callable[[BaseException, int], float]:
         def delay(exc: BaseException, attempt: int) -> float:
             seconds = original(exc, attempt)
             import importlib
@@ -101,8 +116,30 @@ def install_retry_hook() -> None:
             # would start after the call's deadline (DSPy then sleeps the 0 s returned)
             return wait_before_retry(seconds)
 
-        delay._memento_hook = True  # type: ignore[attr-defined]
-        execution._delay = delay
+        return delay
+
+    _hook_execution("_delay", make)
+
+
+def install_cache_guard() -> None:
+    """Keep DSPy's response cache (memory and disk) free of secrets: a response holding a registered secret (a
+    provider echoing the key, a completion quoting a URL password) is never stored in it (idempotent)."""
+    from memento.scrub import contains_secret
+
+    def make(original: Callable[..., None]) -> Callable[..., None]:
+        def store(lm: Any, call: Any, result: Any, asynchronous: bool) -> None:
+            record = result.dump() if result.responses or result.raw is None else result.raw
+            try:
+                text = json.dumps(record, default=str, ensure_ascii=False)
+            except (TypeError, ValueError):
+                text = str(record)
+            if contains_secret(text) or contains_secret(json.dumps(text)):
+                return  # not cached: replaying it later would put the secret back into a run
+            original(lm, call, result, asynchronous)
+
+        return store
+
+    _hook_execution("_store", make)
 
 
 class _Open:

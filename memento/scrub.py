@@ -32,7 +32,6 @@ __all__ = [
     "scrub_url",
     "scrub_data",
     "scrub_span",
-    "guard_response_cache",
     "split_credentials",
     "ScrubFilter",
     "MessageFilter",
@@ -142,34 +141,6 @@ def split_credentials(url: str) -> tuple[str, str | None, str | None]:
     user = unquote(parts.username) if parts.username is not None else None
     password = unquote(parts.password) if parts.password is not None else None
     return clean, user, password
-
-
-def guard_response_cache() -> None:
-    """Keep DSPy's response cache (memory and disk) free of secrets: a response holding a registered secret (a
-    provider echoing the key, a completion quoting a URL password) is never stored in it. Idempotent."""
-    try:
-        from dspy.clients import execution
-    except ImportError:  # pragma: no cover - another DSPy layout: nothing to guard
-        return
-    with _lock:
-        original = execution._store
-        if getattr(original, "_memento_guard", False):
-            return
-
-        def store(lm: Any, call: Any, result: Any, asynchronous: bool) -> None:
-            import json
-
-            record = result.dump() if result.responses or result.raw is None else result.raw
-            try:
-                text = json.dumps(record, default=str, ensure_ascii=False)
-            except (TypeError, ValueError):
-                text = str(record)
-            if contains_secret(text) or contains_secret(json.dumps(text)):
-                return  # not cached: replaying it later would put the secret back into a run
-            original(lm, call, result, asynchronous)
-
-        store._memento_guard = True  # type: ignore[attr-defined]
-        execution._store = store
 
 
 def scrub_span(span: Any) -> None:

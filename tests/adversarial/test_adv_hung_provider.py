@@ -9,7 +9,6 @@ OpenAI-compatible server that answers its first requests and then reads requests
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -21,7 +20,9 @@ import pytest
 
 from memento.testing import OpenAICompatServer
 
-CORPUS = Path(__file__).resolve().parents[2] / "examples" / "multihop" / "corpus.jsonl"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared helper
+from cli_subprocess import CORPUS, cli_env  # noqa: E402
+
 N = 12
 
 
@@ -33,17 +34,8 @@ def _data(tmp_path: Path, n: int = N) -> Path:
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMENTO_")}
-    env.update(
-        MEMENTO_LM_CACHE="false",
-        MEMENTO_RUN_CANCEL_GRACE="1",  # in-flight calls get 1 s; the backstop ends the process 5 s later at most
-        MEMENTO_BUDGETS_INITIAL_QUESTIONS="1",
-        MEMENTO_BUDGETS_TOTAL_QUESTIONS="1",
-        MEMENTO_BUDGETS_STEPS_PER_QUESTION="2",
-        DSPY_CACHEDIR=str(tmp_path / "dspy-cache"),
-        COLUMNS="200",
-    )
-    return env
+    # in-flight calls get 1 s; the backstop ends the process 5 s after that at most
+    return cli_env(tmp_path, MEMENTO_RUN_CANCEL_GRACE="1")
 
 
 def _cmd(command: str, tmp_path: Path, server: OpenAICompatServer) -> list[str]:

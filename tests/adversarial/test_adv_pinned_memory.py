@@ -9,7 +9,6 @@ results file must say so, and a later rerun into the same directory must not mix
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -18,7 +17,9 @@ from pathlib import Path
 from memento.memory.memento_memory import MementoMemory
 from memento.testing import OpenAICompatServer
 
-CORPUS = Path(__file__).resolve().parents[2] / "examples" / "multihop" / "corpus.jsonl"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared helper
+from cli_subprocess import CORPUS, cli_env  # noqa: E402
+
 RULE_1 = "Version-one rule: search the exact title in quotes."
 RULE_2 = "Version-two rule: prefer the register of births."
 RULE_3 = "Version-three rule: open the archive of the town hall."
@@ -40,19 +41,6 @@ def _cmd(tmp_path: Path, server: OpenAICompatServer, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMENTO_")}
-    env.update(
-        MEMENTO_LM_CACHE="false",
-        MEMENTO_BUDGETS_INITIAL_QUESTIONS="1",
-        MEMENTO_BUDGETS_TOTAL_QUESTIONS="1",
-        MEMENTO_BUDGETS_STEPS_PER_QUESTION="2",
-        DSPY_CACHEDIR=str(tmp_path / "dspy-cache"),
-        COLUMNS="200",
-    )
-    return env
-
-
 def _commit(memory: MementoMemory, batch: int, rule: str) -> None:
     with memory.transaction(batch=batch) as tx:
         memory.web_action.add(rule, batch=batch, tx=tx)
@@ -65,7 +53,7 @@ def test_eval_reads_one_memory_version_while_a_trainer_commits(tmp_path: Path) -
     with writer.transaction(batch=2) as tx:  # batch 2 is half applied when the eval starts
         writer.web_action.add(RULE_2, batch=2, tx=tx)
     with OpenAICompatServer(latency=0.2) as server:
-        proc = subprocess.Popen(_cmd(tmp_path, server), env=_env(tmp_path), stdout=subprocess.PIPE,
+        proc = subprocess.Popen(_cmd(tmp_path, server), env=cli_env(tmp_path), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)  # fmt: skip
         deadline = time.monotonic() + 300
         while server.chat_requests < 3 and proc.poll() is None and time.monotonic() < deadline:
@@ -87,14 +75,14 @@ def test_eval_reads_one_memory_version_while_a_trainer_commits(tmp_path: Path) -
 
     # rerunning into the same directory would put version-3 examples next to version-1 ones: refused in one line
     with OpenAICompatServer() as server:
-        again = subprocess.run(_cmd(tmp_path, server), env=_env(tmp_path), capture_output=True, text=True,
+        again = subprocess.run(_cmd(tmp_path, server), env=cli_env(tmp_path), capture_output=True, text=True,
                                timeout=600)  # fmt: skip
         assert server.chat_requests == 0
     assert again.returncode == 1 and "another state of the memory" in again.stderr, again.stderr[-3000:]
     assert "version 1" in again.stderr and "version 3" in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1
     with OpenAICompatServer() as server:
-        fresh = subprocess.run(_cmd(tmp_path, server, "--fresh"), env=_env(tmp_path), capture_output=True,
+        fresh = subprocess.run(_cmd(tmp_path, server, "--fresh"), env=cli_env(tmp_path), capture_output=True,
                                text=True, timeout=600)  # fmt: skip
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     assert json.loads((tmp_path / "out" / "results.json").read_text())["memory"]["memento_memory"]["version"] == 3

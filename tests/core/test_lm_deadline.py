@@ -39,6 +39,21 @@ def _wait_for(condition, seconds: float = 60.0) -> None:
         time.sleep(0.02)
 
 
+def _call_in_thread(roles) -> tuple[threading.Thread, list[BaseException]]:
+    """Start ``roles.lm("hello")`` in a thread; the list receives what it raised."""
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            roles.lm("hello")
+        except BaseException as exc:  # noqa: BLE001 - recorded for the assertion
+            errors.append(exc)
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    return worker, errors
+
+
 def test_a_call_to_a_provider_that_never_answers_ends_at_its_deadline() -> None:
     with OpenAICompatServer(hang_after=0) as server:
         roles = _roles(server, deadline=1, num_retries=3)
@@ -62,16 +77,7 @@ def test_the_deadline_covers_the_retries() -> None:
 def test_a_cancel_during_the_back_off_sends_no_further_request() -> None:
     with OpenAICompatServer(always_status=503) as server:
         roles = _roles(server, deadline=60, num_retries=3)
-        errors: list[BaseException] = []
-
-        def call() -> None:
-            try:
-                roles.lm("hello")
-            except BaseException as exc:  # noqa: BLE001 - recorded for the assertion
-                errors.append(exc)
-
-        worker = threading.Thread(target=call)
-        worker.start()
+        worker, errors = _call_in_thread(roles)
         _wait_for(lambda: len(server.requests) == 1)
         cancel.request_cancel()
         worker.join(30)
@@ -85,16 +91,7 @@ def test_a_cancel_stops_waiting_for_a_call_in_flight_after_the_grace_period() ->
     cancel.set_cancel_grace(0.2)
     with OpenAICompatServer(hang_after=0) as server:
         roles = _roles(server, deadline=300)
-        errors: list[BaseException] = []
-
-        def call() -> None:
-            try:
-                roles.lm("hello")
-            except BaseException as exc:  # noqa: BLE001 - recorded for the assertion
-                errors.append(exc)
-
-        worker = threading.Thread(target=call)
-        worker.start()
+        worker, errors = _call_in_thread(roles)
         _wait_for(lambda: server.chat_requests == 1)
         cancel.request_cancel()
         worker.join(30)
