@@ -108,7 +108,16 @@ def test_sigterm_ends_the_command_against_a_provider_that_never_answers(tmp_path
         assert saved["complete"] is False and saved["n"] == 4
     elif command == "compare":
         journal = tmp_path / "cmp" / "closed_book" / "test" / "journal.jsonl"
-        assert len(_journal_ids(journal)) == 4
+        finished = _journal_ids(journal)
+        assert len(finished) == 4
+        with OpenAICompatServer() as server:  # the rerun tests only the 4 test examples that had not finished
+            rerun = subprocess.run(_cmd("compare", tmp_path, server), env=_env(tmp_path), capture_output=True,
+                                   text=True, timeout=600)  # fmt: skip
+            asked = [call.prompt for call in server.engine.calls]
+        assert rerun.returncode == 0, rerun.stderr[-3000:]
+        assert len(asked) == 4 and not any(f"item number {i[1:]}?" in " ".join(asked) for i in finished)
+        tested = json.loads((tmp_path / "cmp" / "closed_book" / "test" / "results.json").read_text())
+        assert tested["n"] == 8 and tested["resumed"] == 4 and not journal.exists()
     else:
         assert _versions(tmp_path / "mem") >= 1  # the committed batch is kept
 
