@@ -293,12 +293,13 @@ class RayExecutor:
 
         return run
 
-    def forward_runs(self, spec_for: Callable[[], Any]) -> Callable[[list[tuple[Any, Any, str]]], list[Any]]:
+    def forward_runs(self, spec_for: Callable[[], Any]) -> Callable[..., list[Any]]:
         """``MementoTrainer.remote_forward``: Phase A's runs on the cluster; ``spec_for()`` is asked per batch (the
-        memory's version changes between batches)."""
+        memory's version changes between batches). ``on_result(j, run)`` is called here as run ``j`` returns (the
+        trainer checkpoints it)."""
 
-        def run(jobs: list[tuple[Any, Any, str]]) -> list[Any]:
-            return self.map("forward", spec_for(), list(jobs))
+        def run(jobs: list[tuple[Any, Any, str]], on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+            return self.map("forward", spec_for(), list(jobs), on_result)
 
         return run
 

@@ -328,6 +328,11 @@ class Transaction:
             (key, version, scrub(_dumps(scrub_data(value)))),
         )
 
+    def delete_checkpoints(self, prefix: str) -> None:
+        """Delete every checkpoint whose key starts with ``prefix`` (inside this transaction)."""
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        self.conn.execute("DELETE FROM checkpoints WHERE key LIKE ? ESCAPE '\\'", (escaped + "%",))
+
     def _log(self, op: str, store: str, item_id: str, before: Any, after: Any) -> None:
         self.conn.defer(
             "INSERT INTO changes (batch, op, store, item_id, before, after, at) VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -92,6 +92,7 @@ logger = logging.getLogger(__name__)
 
 PHASES: tuple[str, ...] = ("forward", "consolidated", "scored", "done")
 _KEY = "trainer/batch/{:05d}"
+_RUN_KEY = "{}/run/{}"  # a forward run that finished, until the batch's own checkpoint holds every run
 
 
 class _StaleBatch(Exception):
@@ -330,8 +331,9 @@ class MementoTrainer:
         self.task = getattr(program, "task", None)
         self._lock = threading.Lock()
         # the Ray executor's forward pass (memento.ray_executor.RayExecutor.forward_runs): takes (inputs, cutoff,
-        # task id) per example and returns their RunRecords, run on the cluster against this memory's version
-        self.remote_forward: Callable[[list[tuple[dict[str, Any], Any, str]]], list[RunRecord]] | None = None
+        # task id) per example and returns their RunRecords, run on the cluster against this memory's version;
+        # on_result(j, run) is called here as each run returns (its checkpoint)
+        self.remote_forward: Callable[..., list[RunRecord]] | None = None
 
     @classmethod
     def from_settings(
@@ -508,9 +510,11 @@ class MementoTrainer:
             return state.report
         if state is None:
             started = time.perf_counter()
-            self._emit(batch, "forward", f"{len(examples)} examples")
+            finished = self._finished_runs(key, fp)
+            resumed = f" ({len(finished)} finished before, kept)" if finished else ""
+            self._emit(batch, "forward", f"{len(examples)} examples{resumed}")
             with self.lm_watch:
-                runs = self._forward(examples, ids)
+                runs = self._forward(examples, ids, batch=batch, key=key, fingerprint=fp, finished=finished)
             self._stop_on_lm_failure(batch, runs)
             self._find_injections(runs)
             state = BatchCheckpoint(fingerprint=fp, phase="forward", base_version=self.memory.version, runs=runs)
@@ -518,6 +522,7 @@ class MementoTrainer:
             with self.memory.transaction(batch=batch) as tx:
                 self._guard(tx, key, None)
                 tx.set_checkpoint(key, state.model_dump(mode="json"))
+                tx.delete_checkpoints(_RUN_KEY.format(key, ""))  # the batch's checkpoint holds every run now
 
         if _phase_index(state.phase) < _phase_index("consolidated"):
             started = time.perf_counter()
@@ -569,11 +574,59 @@ class MementoTrainer:
             state.counts[name] = state.counts.get(name, 0) + value
 
     # -- Phase A: forward pass -----------------------------------------------------------------------------
-    def _forward(self, examples: list[Any], ids: list[str]) -> list[RunRecord]:
-        jobs = [(self._inputs(example), self._cutoff(example), ids[i]) for i, example in enumerate(examples)]
+    def _finished_runs(self, key: str, fingerprint: str) -> dict[int, RunRecord]:
+        """Forward runs of this batch that finished before an interruption (their own checkpoints), by index."""
+        finished: dict[int, RunRecord] = {}
+        try:
+            saved_runs = self.memory.db.checkpoints(_RUN_KEY.format(key, ""))
+        except ValueError:  # a damaged row: every run of the pass is done again
+            logger.warning("the forward run checkpoints of %s are unreadable; the forward pass is done again", key)
+            return finished
+        for run_key, saved in saved_runs.items():
+            try:
+                if saved.get("fingerprint") == fingerprint:
+                    finished[int(run_key.rsplit("/", 1)[1])] = RunRecord.model_validate(saved["run"])
+            except (ValueError, KeyError, TypeError, AttributeError):  # a damaged row: that run is simply redone
+                logger.warning("forward run checkpoint %s is unreadable; the run is done again", run_key)
+        return finished
+
+    def _forward(
+        self,
+        examples: list[Any],
+        ids: list[str],
+        *,
+        batch: int | None = None,
+        key: str | None = None,
+        fingerprint: str = "",
+        finished: dict[int, RunRecord] | None = None,
+    ) -> list[RunRecord]:
+        """Run the program over the batch; with a ``key``, each finished run is checkpointed the moment it ends (a
+        SIGTERM or a crash mid-pass loses none), and the runs in ``finished`` are not run again.
+
+        Under the Ray executor (``remote_forward``) the runs are tasks on the cluster and this process checkpoints
+        each one as its task returns."""
+        done = dict(finished or {})
+        todo = [i for i in range(len(examples)) if i not in done]
+        jobs = [(self._inputs(examples[i]), self._cutoff(examples[i]), ids[i]) for i in todo]
+
+        def checkpoint(i: int, run: RunRecord) -> None:
+            if key is not None and not run.crashed:
+                saved = {"fingerprint": fingerprint, "run": run.model_dump(mode="json")}
+                with self.memory.transaction(batch=batch) as tx:
+                    tx.set_checkpoint(_RUN_KEY.format(key, f"{i:05d}"), saved)
+
         if self.remote_forward is not None:  # the Ray executor: each run a task on the cluster (memory read there)
-            return list(self.remote_forward(jobs))
-        return run_parallel(lambda job: forward_run(self.program, *job), jobs, threads=self.threads)
+            runs = list(self.remote_forward(jobs, on_result=lambda j, run: checkpoint(todo[j], run)))
+        else:
+
+            def one(j: int) -> RunRecord:
+                run = forward_run(self.program, *jobs[j])
+                checkpoint(todo[j], run)
+                return run
+
+            runs = run_parallel(one, list(range(len(jobs))), threads=self.threads)
+        done.update(zip(todo, runs, strict=True))
+        return [done[i] for i in range(len(examples))]
 
     def _find_injections(self, runs: list[RunRecord]) -> None:
         """Keep, per run, the instruction-like passages of the pages it read (for the guard, after a resume too)."""

@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +67,8 @@ class MementoRunner:
                 )
             )
 
-            def remote_forward(jobs: list[Any]) -> list[Any]:
-                runs = forward(jobs)
+            def remote_forward(jobs: list[Any], on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
+                runs = forward(jobs, on_result=on_result)
                 for run in runs:
                     remote_web[0] += run.trajectory.usage.searches
                     remote_web[1] += run.trajectory.usage.fetches

@@ -260,3 +260,32 @@ def test_trainer_refuses_mismatched_memory_and_bad_data(tmp_path, location):
         trainer.fit([trainset[0], trainset[0]])
     with pytest.raises(ConfigError, match="batch_size"):
         MementoTrainer(program, task.metric, memory, batch_size=0)
+
+
+def test_runs_finished_before_an_interruption_are_not_run_again(tmp_path, monkeypatch):
+    from memento.errors import Cancelled
+
+    engine = make_engine()
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, trainset = _setup(tmp_path)
+    trainer = _trainer(program, task, memory)
+    original = program.forward
+    asked: list[str] = []
+
+    def interrupted(**kwargs):
+        asked.append(kwargs["question"])
+        if kwargs["question"] == trainset[2].question:
+            raise Cancelled("cancelled by SIGTERM")  # the signal arrives while the third run starts
+        return original(**kwargs)
+
+    monkeypatch.setattr(program, "forward", interrupted)
+    with pytest.raises(Cancelled):
+        trainer.fit(trainset[:3])
+    assert memory.version == 0 and len(memory.db.checkpoints("trainer/batch/00001/run/")) == 2
+    monkeypatch.setattr(program, "forward", lambda **kwargs: asked.append(kwargs["question"]) or original(**kwargs))
+    asked.clear()
+    (report,) = trainer.fit(trainset[:3])
+    assert asked == [trainset[2].question]  # only the run that had not finished
+    assert report.version == 1 and memory.version == 1
+    assert memory.db.checkpoints("trainer/batch/00001/run/") == {}  # the batch's checkpoint holds every run
+    assert len(memory.db.checkpoint("trainer/batch/00001")["runs"]) == 3
