@@ -350,7 +350,7 @@ class CaseBank:
 
     def pin_info(self) -> dict[str, Any]:
         """What a frozen bank is pinned to, for results files: ``{"case_bank": {"high_water": last case row}}``."""
-        return {"case_bank": {"directory": str(self.dir), "high_water": self._store.high_water}}
+        return {"case_bank": {"high_water": self._store.high_water}}
 
     def count(self, namespace: str | None = None) -> int:
         """Live (non-evicted) cases in a namespace (default: this bank's): the size of its index once this process

@@ -30,7 +30,7 @@ from memento.errors import ConfigError, MemoryLockedError
 from memento.paths import writable_dir
 from memento.scrub import scrub
 
-__all__ = ["DirectoryLock", "LOCK_FILE_NAME", "lock_holder"]
+__all__ = ["DirectoryLock", "LOCK_FILE_NAME", "lock_holder", "writer_active"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,26 @@ _path_locks: dict[str, threading.Lock] = {}
 def _path_lock(key: str) -> threading.Lock:
     with _registry_lock:
         return _path_locks.setdefault(key, threading.Lock())
+
+
+def writer_active(path: str | Path) -> bool:
+    """Whether a writer holds the lock of directory ``path`` now (this process or another), found without taking the
+    lock or creating anything (a reader's question: is a batch being written?)."""
+    directory = Path(path)
+    with _registry_lock:
+        if str(directory.resolve()) in _registry:
+            return True
+    try:
+        fd = os.open(directory / LOCK_FILE_NAME, os.O_RDONLY)
+    except OSError:  # no lock file: no writer ever locked the directory
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing the descriptor also drops the shared lock it may hold
+    return False
 
 
 def lock_holder(path: str | Path) -> str | None:

@@ -455,13 +455,17 @@ class MementoMemory:
         """What this memory shows, for results files: ``{"memento_memory": {"version": v, "end_seq": n}}``.
 
         A read-only memory is pinned to the version that was the head when it opened
-        (:class:`~memento.memory.sqlite_store.SQLiteStore`); ``end_seq`` is that version's last change-log entry,
-        the state every reader of that version sees on any backend.
+        (:class:`~memento.memory.sqlite_store.SQLiteStore`); ``end_seq`` is the last change-log entry it shows (that
+        version's own, unless items were written after it without a version and no writer is at work): the state
+        is the items with every later change undone, on any backend.
         """
         pinned = self.db.pinned
-        version = self.version if pinned is None else int(pinned["version"])
-        end_seq = int(self.db.version_info(version)["end_seq"])
-        return {"memento_memory": {"directory": str(self.directory), "version": version, "end_seq": end_seq}}
+        if pinned is not None:
+            version, end_seq = int(pinned["version"]), int(pinned["end_seq"])
+        else:
+            version = self.version
+            end_seq = int(self.db.version_info(version)["end_seq"])
+        return {"memento_memory": {"version": version, "end_seq": end_seq}}
 
     @property
     def version(self) -> int:

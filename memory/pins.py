@@ -58,8 +58,8 @@ def memory_pins(program: Any) -> dict[str, Any] | None:
     """The pins of every memory store ``program`` reads (``None`` when it reads none).
 
     Returns:
-        ``{"memento_memory": {"directory", "version", "end_seq"}, "case_bank": {"directory", "high_water"},
-        "trajectory_bank": {...}}``, with only the stores the program holds.
+        ``{"memento_memory": {"version", "end_seq"}, "case_bank": {"high_water"}, "trajectory_bank":
+        {"high_water"}}``, with only the stores the program holds (which directories: the run's settings say).
     """
     found: dict[str, Any] = {}
     _visit(program, found, set(), 0)

@@ -547,7 +547,7 @@ class TrajectoryBank:
 
     def pin_info(self) -> dict[str, Any]:
         """What a read-only handle is pinned to, for results files: ``{"trajectory_bank": {"high_water": seq}}``."""
-        return {"trajectory_bank": {"directory": str(self.directory), "high_water": self.high_water}}
+        return {"trajectory_bank": {"high_water": self.high_water}}
 
     def stats(self) -> BankStats:
         """Stored/accepted/rejected counts, trajectories dropped by ``success_only``, buffered writes, version, and

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from memento.memory.dir_lock import DirectoryLock
 from memento.memory.memento_memory import MementoMemory
 from memento.testing import OpenAICompatServer
 
@@ -50,6 +51,7 @@ def _commit(memory: MementoMemory, batch: int, rule: str) -> None:
 def test_eval_reads_one_memory_version_while_a_trainer_commits(tmp_path: Path) -> None:
     writer = MementoMemory(tmp_path / "mem")
     _commit(writer, 1, RULE_1)
+    lock = DirectoryLock(tmp_path / "mem").acquire()  # the trainer holds the directory, as `memento train` does
     with writer.transaction(batch=2) as tx:  # batch 2 is half applied when the eval starts
         writer.web_action.add(RULE_2, batch=2, tx=tx)
     with OpenAICompatServer(latency=0.2) as server:
@@ -61,6 +63,7 @@ def test_eval_reads_one_memory_version_while_a_trainer_commits(tmp_path: Path) -
         assert proc.poll() is None, proc.communicate()[1][-3000:]
         writer.commit_version(batch=2)  # the trainer commits while the eval runs
         _commit(writer, 3, RULE_3)
+        lock.release()
         at_commit = len(server.engine.calls)
         _, err = proc.communicate(timeout=600)
         prompts = [call.prompt for call in server.engine.calls]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from memento.config import load_settings
 from memento.memory.case_bank import CaseBank
+from memento.memory.dir_lock import DirectoryLock
 from memento.memory.embedder import HashingEmbedder
 from memento.memory.memento_memory import MementoMemory
 from memento.memory.pins import memory_pins
@@ -35,6 +36,7 @@ def _version_1(directory: Path) -> MementoMemory:
 
 def test_a_reader_never_sees_a_half_applied_batch_nor_later_commits(tmp_path: Path) -> None:
     writer = _version_1(tmp_path / "mem")
+    lock = DirectoryLock(tmp_path / "mem").acquire()  # a trainer at work holds the directory's lock
     with writer.transaction(batch=2) as tx:  # batch 2's first phase is written, its version not committed yet
         writer.web_action.add(RULE_2, batch=2, tx=tx)
     reader = MementoMemory(tmp_path / "mem", read_only=True)
@@ -53,6 +55,18 @@ def test_a_reader_never_sees_a_half_applied_batch_nor_later_commits(tmp_path: Pa
     assert writer.version == 3 and _rules(writer) == {RULE_1, RULE_2, RULE_3}  # nothing was undone on disk
     for memory in (reader, later, writer):
         memory.close()
+    lock.release()
+
+
+def test_items_written_without_a_version_and_no_writer_at_work_are_shown(tmp_path: Path) -> None:
+    writer = _version_1(tmp_path / "mem")
+    with writer.transaction(batch=2) as tx:  # written through the API, no version committed, no lock held
+        writer.web_action.add(RULE_2, batch=2, tx=tx)
+    writer.close()
+    reader = MementoMemory(tmp_path / "mem", read_only=True)
+    assert reader.version == 1 and _rules(reader) == {RULE_1, RULE_2}
+    assert reader.pin_info()["memento_memory"]["end_seq"] == 2  # the pin says which changes it shows
+    reader.close()
 
 
 def test_a_clean_head_is_pinned_without_a_copy(tmp_path: Path) -> None:
@@ -63,11 +77,7 @@ def test_a_clean_head_is_pinned_without_a_copy(tmp_path: Path) -> None:
     writer.commit_version(batch=2)
     assert reader.db.conn.execute("PRAGMA database_list").fetchone()[2].endswith("memory.db")  # the file itself
     assert reader.version == 1 and _rules(reader) == {RULE_1}
-    assert reader.pin_info()["memento_memory"] == {
-        "directory": str(tmp_path / "mem"),
-        "version": 1,
-        "end_seq": 1,
-    }
+    assert reader.pin_info()["memento_memory"] == {"version": 1, "end_seq": 1}
     reader.close()
     writer.close()
 
@@ -79,7 +89,7 @@ def test_a_frozen_trajectory_bank_and_case_bank_show_rows_up_to_their_high_water
     bank.add(Trajectory(task_id="t2", task_text="When was Lyon founded?", prediction={"answer": "y"}), accepted=True)
     assert [t.task_id for t, _, _ in frozen.retrieve("Lyon founded", k=5)] == ["t1"]
     assert [t.task_id for t, _ in frozen.iter_all()] == ["t1"]
-    assert frozen.pin_info() == {"trajectory_bank": {"directory": str(tmp_path / "jitmem"), "high_water": 1}}
+    assert frozen.pin_info() == {"trajectory_bank": {"high_water": 1}}
 
     emb = HashingEmbedder(dim=32)
     cases = CaseBank(tmp_path / "cbr", emb)
@@ -96,7 +106,5 @@ def test_memory_pins_reports_what_a_program_reads(tmp_path: Path) -> None:
     settings = load_settings(flags={"lm": "openai/x"})
     task = get_task("qa")
     program = build_program("memento", task=task, settings=settings, memory_dir=tmp_path / "mem", frozen=True)
-    assert memory_pins(program) == {
-        "memento_memory": {"directory": str(tmp_path / "mem"), "version": 1, "end_seq": 1}
-    }
+    assert memory_pins(program) == {"memento_memory": {"version": 1, "end_seq": 1}}
     assert memory_pins(build_program("closed_book", task=task, settings=settings)) is None
