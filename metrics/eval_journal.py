@@ -32,7 +32,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memento.errors import ConfigError
+from memento.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     from memento.metrics.evaluation import ExampleResult
@@ -154,14 +154,21 @@ class EvalJournal:
         os.fsync(self._file.fileno())
 
     def append(self, record: ExampleResult) -> None:
-        """Record one finished example (with its trajectory) durably before returning."""
+        """Record one finished example (with its trajectory) durably before returning.
+
+        Raises:
+            DataError: the journal cannot be written (one line; a fatal error: the run stops, what finished is kept).
+        """
         line = {
             "example": record.model_dump(mode="json"),
             "trajectory": record.trajectory.model_dump(mode="json") if record.trajectory is not None else None,
         }
         with self._lock:
-            self._open()
-            self._write_line(line)
+            try:
+                self._open()
+                self._write_line(line)
+            except OSError as exc:  # a full disk, a vanished directory: the run stops in one line
+                raise DataError(f"cannot write the evaluation journal {self.path}: {exc.strerror or exc}") from None
             self.appended += 1
 
     def close(self) -> None:

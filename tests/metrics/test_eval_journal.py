@@ -80,3 +80,13 @@ def test_evaluate_appends_each_example_before_reporting_it(tmp_path) -> None:
     lines = journal.path.read_text(encoding="utf-8").splitlines()
     assert json.loads(lines[0])["run_key"] == KEY
     assert [r.id for r in journal.finished()] == ["q0", "q1", "q2"]
+
+
+def test_a_journal_that_cannot_be_written_is_one_line(tmp_path) -> None:
+    from memento.errors import DataError
+
+    (tmp_path / "file").write_text("not a directory", encoding="utf-8")
+    journal = EvalJournal.in_dir(tmp_path / "file", run_key=KEY)
+    with pytest.raises(DataError, match="cannot write the evaluation journal") as caught:
+        journal.append(ExampleResult(index=0))
+    assert "\n" not in str(caught.value)
