@@ -451,8 +451,10 @@ def _describe(pins: dict[str, Any] | None) -> str:
         return "no memory"
     parts = []
     for store, pin in sorted(pins.items()):
-        value = pin.get("version") if "version" in pin else pin.get("high_water")
-        parts.append(f"{store} {'version' if 'version' in pin else 'rows up to'} {value}")
+        if "version" in pin:
+            parts.append(f"{store} version {pin['version']} (change-log entry {pin.get('end_seq')})")
+        else:
+            parts.append(f"{store} rows up to {pin.get('high_water')}")
     return ", ".join(parts)
 
 
