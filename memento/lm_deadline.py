@@ -37,6 +37,7 @@ from memento.errors import Cancelled, LMDeadlineExceeded
 __all__ = [
     "DEFAULT_DEADLINE",
     "call_deadline",
+    "calling_thread",
     "call_with_deadline",
     "check_deadline",
     "in_flight",
@@ -49,9 +50,9 @@ R = TypeVar("R")
 DEFAULT_DEADLINE = 600.0
 _POLL_SECONDS = 0.1
 
-_deadline: contextvars.ContextVar[tuple[float, float, str] | None] = contextvars.ContextVar(
+_deadline: contextvars.ContextVar[tuple[float, float, str, int] | None] = contextvars.ContextVar(
     "memento_lm_deadline", default=None
-)  # (monotonic end, seconds, what) of the LM call this context runs
+)  # (monotonic end, seconds, what, the caller's thread ident) of the LM call this context runs
 _in_flight = {"calls": 0}
 _count_lock = threading.Lock()
 
@@ -60,6 +61,14 @@ def call_deadline() -> float | None:
     """The ``time.monotonic()`` time by which the LM call running in this context must end (``None``: no call)."""
     current = _deadline.get()
     return None if current is None else current[0]
+
+
+def calling_thread() -> int:
+    """The thread an LM call was made from: in the worker of :func:`call_with_deadline`, the caller's; elsewhere this
+    thread's. DSPy callbacks run in the worker and the adapter's parse in the caller: a callback that pairs a reply
+    with its parse keys it by this (:class:`memento.lm_log.LMCallLog`)."""
+    current = _deadline.get()
+    return threading.get_ident() if current is None else current[3]
 
 
 def in_flight() -> int:
@@ -103,7 +112,7 @@ def check_deadline() -> None:
     if current is None:
         check_cancelled()
         return
-    end, seconds, what = current
+    end, seconds, what, _ = current
     if cancel_requested() and _grace_over():
         raise _cancelled(what)
     if time.monotonic() >= end:
@@ -146,7 +155,7 @@ def call_with_deadline(fn: Callable[[], R], *, seconds: float | None, what: str)
     check_cancelled()
     end = time.monotonic() + seconds
     context = contextvars.copy_context()
-    context.run(_deadline.set, (end, seconds, what))
+    context.run(_deadline.set, (end, seconds, what, threading.get_ident()))
     outcome: dict[str, object] = {}
     done = threading.Event()
 

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from memento.lm_deadline import calling_thread
 from memento.scrub import scrub_data
 from memento.text import error_line
 from memento.usage import ActivatedCallback, _modules, current_stage
@@ -267,7 +268,9 @@ class LMCallLog(ActivatedCallback):
         self.records: list[dict[str, Any]] = []  # path None: the records are kept here (a Ray worker's calls)
         self._lock = threading.Lock()
         self._open: dict[str, _Open] = {}
-        self._pending: dict[int, _Open] = {}  # by thread: a reply waiting for its parse
+        # by the thread that made the call (lm_deadline.calling_thread: the call itself runs in a worker): a reply
+        # waiting for its parse
+        self._pending: dict[int, _Open] = {}
         self._local = threading.local()
         self._file: Any = None
         if self.path is not None:
@@ -344,11 +347,11 @@ class LMCallLog(ActivatedCallback):
             return
         call.parses = len(completions)
         with self._lock:  # written when the adapter has parsed the reply (or at this thread's next call, or close)
-            self._pending[threading.get_ident()] = call
+            self._pending[calling_thread()] = call
 
     def on_adapter_parse_end(self, call_id: str, outputs: Any | None, exception: Exception | None = None) -> None:
         with self._lock:
-            call = self._pending.get(threading.get_ident())
+            call = self._pending.get(calling_thread())
         if call is None:
             return  # no reply waiting (DSPy wraps an inherited parse twice: the second end finds none)
         record = call.record
@@ -361,7 +364,7 @@ class LMCallLog(ActivatedCallback):
         call.parses -= 1
         if call.parses <= 0:
             with self._lock:
-                self._pending.pop(threading.get_ident(), None)
+                self._pending.pop(calling_thread(), None)
             self.write(record)
 
     def _flush_pending(self, *, every_thread: bool = False) -> None:
@@ -371,7 +374,7 @@ class LMCallLog(ActivatedCallback):
                 calls = list(self._pending.values())
                 self._pending.clear()
             else:
-                call = self._pending.pop(threading.get_ident(), None)
+                call = self._pending.pop(calling_thread(), None)
                 calls = [call] if call is not None else []
         for call in calls:
             self.write(call.record)
