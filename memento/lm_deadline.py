@@ -135,6 +135,20 @@ def wait_before_retry(seconds: float) -> float:
     return 0.0
 
 
+def _own_stop(error: BaseException) -> BaseException | None:
+    """The deadline or cancel this module raised inside the call (an in-process engine's :func:`check_deadline`),
+    when the client wrapped it (DSPy turns an engine's exception into ``LMUnexpectedError``): it is what ended the
+    call, and callers treat it as fatal / as a cancel."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, LMDeadlineExceeded | Cancelled):
+            return None if current is error else current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def call_with_deadline(fn: Callable[[], R], *, seconds: float | None, what: str) -> R:
     """Run ``fn()`` (one LM call with its retries) and return its result, waiting at most ``seconds``.
 
@@ -178,5 +192,7 @@ def call_with_deadline(fn: Callable[[], R], *, seconds: float | None, what: str)
         if time.monotonic() >= end:
             raise _expired(what, seconds)
     if "error" in outcome:
-        raise outcome["error"]  # type: ignore[misc]  # a BaseException stored by the worker
+        error = outcome["error"]
+        assert isinstance(error, BaseException)  # stored by the worker
+        raise _own_stop(error) or error
     return outcome["value"]  # type: ignore[return-value]  # set by the worker when no error was stored
