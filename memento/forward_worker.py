@@ -44,6 +44,9 @@ class WorkerSpec:
         trainset: labelled examples for methods that take them (few-shot demos).
         embedder: the ``--embedder`` name (``None``: the builder's default).
         memory_version: the MEMENTO memory version the driver pinned; a worker reading another one refuses.
+        memory_pins: what the driver's program reads at test time (:func:`memento.memory.pins.memory_pins`: the
+            memory's version and change-log entry, the banks' high-water marks, as results.json records them); a
+            worker whose program reads another state refuses, so every example of a results file read one state.
         budget: the cluster's LM budget actor (:mod:`memento.lm_budget`) and the roles it limits.
         log_lm: return each LM call's log record (the driver writes them to its ``--log-lm`` file).
     """
@@ -59,6 +62,7 @@ class WorkerSpec:
     trainset: list[Any] | None = None
     embedder: str | None = None
     memory_version: int | None = None
+    memory_pins: dict[str, Any] | None = None
     budget: Any = None
     budget_roles: set[str] = field(default_factory=set)
     log_lm: bool = False
@@ -147,6 +151,16 @@ class _Built:
                 raise DataError(
                     f"a Ray worker opened {spec.memory} at version {version}, not the version {spec.memory_version} "
                     "this run reads: another writer changed the memory"
+                )
+        if spec.memory_pins is not None:  # test time: the state the driver pinned and results.json records
+            from memento.errors import DataError
+            from memento.memory.pins import describe_pins, memory_pins
+
+            pins = memory_pins(self.program)
+            if pins != spec.memory_pins:
+                raise DataError(
+                    f"a Ray worker reads {spec.memory} as {describe_pins(pins)}, not {describe_pins(spec.memory_pins)} "
+                    "as this run pinned it: another writer changed the memory after this run opened it"
                 )
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["memory_pins"]
+__all__ = ["describe_pins", "memory_pins"]
 
 _MAX_DEPTH = 8
 
@@ -64,3 +64,17 @@ def memory_pins(program: Any) -> dict[str, Any] | None:
     found: dict[str, Any] = {}
     _visit(program, found, set(), 0)
     return found or None
+
+
+def describe_pins(pins: dict[str, Any] | None) -> str:
+    """The pins of :func:`memory_pins` in words, for one-line messages (``"memento_memory version 1 (change-log
+    entry 12)"``)."""
+    if not pins:
+        return "no memory"
+    parts = []
+    for store, pin in sorted(pins.items()):
+        if "version" in pin:
+            parts.append(f"{store} version {pin['version']} (change-log entry {pin.get('end_seq')})")
+        else:
+            parts.append(f"{store} rows up to {pin.get('high_water')}")
+    return ", ".join(parts)

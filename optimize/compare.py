@@ -173,16 +173,16 @@ def _test_phase(
     from memento.metrics.eval_journal import EvalJournal
     from memento.metrics.evaluation import evaluate, write_results
 
-    if remote_fields is not None:
-        version = getattr(getattr(program, "memory", None), "version", None)
-        remote_fields = {**remote_fields, "memory_version": version}
-    remote = ctx.remote(remote_fields)
-    observer = ctx.observer
     test_dir = method_dir / "test"
     journal = EvalJournal.in_dir(
         test_dir, run_key={"method": spec.name, "test_ids": [example_id(ex, ctx.task) for ex in ctx.testset]}
     )
     journal.memory = memory_pins(program)  # what every test example reads (pinned when the program was loaded)
+    if remote_fields is not None:  # Ray workers read the memory at the version and state pinned here
+        version = getattr(getattr(program, "memory", None), "version", None)
+        remote_fields = {**remote_fields, "memory_version": version, "memory_pins": journal.memory}
+    remote = ctx.remote(remote_fields)
+    observer = ctx.observer
     previous = journal.finished()
     header = journal.header() if previous else None
     if header is not None and header.get("memory") != journal.memory:  # the memory changed since: test again

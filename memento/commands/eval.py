@@ -207,8 +207,8 @@ def eval_(
         _load_program(program, program_file)
     from memento.memory.pins import memory_pins
 
-    labels = {"run_key": key, "provenance": provenance(settings, data_files=data_files, started_at=started_at)}
-    # the memory the program read, pinned when it was opened: one version per results file
+    labels: dict[str, Any] = {"run_key": key}
+    # the memory the program read, pinned when it was opened: one version per results file (Ray workers read it too)
     labels["memory"] = journal.memory = _pins_of_run(memory_pins(program), previous, out_dir, journal)
     if previous:
         err_console.print(
@@ -230,12 +230,14 @@ def eval_(
                         program_state=_program_state(program_file),
                         trainset=trainset,
                         memory_version=getattr(getattr(program, "memory", None), "version", None),
+                        memory_pins=labels["memory"],
                     )
                 )
                 finish.executor = executor.info()
                 err_console.print(f"memento: {executor.describe()}", markup=False, highlight=False)
-            prov = provenance(settings, data_files=data_files, started_at=started_at, executor=finish.executor)
-            labels = {"run_key": key, "provenance": prov}
+            labels["provenance"] = provenance(
+                settings, data_files=data_files, started_at=started_at, executor=finish.executor
+            )
             bar = ScoreProgress(f"eval {method}", total=len(examples))  # on stderr: elapsed, ETA, running mean
             for record in previous:  # resumed examples count as done (before the bar shows): a finished eval's
                 if record.error is None:  # rerun shows a full bar
@@ -426,6 +428,8 @@ def _pins_of_run(pins: dict[str, Any] | None, previous: list[Any], out_dir: Path
     """The memory pins of this run (:func:`memento.memory.pins.memory_pins`). Examples finished earlier read the
     memory pinned then: resuming them against a memory that has changed since is refused (one results file, one
     memory version)."""
+    from memento.memory.pins import describe_pins
+
     if not previous:
         return pins
     recorded: list[Any] = []
@@ -440,22 +444,11 @@ def _pins_of_run(pins: dict[str, Any] | None, previous: list[Any], out_dir: Path
     for earlier in recorded:
         if earlier != pins:
             raise ConfigError(
-                f"{out_dir} holds examples that read another state of the memory ({_describe(earlier)}; now "
-                f"{_describe(pins)}); use another --out, or --fresh to evaluate every example on the memory as it is"
+                f"{out_dir} holds examples that read another state of the memory ({describe_pins(earlier)}; "
+                f"now {describe_pins(pins)}); use another --out, or --fresh to evaluate every example on the memory "
+                "as it is"
             )
     return pins
-
-
-def _describe(pins: dict[str, Any] | None) -> str:
-    if not pins:
-        return "no memory"
-    parts = []
-    for store, pin in sorted(pins.items()):
-        if "version" in pin:
-            parts.append(f"{store} version {pin['version']} (change-log entry {pin.get('end_seq')})")
-        else:
-            parts.append(f"{store} rows up to {pin.get('high_water')}")
-    return ", ".join(parts)
 
 
 def previous_results(path: Path, key: dict[str, Any], *, journal: Any = None) -> list[Any]:

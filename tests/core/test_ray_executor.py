@@ -133,6 +133,13 @@ def test_sigint_during_a_ray_eval_exits_130_and_a_rerun_finishes_the_rest(tmp_pa
         saved = json.loads((out / "results.json").read_text())
         assert saved["complete"] is False and 0 < saved["n"] < 16
         finished = {e["id"] for e in saved["examples"] if not e["error"]}
+        # the driver journaled every example a worker finished, as it came back
+        journal = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+        assert journal[0]["memento_journal"] == 1 and journal[0]["run_key"] == saved["run_key"]
+        journaled = {line["example"]["id"]: line["example"] for line in journal[1:]}
+        assert {i for i, e in journaled.items() if not e["error"]} == finished
+        assert {e["node"] for e in journaled.values()} == {"127.0.0.1"}  # run on the worker, written by the driver
+        (out / "results.json").unlink()  # as if the driver had been killed (SIGKILL): only the journal is left
 
         before = server.chat_requests
         server.latency = 0.0
@@ -141,6 +148,25 @@ def test_sigint_during_a_ray_eval_exits_130_and_a_rerun_finishes_the_rest(tmp_pa
         final = json.loads((out / "results.json").read_text())
         assert final["complete"] is True and final["n"] == 16 and final["resumed"] == len(finished)
         assert server.chat_requests - before == 16 - len(finished)  # only the missing examples ran
+        assert not (out / "journal.jsonl").exists()  # every example is in the complete results.json
+        by_id = {e["id"]: e for e in final["examples"]}
+        assert all(by_id[i]["prediction"] == journaled[i]["prediction"] for i in finished)
+
+
+def test_the_lm_deadline_holds_on_ray_workers_and_the_driver_journals_what_finished(tmp_path: Path) -> None:
+    data, out = _data(tmp_path, 6), tmp_path / "out"
+    env = _env(tmp_path, MEMENTO_LM_DEADLINE="3", MEMENTO_LM_NUM_RETRIES="0")
+    with OpenAICompatServer(hang_after=3) as server:  # answers 3 requests, then never again
+        cmd = _eval(data, out, server, "ray", "--threads", "1")
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    # the worker's call ended at its role's deadline: the run stops with the one-line reason, keeping what finished
+    assert done.returncode != 0, done.stderr[-3000:]
+    assert "no answer within its deadline of 3 s" in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["complete"] is False and saved["n"] == 3
+    journal = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    assert [line["example"]["id"] for line in journal[1:]] == ["q0", "q1", "q2"]
+    assert {line["example"]["node"] for line in journal[1:]} == {"127.0.0.1"}
 
 
 def _train(data: Path, corpus: Path, memory: Path, server: OpenAICompatServer, executor: str) -> list[str]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from memento.config import load_settings
 from memento.memory.case_bank import CaseBank
 from memento.memory.dir_lock import DirectoryLock
@@ -108,3 +110,29 @@ def test_memory_pins_reports_what_a_program_reads(tmp_path: Path) -> None:
     program = build_program("memento", task=task, settings=settings, memory_dir=tmp_path / "mem", frozen=True)
     assert memory_pins(program) == {"memento_memory": {"version": 1, "end_seq": 1}}
     assert memory_pins(build_program("closed_book", task=task, settings=settings)) is None
+
+
+def test_a_ray_worker_reading_another_state_than_the_driver_pinned_refuses(tmp_path: Path) -> None:
+    from memento.errors import DataError
+    from memento.forward_worker import WorkerSpec, _Built
+
+    writer = _version_1(tmp_path / "mem")
+    settings = load_settings(flags={"lm": "openai/x"})
+    pinned = {"memento_memory": {"version": 1, "end_seq": 1}}  # what the driver recorded in results.json
+
+    def spec(pins: dict) -> WorkerSpec:
+        return WorkerSpec(key="k", settings=settings, method="memento", task="qa", memory=str(tmp_path / "mem"),
+                          frozen=True, memory_version=1, memory_pins=pins)  # fmt: skip
+
+    built = _Built(spec(pinned))  # the worker reads what the driver pinned: built
+    assert memory_pins(built.program) == pinned
+    built.program.memory.close()
+    # an item written through the API without a version (no trainer at work): still version 1, one change more
+    with writer.transaction(batch=None) as tx:
+        writer.web_action.add(RULE_2, batch=1, tx=tx)
+    with pytest.raises(DataError) as refused:
+        _Built(spec(pinned))
+    message = str(refused.value)
+    assert "reads" in message and "memento_memory version 1 (change-log entry 2)" in message
+    assert "not memento_memory version 1 (change-log entry 1) as this run pinned it" in message
+    writer.close()
