@@ -289,3 +289,38 @@ def test_runs_finished_before_an_interruption_are_not_run_again(tmp_path, monkey
     assert report.version == 1 and memory.version == 1
     assert memory.db.checkpoints("trainer/batch/00001/run/") == {}  # the batch's checkpoint holds every run
     assert len(memory.db.checkpoint("trainer/batch/00001")["runs"]) == 3
+
+
+def test_runs_a_remote_executor_returned_are_checkpointed_by_the_trainer(tmp_path):
+    """As the Ray executor does (``RayExecutor.map``): each run comes back through ``on_result`` as its task returns,
+    then a cancel stops the rest; a rerun asks the executor only for the runs that had not come back."""
+    from memento.errors import Cancelled
+    from memento.optimize.memento_trainer import forward_run
+
+    engine = make_engine()
+    dspy.configure(lm=scripted_lm(engine))
+    task, memory, program, trainset = _setup(tmp_path)
+    trainer = _trainer(program, task, memory)
+    sent: list[list[str]] = []
+
+    def remote_forward(jobs, on_result=None, *, stop_after=None):
+        sent.append([task_id for _inputs, _cutoff, task_id in jobs])
+        runs = []
+        for j, job in enumerate(jobs):
+            if stop_after is not None and j == stop_after:
+                raise Cancelled("cancelled by SIGTERM")
+            runs.append(forward_run(program, *job))
+            if on_result is not None:
+                on_result(j, runs[-1])
+        return runs
+
+    trainer.remote_forward = lambda jobs, on_result=None: remote_forward(jobs, on_result, stop_after=2)
+    with pytest.raises(Cancelled):
+        trainer.fit(trainset[:3])
+    assert memory.version == 0 and len(memory.db.checkpoints("trainer/batch/00001/run/")) == 2
+    trainer.remote_forward = remote_forward
+    (report,) = trainer.fit(trainset[:3])
+    assert len(sent) == 2 and len(sent[1]) == 1 and sent[1][0] == sent[0][2]  # only the run that had not returned
+    assert report.version == 1 and memory.version == 1
+    assert memory.db.checkpoints("trainer/batch/00001/run/") == {}
+    assert len(memory.db.checkpoint("trainer/batch/00001")["runs"]) == 3
