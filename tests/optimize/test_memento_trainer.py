@@ -262,12 +262,12 @@ def test_trainer_refuses_mismatched_memory_and_bad_data(tmp_path, location):
         MementoTrainer(program, task.metric, memory, batch_size=0)
 
 
-def test_runs_finished_before_an_interruption_are_not_run_again(tmp_path, monkeypatch):
+def test_runs_finished_before_an_interruption_are_not_run_again(tmp_path, location, monkeypatch):
     from memento.errors import Cancelled
 
     engine = make_engine()
     dspy.configure(lm=scripted_lm(engine))
-    task, memory, program, trainset = _setup(tmp_path)
+    task, memory, program, trainset = _setup(tmp_path, location)
     trainer = _trainer(program, task, memory)
     original = program.forward
     asked: list[str] = []
@@ -291,7 +291,7 @@ def test_runs_finished_before_an_interruption_are_not_run_again(tmp_path, monkey
     assert len(memory.db.checkpoint("trainer/batch/00001")["runs"]) == 3
 
 
-def test_runs_a_remote_executor_returned_are_checkpointed_by_the_trainer(tmp_path):
+def test_runs_a_remote_executor_returned_are_checkpointed_by_the_trainer(tmp_path, location):
     """As the Ray executor does (``RayExecutor.map``): each run comes back through ``on_result`` as its task returns,
     then a cancel stops the rest; a rerun asks the executor only for the runs that had not come back."""
     from memento.errors import Cancelled
@@ -299,7 +299,7 @@ def test_runs_a_remote_executor_returned_are_checkpointed_by_the_trainer(tmp_pat
 
     engine = make_engine()
     dspy.configure(lm=scripted_lm(engine))
-    task, memory, program, trainset = _setup(tmp_path)
+    task, memory, program, trainset = _setup(tmp_path, location)
     trainer = _trainer(program, task, memory)
     sent: list[list[str]] = []
 
