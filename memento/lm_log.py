@@ -3,9 +3,10 @@
 Each line holds the role (``lm``, ``judge_lm``, ...), the stage and the predictor (signature) that made the call, the
 model, the prompt messages in full, DSPy's ``rollout_id`` (``null`` unless an optimiser set one), the completion (the
 raw reply text; a dict when the reply also carried reasoning or tool calls; a list for several candidates), the
-tokens, the latency, whether DSPy's cache served it, the retries with their errors, and the error that ended the call
-if any, and whether the reply parsed into the signature's outputs (``parsed``: true or false; null for a call no
-adapter parsed, e.g. GEPA's free-text proposals or a failed call) with the parse error's first line
+tokens (``prompt``, ``completion`` and ``cached_prompt``: the prompt tokens the provider's or llama.cpp's prompt
+cache served), the latency, whether DSPy's cache served it, the retries with their errors, and the error that ended
+the call if any, and whether the reply parsed into the signature's outputs (``parsed``: true or false; null for a
+call no adapter parsed, e.g. GEPA's free-text proposals or a failed call) with the parse error's first line
 (``parse_error``): enough to replay the run (``--replay-lm FILE``, :mod:`memento.lm_replay`) and to count parse
 failures per stage. A line is written once its reply is parsed (the adapter parses right after the call, in the same
 thread). Everything written goes through :func:`memento.scrub.scrub_data`, so API keys and URL credentials never
@@ -39,7 +40,7 @@ from typing import Any
 from memento.lm_deadline import calling_thread
 from memento.scrub import scrub_data
 from memento.text import error_line
-from memento.usage import ActivatedCallback, _modules, current_stage
+from memento.usage import ActivatedCallback, _modules, cached_prompt_tokens, current_stage
 
 __all__ = [
     "LMCallLog",
@@ -176,6 +177,7 @@ class _Sink:
         tokens = call.record["tokens"]
         tokens["prompt"] += int(usage_entry.get("prompt_tokens") or usage_entry.get("input_tokens") or 0)
         tokens["completion"] += int(usage_entry.get("completion_tokens") or usage_entry.get("output_tokens") or 0)
+        tokens["cached_prompt"] += cached_prompt_tokens(usage_entry)
 
 
 def current_predictor() -> str | None:
@@ -297,7 +299,7 @@ class LMCallLog(ActivatedCallback):
             "messages": logged_messages(inputs),
             "rollout_id": _rollout_id(instance, inputs),
             "completion": None,
-            "tokens": {"prompt": 0, "completion": 0},
+            "tokens": {"prompt": 0, "completion": 0, "cached_prompt": 0},
             "latency_s": 0.0,
             "cached": False,
             "retries": [],

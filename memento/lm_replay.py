@@ -48,6 +48,7 @@ class ReplayedCall:
     completion: Any
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
     cached: bool = False
     error: str | None = None
     line: int = 0
@@ -119,6 +120,7 @@ class ReplayBook:
                 completion=record["completion"],
                 prompt_tokens=int(tokens.get("prompt") or 0),
                 completion_tokens=int(tokens.get("completion") or 0),
+                cached_prompt_tokens=int(tokens.get("cached_prompt") or 0),
                 cached=bool(record.get("cached")),
                 error=record.get("error"),
                 line=number,
@@ -238,6 +240,7 @@ class ReplayEngine:
             input_tokens=call.prompt_tokens,
             output_tokens=call.completion_tokens,
             total_tokens=call.prompt_tokens + call.completion_tokens,
+            cache_read_tokens=call.cached_prompt_tokens or None,
         )
         return Response(
             id=None, model=request.model, message=Message.assistant(parts), finish_reason="stop", usage=usage

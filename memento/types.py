@@ -487,6 +487,7 @@ class StageUsage(_Record):
     lm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, those a provider's prompt cache served (not re-evaluated)
     cached_calls: int = 0
 
 
@@ -496,6 +497,7 @@ class Usage(_Record):
     lm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, those a provider's prompt cache served (not re-evaluated)
     cached_lm_calls: int = 0
     judge_calls: int = 0
     searches: int = 0
@@ -513,6 +515,7 @@ class Usage(_Record):
             "lm_calls",
             "prompt_tokens",
             "completion_tokens",
+            "cached_prompt_tokens",
             "cached_lm_calls",
             "judge_calls",
             "searches",
@@ -529,6 +532,7 @@ class Usage(_Record):
                 cur.lm_calls += val.lm_calls
                 cur.prompt_tokens += val.prompt_tokens
                 cur.completion_tokens += val.completion_tokens
+                cur.cached_prompt_tokens += val.cached_prompt_tokens
                 cur.cached_calls += val.cached_calls
         return out
 

@@ -25,7 +25,14 @@ from dspy.utils.callback import BaseCallback
 
 from memento.types import StageUsage, Usage
 
-__all__ = ["ActivatedCallback", "ModuleStackCallback", "UsageMeter", "current_stage", "JUDGE_ROLE"]
+__all__ = [
+    "ActivatedCallback",
+    "ModuleStackCallback",
+    "UsageMeter",
+    "cached_prompt_tokens",
+    "current_stage",
+    "JUDGE_ROLE",
+]
 
 JUDGE_ROLE = "judge_lm"
 
@@ -52,14 +59,22 @@ def current_stage() -> str:
     return "unknown"
 
 
+def cached_prompt_tokens(usage_entry: dict[str, Any]) -> int:
+    """The prompt tokens of a call that the provider's prompt cache served (OpenAI's
+    ``prompt_tokens_details.cached_tokens``; a local model reports the tokens llama.cpp did not evaluate)."""
+    details = usage_entry.get("prompt_tokens_details") or {}
+    return int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+
+
 class _Call:
-    __slots__ = ("role", "stage", "prompt_tokens", "completion_tokens", "billed")
+    __slots__ = ("role", "stage", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "billed")
 
     def __init__(self, role: str, stage: str) -> None:
         self.role = role
         self.stage = stage
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.cached_prompt_tokens = 0
         self.billed = False
 
 
@@ -85,6 +100,7 @@ class _UsageSink:
         call.billed = True
         call.prompt_tokens += int(usage_entry.get("prompt_tokens") or usage_entry.get("input_tokens") or 0)
         call.completion_tokens += int(usage_entry.get("completion_tokens") or usage_entry.get("output_tokens") or 0)
+        call.cached_prompt_tokens += cached_prompt_tokens(usage_entry)
 
 
 class ModuleStackCallback(BaseCallback):
@@ -174,6 +190,7 @@ class UsageMeter(ActivatedCallback):
                     entry.lm_calls += 1
                     entry.prompt_tokens += call.prompt_tokens
                     entry.completion_tokens += call.completion_tokens
+                    entry.cached_prompt_tokens += call.cached_prompt_tokens
                 else:
                     entry.cached_calls += 1
 
@@ -187,6 +204,7 @@ class UsageMeter(ActivatedCallback):
             lm_calls=sum(v.lm_calls for v in by_role.values()),
             prompt_tokens=sum(v.prompt_tokens for v in by_role.values()),
             completion_tokens=sum(v.completion_tokens for v in by_role.values()),
+            cached_prompt_tokens=sum(v.cached_prompt_tokens for v in by_role.values()),
             cached_lm_calls=sum(v.cached_calls for v in by_role.values()),
             judge_calls=by_role.get(JUDGE_ROLE, StageUsage()).lm_calls,
             by_role=by_role,
@@ -203,6 +221,7 @@ class UsageMeter(ActivatedCallback):
                     mine.lm_calls += entry.lm_calls
                     mine.prompt_tokens += entry.prompt_tokens
                     mine.completion_tokens += entry.completion_tokens
+                    mine.cached_prompt_tokens += entry.cached_prompt_tokens
                     mine.cached_calls += entry.cached_calls
 
     def reset(self) -> None:

@@ -65,7 +65,9 @@ def print_summary(result: Any, path: Path, *, show: int = 10) -> None:
 
         console.print(f"behaviour: {describe_behaviour(result.behaviour)}")
     console.print(
-        f"LM calls {u.lm_calls} (cached {u.cached_lm_calls}), tokens {u.prompt_tokens}+{u.completion_tokens}, "
+        f"LM calls {u.lm_calls} (cached {u.cached_lm_calls}), tokens {u.prompt_tokens}+{u.completion_tokens}"
+        + (f" ({u.cached_prompt_tokens} prompt tokens cached)" if u.cached_prompt_tokens else "")
+        + ", "
         f"judge calls {j.lm_calls}, searches {u.searches}, fetches {u.fetches}, {result.seconds:.1f}s"
     )
     console.print(f"results: {escape(str(path))}")

@@ -389,8 +389,9 @@ def _report_run(
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
         console.print(f"[bold]{escape(name)}:[/bold] {escape(str(shown))}")
     usage = trajectory.usage
+    cached = f" ({usage.cached_prompt_tokens} prompt tokens cached)" if usage.cached_prompt_tokens else ""
     console.print(
-        f"[dim]{usage.lm_calls} LM calls, {usage.prompt_tokens + usage.completion_tokens} tokens, "
+        f"[dim]{usage.lm_calls} LM calls, {usage.prompt_tokens + usage.completion_tokens} tokens{cached}, "
         f"{usage.searches} searches, {usage.fetches} fetches, {max(0, len(trajectory.nodes) - 1)} sub-questions, "
         f"{trajectory.timings.get('total_s', 0.0):.1f}s[/dim]"
     )

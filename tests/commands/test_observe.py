@@ -81,7 +81,7 @@ def test_log_lm_records_retries_and_cache_hits(tmp_path: Path, caplog) -> None:
     assert log.lines == 2
     assert first["cached"] is False and len(first["retries"]) == 1
     assert "429" in first["retries"][0]["error"] and first["retries"][0]["attempt"] == 1
-    assert second["cached"] is True and second["tokens"] == {"prompt": 0, "completion": 0}
+    assert second["cached"] is True and second["tokens"] == {"prompt": 0, "completion": 0, "cached_prompt": 0}
     assert any("LM call retry 1" in r.getMessage() for r in caplog.records)
 
 
