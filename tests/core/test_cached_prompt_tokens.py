@@ -52,7 +52,7 @@ class _FakeLlama:
 def test_the_local_engine_reports_the_prompt_tokens_llama_cpp_did_not_evaluate(monkeypatch) -> None:
     from dspy.lm15 import Config, Message, Request
 
-    llama = local_lm._counting(_FakeLlama)()
+    llama = local_lm._engine_llama(_FakeLlama)()
     monkeypatch.setattr(local_lm, "_load", lambda *args: local_lm._Loaded(llama))
     engine = LocalEngine("m.gguf")
 
