@@ -210,7 +210,7 @@ class _GreedyGrammarSampler:
     grammar refuses it are all tokens filtered (as llama.cpp's ``common_sampler`` does). The token is the same as
     filtering first (the best token, if allowed, is the best allowed token; ties go to the lowest id either way);
     filtering all ~49k tokens of the bundled model's vocabulary through the grammar at every step cost more than
-    a third of its decoding time. Each token checks for a cancel.
+    a third of its decoding time. Each token checks for a cancel and the call's deadline.
     """
 
     def __init__(self, llama: Any, grammar: Any) -> None:
@@ -247,7 +247,7 @@ class _GreedyGrammarSampler:
         )
 
     def sample(self, ctx: Any, idx: int = -1) -> int:
-        check_cancelled()
+        _cancel_check(None, None)  # a cancel or the call's deadline stops decoding here, as with llama.cpp's sampler
         lib, np = self._lib, self._np
         logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx.ctx, idx), shape=(self.n_vocab,))
         token = int(np.argmax(logits))
