@@ -26,6 +26,13 @@ Every LM stage is a predictor of the learning module (:class:`~memento.programs.
 (:class:`BatchCheckpoint` under ``trainer/batch/<n>``), so ``fit`` on a directory with a half-finished batch
 resumes it at the next phase and never applies a batch twice.
 
+:class:`MementoTrainer` is the loop (phases in order, forward pass, scoring, report); its parts live one per
+module: :mod:`~memento.optimize.trainer_records` (runs, digests, votes, plans, the batch checkpoint),
+:mod:`~memento.optimize.trainer_checkpoints` (stale and corrupt checkpoints), :mod:`~memento.optimize.run_digests`
+(records within budget), :mod:`~memento.optimize.distiller_calls` (counted, failure-tolerant, guarded calls),
+:mod:`~memento.optimize.rule_votes` (one vote per run and rule), :mod:`~memento.optimize.consolidation_phase`
+(Phase A) and :mod:`~memento.optimize.reflection_phase` (Phase C).
+
 Example:
     >>> trainer = MementoTrainer(program, task.metric, memory, batch_size=10, threads=4)  # doctest: +SKIP
     >>> reports = trainer.fit(trainset)  # doctest: +SKIP
@@ -35,44 +42,53 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import json
 import logging
-import threading
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import dspy
-from pydantic import BaseModel, Field
 
-from memento.dating import DateFilter, held_pages, run_evidence
 from memento.errors import ConfigError, DataError, LMUnavailableError, handle_error
 from memento.lm_failures import LMFailureWatch
-from memento.memory.canonicalizer import Candidate, Canonicalizer, CanonicalOp, is_no_data
+from memento.memory.canonicalizer import Canonicalizer
 from memento.memory.memento_memory import MementoMemory
 from memento.memory.memory_guard import MemoryGuard
-from memento.memory.rule_book import RuleBook
-from memento.memory.sqlite_store import estimate_tokens
 from memento.metrics.as_float import score_of
-from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
+from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD
 from memento.optimize import run_digest
 from memento.optimize.batch_report import (
     DISTILLERS,
     BatchReport,
     CharCounts,
     DistillerStats,
-    GuardRejection,
     RuleCounts,
     summarize_trajectories,
 )
+from memento.optimize.consolidation_phase import ConsolidationPhase
+from memento.optimize.distiller_calls import DistillerCalls
+from memento.optimize.reflection_phase import ReflectionPhase
+from memento.optimize.run_digests import RunDigester
+from memento.optimize.trainer_checkpoints import BATCH_KEY, RUN_KEY, CorruptCheckpoint, StaleBatch, TrainerCheckpoints
+from memento.optimize.trainer_records import (
+    PHASES,
+    BatchCheckpoint,
+    ConsolidationPlan,
+    ReflectionPlan,
+    RuleVote,
+    RunDigest,
+    RunRecord,
+    example_id,
+    forward_run,
+    injected_per_run,
+    is_valid,
+    phase_index,
+    run_backing,
+)
 from memento.programs.memento_learner import MementoLearner
-from memento.programs.memento_program import injected_items
-from memento.text import one_line
 from memento.threads import run_parallel
-from memento.types import EvidenceRecord, SourcePage, SourceRun, Trajectory
-from memento.untrusted import quote_data
+from memento.types import EvidenceRecord
 from memento.usage import UsageMeter
 
 __all__ = [
@@ -89,156 +105,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-PHASES: tuple[str, ...] = ("forward", "consolidated", "scored", "done")
-_KEY = "trainer/batch/{:05d}"
-_RUN_KEY = "{}/run/{}"  # a forward run that finished, until the batch's own checkpoint holds every run
-
-
-class _StaleBatch(Exception):
-    """The batch's checkpoint changed under this run (another writer): its write is abandoned."""
-
-
-class _CorruptCheckpoint(Exception):
-    """A batch's checkpoint row cannot be read back (truncated JSON, a record of the wrong shape)."""
-
-
-def forward_run(program: Any, inputs: dict[str, Any], cutoff: Any, task_id: str) -> RunRecord:
-    """One forward run of Phase A: ``program`` on one example's inputs; a crash is a failed run, not a failed batch."""
-    try:
-        pred = program(**inputs, cutoff=cutoff, task_id=task_id)
-    except Exception as exc:  # noqa: BLE001 - one broken example is a failed run, not a failed batch
-        failure = handle_error(exc, where=f"forward pass on {task_id}", log=logger)
-        trajectory = Trajectory(task_text=str(inputs), task_id=task_id, error=failure.reason)
-        return RunRecord(id=task_id, trajectory=trajectory, crashed=True)
-    prediction = {k: v for k, v in pred.items() if k != "trajectory"}
-    return RunRecord(id=task_id, prediction=json.loads(json.dumps(prediction, default=str)), trajectory=pred.trajectory)
-
-
-def example_id(example: Any, index: int) -> str:
-    """A stable id for a training example: its ``id`` field, else a hash of its inputs (index as tiebreak)."""
-    value = example.get("id") if hasattr(example, "get") else None
-    if value not in (None, ""):
-        return str(value)
-    inputs = example.inputs().toDict() if hasattr(example, "inputs") else dict(example)
-    digest = hashlib.sha1(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:12]
-    return f"ex-{digest}-{index}"
-
-
-def _phase_index(phase: str | None) -> int:
-    return PHASES.index(phase) if phase in PHASES else -1
-
-
-def _norm_source(url: str) -> str:
-    from memento.web.web_tools import clean_url
-
-    return clean_url(url).rstrip("/").lower()
-
-
-def _read_sources(trajectory: Trajectory, cited: list[str]) -> list[SourcePage]:
-    """The cited sources a run actually read (a page it opened or a search result it was shown), as it read them
-    (URL and date); a source it never saw is dropped (MEMENTO's facts rest on pages, not on what the model wrote)."""
-    seen: dict[str, SourcePage] = {}
-    for page in held_pages(trajectory):
-        key = _norm_source(page.url)
-        if key not in seen or (page.published is not None and seen[key].published is None):
-            seen[key] = page
-    out: list[SourcePage] = []
-    for url in cited:
-        found = seen.get(_norm_source(url))
-        if found is not None and found not in out:
-            out.append(found)
-    return out
-
-
-def _numbered(rules: list[Any]) -> str:
-    return "\n".join(f"{i}. {RuleBook.render_rule(r)[2:]}" for i, r in enumerate(rules, 1))
-
-
-def _injected_per_run(trajectories: list[Trajectory]) -> dict[str, float]:
-    """Mean memory items injected per run, by paper store name (M1-M4), from the runs' ``injected_memory``."""
-    if not trajectories:
-        return {}
-    names = {"craft": "M1", "decomposition": "M2", "web_action": "M3", "facts": "M4"}
-    totals = dict.fromkeys(names.values(), 0)
-    for trajectory in trajectories:
-        for store, ids in injected_items(trajectory).items():
-            if store in names:
-                totals[names[store]] += len(ids)
-    return {name: round(total / len(trajectories), 3) for name, total in totals.items()}
-
-
-# -- records of a batch -------------------------------------------------------------------------------------
-class RunRecord(BaseModel):
-    """One forward run of a batch: its prediction and trajectory, then its score and the judge's feedback.
-
-    ``crashed``: the program raised before producing a trajectory (counted apart in the report).
-    """
-
-    id: str
-    prediction: dict[str, Any] = Field(default_factory=dict)
-    trajectory: Trajectory
-    crashed: bool = False
-    score: float | None = None
-    feedback: str = ""
-    # instruction-like passages of the pages the run read (memory guard), kept here because a checkpointed
-    # trajectory keeps no page text
-    injections: list[str] = Field(default_factory=list)
-
-
-class RunDigest(BaseModel):
-    """What the distillers read of one run, each text within its budget (summarised when it was over)."""
-
-    record: str = ""
-    record_summarised: bool = False
-    search_log: str = ""
-    search_log_summarised: bool = False
-    tree: str = ""
-    tree_summarised: bool = False
-    summary_failures: int = 0
-
-
-class RuleVote(BaseModel):
-    """One run's verdict on one stored rule (``auto``: M2 outcome credit of an injected rule)."""
-
-    rule_id: str
-    run_id: str
-    op: Literal["reinforce", "contradict", "remove"]
-    auto: bool = False
-
-
-class ConsolidationPlan(BaseModel):
-    """Phase A's planned memory changes (applied in one transaction)."""
-
-    craft: list[CanonicalOp] = Field(default_factory=list)
-    craft_votes: list[RuleVote] = Field(default_factory=list)  # runs proposing to retire an M1 entry they were given
-    web_votes: list[RuleVote] = Field(default_factory=list)
-    web_adds: list[CanonicalOp] = Field(default_factory=list)
-    facts: list[CanonicalOp] = Field(default_factory=list)
-
-
-class ReflectionPlan(BaseModel):
-    """Phase C's planned M2 changes (applied in one transaction)."""
-
-    votes: list[RuleVote] = Field(default_factory=list)
-    adds: list[CanonicalOp] = Field(default_factory=list)
-
-
-class BatchCheckpoint(BaseModel):
-    """The resumable state of one batch, written atomically with each phase's memory changes."""
-
-    fingerprint: str
-    phase: str
-    base_version: int
-    runs: list[RunRecord]
-    seconds: dict[str, float] = Field(default_factory=dict)
-    train_lm_calls: int = 0
-    train_stages: dict[str, int] = Field(default_factory=dict)
-    counts: dict[str, int] = Field(default_factory=dict)
-    digests: dict[str, RunDigest] = Field(default_factory=dict)
-    distillers: dict[str, DistillerStats] = Field(default_factory=dict)
-    guard_rejected: list[GuardRejection] = Field(default_factory=list)
-    report: BatchReport | None = None
 
 
 class MementoTrainer:
@@ -329,7 +195,11 @@ class MementoTrainer:
         self.on_event = on_event
         self.lm_watch = LMFailureWatch(max_consecutive=max_consecutive_lm_failures)
         self.task = getattr(program, "task", None)
-        self._lock = threading.Lock()
+        self.checkpoints = TrainerCheckpoints(self)
+        self.digester = RunDigester(self)
+        self.calls = DistillerCalls(self)
+        self.consolidation = ConsolidationPhase(self)
+        self.reflection = ReflectionPhase(self)
         # the Ray executor's forward pass (memento.ray_executor.RayExecutor.forward_runs): takes (inputs, cutoff,
         # task id) per example and returns their RunRecords, run on the cluster against this memory's version;
         # on_result(j, run) is called here as each run returns (its checkpoint)
@@ -426,8 +296,8 @@ class MementoTrainer:
         """
         try:
             return self._run_batch(batch, examples, ids)
-        except _StaleBatch:
-            saved = self._saved_checkpoint(_KEY.format(batch)) or {}
+        except StaleBatch:
+            saved = self.checkpoints.saved(BATCH_KEY.format(batch)) or {}
             if saved.get("phase") == "done" and saved.get("report"):
                 self._emit(batch, "done", "already applied by another writer; skipped")
                 return BatchReport.model_validate(saved["report"])
@@ -435,16 +305,10 @@ class MementoTrainer:
                 f"batch {batch} in {self.memory.directory} was advanced by another writer; rerun to resume it"
             ) from None
 
-    @staticmethod
-    def _guard(tx: Any, key: str, phase: str | None) -> None:
-        """Go on only if the batch's stored phase is still ``phase`` (what this run last wrote or read)."""
-        if (tx.checkpoint(key) or {}).get("phase") != phase:
-            raise _StaleBatch
-
     def _stop_on_lm_failure(self, batch: int, runs: list[RunRecord]) -> None:
         """Refuse to go on with a batch the LM failed: too many failed calls in a row, or no valid run at all."""
         watch = self.lm_watch
-        valid = sum(self._valid(r) for r in runs)
+        valid = sum(is_valid(r) for r in runs)
         if watch.tripped or (valid == 0 and watch.failed > 0):
             why = (
                 f"{watch.streak} consecutive LM calls failed"
@@ -456,46 +320,13 @@ class MementoTrainer:
                 "this batch: fix the LM and rerun to retry it"
             )
 
-    def _saved_checkpoint(self, key: str) -> dict[str, Any] | None:
-        """The stored checkpoint, validated; a truncated or corrupt row raises :class:`_CorruptCheckpoint`."""
-        try:
-            saved = self.memory.db.checkpoint(key)
-            if saved is not None:
-                BatchCheckpoint.model_validate(saved)
-        except ValueError as exc:  # json.JSONDecodeError and pydantic's ValidationError are ValueErrors
-            raise _CorruptCheckpoint(one_line(f"{type(exc).__name__}: {exc}", 160)) from None
-        return saved
-
-    def _recover_checkpoint(self, batch: int, key: str, fingerprint: str, reason: str) -> BatchReport | None:
-        """After a corrupt checkpoint, one warning line, then: a batch committed as a version is not run again (a
-        second run would count its evidence twice): its checkpoint is rewritten as done, with a report that has
-        only the batch and version (the figures were in the lost row); any other batch returns ``None`` once its
-        uncommitted changes are undone and its checkpoint dropped, so it starts afresh."""
-        committed = [v for v in self.memory.db.versions() if v["batch"] == batch and v["status"] == "committed"]
-        where = f"batch {batch}: the checkpoint in {self.memory.directory} is unreadable ({reason})"
-        if committed:
-            info = committed[-1]
-            version = int(info["version"])
-            logger.warning("%s; the batch was committed as version %d, so it is not run again", where, version)
-            report = BatchReport(batch=batch, version=version)
-            state = BatchCheckpoint(
-                fingerprint=fingerprint, phase="done", base_version=int(info["parent"] or 0), runs=[], report=report
-            )
-            with self.memory.transaction(batch=batch) as tx:
-                tx.set_checkpoint(key, state.model_dump(mode="json"), version=version)
-            self._emit(batch, "done", f"committed as version {version}; its figures were lost with the checkpoint")
-            return report
-        undone = self.memory.rollback(self.memory.version)  # also drops every uncommitted checkpoint
-        logger.warning("%s; starting the batch afresh (%d uncommitted changes undone)", where, undone)
-        return None
-
     def _run_batch(self, batch: int, examples: list[Any], ids: list[str]) -> BatchReport:
-        key = _KEY.format(batch)
+        key = BATCH_KEY.format(batch)
         fp = self.fingerprint(ids)
         try:
-            saved = self._saved_checkpoint(key)
-        except _CorruptCheckpoint as exc:
-            recovered = self._recover_checkpoint(batch, key, fp, str(exc))
+            saved = self.checkpoints.saved(key)
+        except CorruptCheckpoint as exc:
+            recovered = self.checkpoints.recover(batch, key, fp, str(exc))
             if recovered is not None:
                 return recovered
             saved = None
@@ -510,7 +341,7 @@ class MementoTrainer:
             return state.report
         if state is None:
             started = time.perf_counter()
-            finished = self._finished_runs(key, fp)
+            finished = self.checkpoints.finished_runs(key, fp)
             resumed = f" ({len(finished)} finished before, kept)" if finished else ""
             self._emit(batch, "forward", f"{len(examples)} examples{resumed}")
             with self.lm_watch:
@@ -520,22 +351,22 @@ class MementoTrainer:
             state = BatchCheckpoint(fingerprint=fp, phase="forward", base_version=self.memory.version, runs=runs)
             state.seconds["forward"] = round(time.perf_counter() - started, 3)
             with self.memory.transaction(batch=batch) as tx:
-                self._guard(tx, key, None)
+                self.checkpoints.guard(tx, key, None)
                 tx.set_checkpoint(key, state.model_dump(mode="json"))
-                tx.delete_checkpoints(_RUN_KEY.format(key, ""))  # the batch's checkpoint holds every run now
+                tx.delete_checkpoints(RUN_KEY.format(key, ""))  # the batch's checkpoint holds every run now
 
-        if _phase_index(state.phase) < _phase_index("consolidated"):
+        if phase_index(state.phase) < phase_index("consolidated"):
             started = time.perf_counter()
             self._emit(batch, "consolidate", "M1 insights, M3 search logs, M4 facts (one call per run)")
-            plan = self._metered(state, lambda: self._consolidation_plan(state))
+            plan = self._metered(state, lambda: self.consolidation.plan(state))
             state.seconds["consolidate"] = round(time.perf_counter() - started, 3)
             with self.memory.transaction(batch=batch) as tx:
-                self._guard(tx, key, state.phase)
-                self._count(state, self._apply_consolidation(batch, plan, tx, self._backings(state)))
+                self.checkpoints.guard(tx, key, state.phase)
+                self._count(state, self.consolidation.apply(batch, plan, tx, self._backings(state)))
                 state.phase = "consolidated"
                 tx.set_checkpoint(key, state.model_dump(mode="json"))
 
-        if _phase_index(state.phase) < _phase_index("scored"):
+        if phase_index(state.phase) < phase_index("scored"):
             started = time.perf_counter()
             self._emit(batch, "score", "metric / judge")
             scored = run_parallel(
@@ -546,16 +377,16 @@ class MementoTrainer:
             state.seconds["score"] = round(time.perf_counter() - started, 3)
             phase, state.phase = state.phase, "scored"
             with self.memory.transaction(batch=batch) as tx:
-                self._guard(tx, key, phase)
+                self.checkpoints.guard(tx, key, phase)
                 tx.set_checkpoint(key, state.model_dump(mode="json"))
 
         started = time.perf_counter()
         self._emit(batch, "reflect", "M2 coverage and rule operations (one call per valid run)")
-        plan_c = self._metered(state, lambda: self._reflection_plan(examples, state))
+        plan_c = self._metered(state, lambda: self.reflection.plan(examples, state))
         state.seconds["reflect"] = round(time.perf_counter() - started, 3)
         with self.memory.transaction(batch=batch) as tx:
-            self._guard(tx, key, state.phase)  # another writer applied or advanced it meanwhile: never twice
-            self._count(state, self._apply_reflection(batch, plan_c, tx, self._backings(state)))
+            self.checkpoints.guard(tx, key, state.phase)  # another writer applied or advanced it meanwhile: never twice
+            self._count(state, self.reflection.apply(batch, plan_c, tx, self._backings(state)))
             version = self.memory.commit_version(batch=batch, note=f"batch {batch}: {len(state.runs)} examples", tx=tx)
             report = self._report(batch, version, state)
             state.phase, state.report = "done", report
@@ -566,7 +397,7 @@ class MementoTrainer:
     @classmethod
     def _backings(cls, state: BatchCheckpoint) -> dict[str, EvidenceRecord]:
         """Each run's evidence (run id -> the pages it opened and the run), for the votes it casts."""
-        return {run.id: cls._backing(run) for run in state.runs}
+        return {run.id: run_backing(run) for run in state.runs}
 
     @staticmethod
     def _count(state: BatchCheckpoint, counts: dict[str, int]) -> None:
@@ -574,21 +405,6 @@ class MementoTrainer:
             state.counts[name] = state.counts.get(name, 0) + value
 
     # -- Phase A: forward pass -----------------------------------------------------------------------------
-    def _finished_runs(self, key: str, fingerprint: str) -> dict[int, RunRecord]:
-        """Forward runs of this batch that finished before an interruption (their own checkpoints), by index."""
-        finished: dict[int, RunRecord] = {}
-        try:
-            saved_runs = self.memory.db.checkpoints(_RUN_KEY.format(key, ""))
-        except ValueError:  # a damaged row: every run of the pass is done again
-            logger.warning("the forward run checkpoints of %s are unreadable; the forward pass is done again", key)
-            return finished
-        for run_key, saved in saved_runs.items():
-            try:
-                if saved.get("fingerprint") == fingerprint:
-                    finished[int(run_key.rsplit("/", 1)[1])] = RunRecord.model_validate(saved["run"])
-            except (ValueError, KeyError, TypeError, AttributeError):  # a damaged row: that run is simply redone
-                logger.warning("forward run checkpoint %s is unreadable; the run is done again", run_key)
-        return finished
 
     def _forward(
         self,
@@ -613,7 +429,7 @@ class MementoTrainer:
             if key is not None and not run.crashed:
                 saved = {"fingerprint": fingerprint, "run": run.model_dump(mode="json")}
                 with self.memory.transaction(batch=batch) as tx:
-                    tx.set_checkpoint(_RUN_KEY.format(key, f"{i:05d}"), saved)
+                    tx.set_checkpoint(RUN_KEY.format(key, f"{i:05d}"), saved)
 
         if self.remote_forward is not None:  # the Ray executor: each run a task on the cluster (memory read there)
             runs = list(self.remote_forward(jobs, on_result=lambda j, run: checkpoint(todo[j], run)))
@@ -637,377 +453,6 @@ class MementoTrainer:
                 found = (p for text in run_digest.read_texts(run.trajectory) for p in self.guard.injections(text))
                 run.injections = list(dict.fromkeys(found))
 
-    def _guarded(self, run: RunRecord, candidates: list[Candidate]) -> list[Candidate]:
-        """The candidates with what the memory guard compares them with: the run's reading and its task."""
-        if self.guard is not None:
-            pages = [*run_digest.read_texts(run.trajectory), *run.injections]
-            for candidate in candidates:
-                candidate.pages, candidate.task = pages, run.trajectory.task_text
-        return candidates
-
-    def _note_guard(self, state: BatchCheckpoint, store: str, ops: list[CanonicalOp]) -> None:
-        """Record the memory guard's rejections in the batch state (the report lists them) and the log."""
-        for op in ops:
-            if not op.guard:
-                continue
-            cand = op.candidate
-            logger.warning("memory guard rejected a %s candidate (%s): %s", store, one_line(cand.text, 120), op.reason)
-            with self._lock:
-                state.guard_rejected.append(
-                    GuardRejection(
-                        store=store, text=one_line(cand.text, 500), entity=cand.entity, reasons=op.guard,
-                        runs=sorted(set(cand.provenance)),
-                    )
-                )  # fmt: skip
-
-    @staticmethod
-    def _valid(run: RunRecord) -> bool:
-        trajectory = run.trajectory
-        if run.crashed or trajectory.error:
-            return False
-        answered = [n for n in trajectory.nodes if n.parent_id is not None and n.status == "answered"]
-        values = [v for v in run.prediction.values() if v not in (None, "", [], {})]
-        return bool(values) and (bool(answered) or not trajectory.nodes)
-
-    @staticmethod
-    def _recorded(run: RunRecord) -> bool:
-        return not run.crashed and run_digest.has_record(run.trajectory)
-
-    # -- Phase A: digests (summarise what is over budget) ----------------------------------------------------
-    def _summary(self, task: str, text: str, budget: int) -> str:
-        """An LLM summary within ``budget``; a text longer than ``summary_input_chars`` is summarised in parts."""
-        if len(text) <= self.summary_input_chars:
-            return self.learner.summarize(task, text, budget)[:budget]
-        parts, current = [], ""
-        for block in text.split("\n"):
-            if current and len(current) + len(block) + 1 > self.summary_input_chars:
-                parts.append(current)
-                current = ""
-            current = f"{current}\n{block}" if current else block[: self.summary_input_chars]
-        parts.append(current)
-        share = max(100, budget // len(parts) - 1)
-        return "\n".join(self.learner.summarize(task, part, share)[:share] for part in parts)[:budget]
-
-    def _fit(self, task: str, render: Callable[[int], str], budget: int, digest: RunDigest) -> tuple[str, bool]:
-        """The most detailed rendering within ``budget`` (fewer result titles first), else an LLM summary."""
-        text = ""
-        for titles in run_digest.TITLE_LADDER:
-            text = render(titles)
-            if len(text) <= budget:
-                return text, False
-        text = render(run_digest.TITLE_LADDER[0])
-        try:
-            return self._summary(task, text, budget), True
-        except Exception as exc:  # noqa: BLE001 - a failed summary falls back to the record's head and tail
-            handle_error(exc, where="run summary (head and tail kept)", log=logger)
-            with self._lock:
-                digest.summary_failures += 1
-            half = budget // 2 - 40
-            return f"{text[:half]}\n[... {len(text) - 2 * half} characters not shown ...]\n{text[-half:]}", True
-
-    def _digest(self, run: RunRecord) -> RunDigest:
-        traj = run.trajectory
-        task = one_line(traj.task_text, 2000)
-        digest = RunDigest()
-        digest.record, digest.record_summarised = self._fit(
-            task, lambda titles: run_digest.run_record(traj, titles=titles), self.record_chars, digest
-        )
-        digest.search_log, digest.search_log_summarised = self._fit(
-            task, lambda titles: run_digest.search_log(traj, titles=titles), self.search_log_chars, digest
-        )
-        digest.tree, digest.tree_summarised = self._fit(
-            task, lambda _titles: run_digest.judged_tree(traj), self.record_chars, digest
-        )
-        return digest
-
-    def _digests(self, state: BatchCheckpoint) -> dict[str, RunDigest]:
-        missing = [r for r in state.runs if self._recorded(r) and r.id not in state.digests]
-        made = run_parallel(self._digest, missing, threads=self.threads)
-        for run, digest in zip(missing, made, strict=True):
-            state.digests[run.id] = digest
-        return state.digests
-
-    # -- Phase A: per-run distillers ---------------------------------------------------------------------------
-    def _stats(self, state: BatchCheckpoint, name: str) -> DistillerStats:
-        with self._lock:
-            return state.distillers.setdefault(name, DistillerStats())
-
-    def _seen(self, stats: DistillerStats, summarised: bool) -> None:
-        with self._lock:
-            stats.runs += 1
-            stats.seen += 1
-            stats.summarised += int(summarised)
-
-    def _try(self, stats: DistillerStats, what: str, fn: Callable[[], Any]) -> Any:
-        try:
-            with self.learner.reflection():
-                return fn()
-        except Exception as exc:  # noqa: BLE001 - a failed distiller call is recorded, the batch goes on
-            handle_error(exc, where=what, log=logger)
-            with self._lock:
-                stats.failed += 1
-            return None
-
-    def _call(self, stats: DistillerStats, summarised: bool, what: str, fn: Callable[[], Any]) -> Any:
-        self._seen(stats, summarised)
-        return self._try(stats, what, fn)
-
-    def _craft_in_use(self, trajectory: Trajectory) -> list[Any]:
-        """The M1 entries injected into a run (its typed ``injected_memory``), in injection order."""
-        entries = [self.memory.craft.get(entry_id) for entry_id in injected_items(trajectory).get("craft", [])]
-        return [entry for entry in entries if entry is not None]
-
-    def _insights(self, state: BatchCheckpoint, run: RunRecord) -> tuple[list[Candidate], list[RuleVote]]:
-        """A run's M1 candidates (its distilled insights, only for a valid run, and its exploration insights) and
-        its votes to retire M1 entries it was given."""
-        digest = state.digests[run.id]
-        traj = run.trajectory
-        found: list[Candidate] = []
-        votes: list[RuleVote] = []
-        if self._valid(run):  # a failed run's record teaches no craft (MEMENTO distils M1 from valid runs)
-            in_use = self._craft_in_use(traj)
-            numbered = "\n".join(f"{i}. {entry.text}" for i, entry in enumerate(in_use, 1))
-            out = self._call(
-                self._stats(state, "craft_insights"),
-                digest.record_summarised,
-                f"craft insights for {run.id}",
-                lambda: self.learner.distill_insights(
-                    task=traj.task_text,
-                    run_record=quote_data(digest.record),
-                    craft_in_use=quote_data(numbered) if numbered else "(none)",
-                ),
-            )
-            texts = [str(t).strip() for t in (getattr(out, "insights", None) or []) if str(t).strip()]
-            evidence = digest.record[: self.evidence_chars]
-            backing = self._backing(run)  # the pages the run opened (exploration included) and the run
-            found = [Candidate(text=t, provenance=[run.id], evidence=evidence, backing=backing) for t in texts]
-            for number in getattr(out, "retire", None) or []:
-                if isinstance(number, int) and 1 <= number <= len(in_use):
-                    votes.append(RuleVote(rule_id=in_use[number - 1].id, run_id=run.id, op="remove"))
-        for exploration in traj.explorations:
-            for text in exploration.insights:
-                found.append(
-                    Candidate(
-                        text=text,
-                        provenance=[run.id],
-                        evidence=f"{exploration.when.replace('_', ' ')} exploration of the web for the task: "
-                        f"{one_line(traj.task_text, 600)}",
-                        backing=backing,
-                    )
-                )
-        return self._guarded(run, found), votes
-
-    def _web_rules(self, state: BatchCheckpoint, run: RunRecord) -> tuple[list[RuleVote], list[Candidate]]:
-        digest = state.digests[run.id]
-        traj = run.trajectory
-        shown = self._shown(self.memory.web_action, traj)
-        out = self._call(
-            self._stats(state, "web_rules"),
-            digest.search_log_summarised,
-            f"web-rule distillation for {run.id}",
-            lambda: self.learner.distill_web_rules(
-                task=traj.task_text,
-                search_log=quote_data(digest.search_log) or "(no searches)",
-                current_rules=quote_data(_numbered(shown)),
-            ),
-        )
-        votes, adds = self._split_ops(
-            getattr(out, "operations", None) or [], shown, run.id, digest.search_log, self._backing(run)
-        )
-        return votes, self._guarded(run, adds)
-
-    def _facts(self, state: BatchCheckpoint, run: RunRecord) -> list[Candidate]:
-        traj = run.trajectory
-        stats = self._stats(state, "facts")
-        chunks = run_digest.findings(traj, is_no_data=is_no_data, max_chars=self.record_chars)
-        self._seen(stats, len(chunks) > 1)  # a run without answered findings is seen and yields no fact
-        found: list[Candidate] = []
-        for chunk in chunks:
-            out = self._try(
-                stats,
-                f"fact extraction for {run.id}",
-                functools.partial(self.learner.extract_facts, task=traj.task_text, findings=quote_data(chunk)),
-            )
-            for item in getattr(out, "facts", None) or []:
-                data = item if isinstance(item, dict) else item.model_dump()
-                cited = [str(s) for s in data.get("sources", []) or []]
-                pages = _read_sources(traj, cited)  # only sources the run opened or was shown count
-                sources = [page.url for page in pages]
-                found.append(
-                    Candidate(
-                        text=str(data.get("fact", "")),
-                        entity=str(data.get("entity", "")),
-                        sources=sources,
-                        provenance=[run.id],
-                        evidence=run_digest.page_text(traj, sources, max_chars=self.evidence_chars),
-                        backing=EvidenceRecord.of(pages, [SourceRun(task_id=run.id, cutoff=traj.cutoff)]),
-                    )
-                )
-        return self._guarded(run, found)
-
-    @staticmethod
-    def _backing(run: RunRecord) -> EvidenceRecord:
-        """What an item a run proposes or votes on rests on: the pages the run opened and the run (its cutoff)."""
-        return run_evidence(run.trajectory.model_copy(update={"task_id": run.id}))
-
-    def _dates(self, trajectory: Trajectory) -> DateFilter:
-        """The date filter of a run's task (its cutoff, the program's undated policy and filter switch)."""
-        return DateFilter.of(
-            trajectory.cutoff,
-            getattr(self.program, "undated", "keep"),
-            enabled=bool(getattr(self.program, "cutoff_filter", True)),
-        )
-
-    def _shown(self, book: RuleBook, trajectory: Trajectory) -> list[Any]:
-        """The stored rules a distiller sees for a run, those its task may see (its cutoff): the whole book under
-        ``paper`` (heaviest first, as far as the model's context allows), else the best within the budget."""
-        dates = self._dates(trajectory)
-        if getattr(self.memory, "profile", "budgeted") != "paper":
-            return book.select(trajectory.task_text, budget_tokens=self.rules_shown_tokens, dates=dates)
-        cap = self.memory.budgets.paper_max_tokens
-        shown, used = [], 0
-        for rule in book.live(dates=dates):
-            used += estimate_tokens(book.render_rule(rule)) + 1
-            if used > cap:
-                break
-            shown.append(rule)
-        return shown
-
-    @staticmethod
-    def _split_ops(
-        ops: list[Any], shown: list[Any], run_id: str, evidence: str, backing: EvidenceRecord | None = None
-    ) -> tuple[list[RuleVote], list[Candidate]]:
-        """One run's numbered ops -> votes on shown rules, plus ``add`` candidates backed by that run."""
-        votes: list[RuleVote] = []
-        adds: list[Candidate] = []
-        for item in ops:
-            data = item if isinstance(item, dict) else item.model_dump()
-            op = data.get("op")
-            if op == "add":
-                if str(data.get("text", "")).strip():
-                    adds.append(
-                        Candidate(
-                            text=str(data["text"]),
-                            provenance=[run_id],
-                            evidence=evidence,
-                            backing=backing or EvidenceRecord(),
-                        )
-                    )
-                continue
-            number = data.get("rule")
-            if isinstance(number, int) and 1 <= number <= len(shown) and op in ("reinforce", "contradict", "remove"):
-                votes.append(RuleVote(rule_id=shown[number - 1].id, run_id=run_id, op=op))
-        return votes, adds
-
-    def _consolidation_plan(self, state: BatchCheckpoint) -> ConsolidationPlan:
-        recorded = [r for r in state.runs if self._recorded(r)]
-        self._digests(state)
-        for name in ("craft_insights", "web_rules", "facts"):
-            state.distillers[name] = DistillerStats()
-        state.guard_rejected = [g for g in state.guard_rejected if g.store == "decomposition"]  # a rerun: planned anew
-        plan = ConsolidationPlan()
-        if self._writes("craft"):
-            insights = run_parallel(lambda r: self._insights(state, r), recorded, threads=self.threads)
-            plan.craft = self.canonicalizer.plan("craft", [c for group, _votes in insights for c in group])
-            plan.craft_votes = [v for _group, votes in insights for v in votes]
-            self._note_guard(state, "craft", plan.craft)
-        if self._writes("web_action"):
-            web = run_parallel(lambda r: self._web_rules(state, r), recorded, threads=self.threads)
-            plan.web_votes = [v for votes, _adds in web for v in votes]
-            plan.web_adds = self.canonicalizer.plan("web_action", [c for _votes, adds in web for c in adds])
-            self._note_guard(state, "web_action", plan.web_adds)
-        if self._writes("facts"):
-            facts = run_parallel(lambda r: self._facts(state, r), recorded, threads=self.threads)
-            plan.facts = self.canonicalizer.plan("facts", [c for group in facts for c in group])
-            self._note_guard(state, "facts", plan.facts)
-        return plan
-
-    # -- applying votes: one per run and rule ------------------------------------------------------------------
-    def _apply_votes(
-        self, book: RuleBook, votes: list[RuleVote], batch: int, tx: Any, backings: dict[str, EvidenceRecord]
-    ) -> int:
-        """Apply the batch's votes: support and contradiction grow by numbers of runs, the voting runs' evidence
-        joins each rule's (``backings``: run id -> its evidence); returns rules retired."""
-        tally: dict[str, dict[str, set[str]]] = {}
-        for vote in votes:
-            ops = tally.setdefault(vote.rule_id, {"reinforce": set(), "contradict": set(), "remove": set()})
-            ops[vote.op].add(vote.run_id)
-        retired = 0
-        for rule_id, ops in tally.items():
-            if tx.get(book.store, rule_id) is None:
-                continue
-            against = ops["contradict"] | ops["remove"]
-            support = ops["reinforce"] - against  # a run voting both ways counts for neither
-            against = against - ops["reinforce"]
-            evidence = EvidenceRecord()
-            for run_id in sorted(support | against):
-                evidence = evidence.merged(backings.get(run_id))
-            rule = book.reinforce(
-                rule_id,
-                support=len(support),
-                contradiction=len(against),
-                task_ids=sorted(support | against),
-                batch=batch,
-                evidence=evidence,
-                tx=tx,
-            )
-            removers = ops["remove"] - ops["reinforce"]
-            if len(removers) >= self.retire_min_runs and rule.contradiction > rule.support:
-                book.retire(
-                    rule_id,
-                    batch=batch,
-                    reason=f"{len(removers)} runs proposed removal ({', '.join(sorted(removers))})",
-                    tx=tx,
-                )
-                retired += 1
-        return retired
-
-    def _retire_craft(self, plan: ConsolidationPlan, batch: int, tx: Any) -> int:
-        """Retire the M1 entries that at least ``retire_min_runs`` runs of the batch (given the entry) showed to be
-        wrong, more runs than merged new support into it; removed from the store, kept in the change log."""
-        removers: dict[str, set[str]] = {}
-        for vote in plan.craft_votes:
-            removers.setdefault(vote.rule_id, set()).add(vote.run_id)
-        supporters: dict[str, set[str]] = {}
-        for op in plan.craft:
-            if op.action == "merge" and op.target:
-                supporters.setdefault(op.target, set()).update(op.candidate.provenance)
-        retired = 0
-        for entry_id, runs in sorted(removers.items()):
-            against = runs - supporters.get(entry_id, set())
-            if len(against) < self.retire_min_runs or len(runs) <= len(supporters.get(entry_id, set())):
-                continue
-            data = tx.get("craft", entry_id)
-            if data is None:
-                continue
-            self.memory.craft.remove(entry_id, batch=batch, tx=tx)
-            logger.info(
-                "M1 entry %s retired in batch %d: %d runs showed it wrong (%s): %s",
-                entry_id,
-                batch,
-                len(against),
-                ", ".join(sorted(against)),
-                one_line(str(data.get("text", "")), 200),
-            )
-            retired += 1
-        return retired
-
-    def _apply_consolidation(
-        self, batch: int, plan: ConsolidationPlan, tx: Any, backings: dict[str, EvidenceRecord]
-    ) -> dict[str, int]:
-        counts = {"reject": 0, "merge": 0, "contradict": 0, "retired": 0, "craft_retired": 0}
-        if self._writes("web_action"):
-            counts["retired"] += self._apply_votes(self.memory.web_action, plan.web_votes, batch, tx, backings)
-        for store, ops in (("craft", plan.craft), ("web_action", plan.web_adds), ("facts", plan.facts)):
-            if not ops:
-                continue
-            got = self.memory.apply(store, ops, batch=batch, tx=tx)
-            for name in ("reject", "merge", "contradict"):
-                counts[name] += got.get(name, 0)
-        if self._writes("craft") and plan.craft_votes:
-            counts["craft_retired"] += self._retire_craft(plan, batch, tx)
-        return counts
-
     # -- Phase B: scoring ------------------------------------------------------------------------------------
     def _score(self, example: Any, run: RunRecord) -> tuple[float | None, str]:
         trajectory = run.trajectory
@@ -1020,89 +465,6 @@ class MementoTrainer:
             return None, str(handle_error(exc, where=f"metric on {run.id}", log=logger))
         feedback = getattr(result, "feedback", None) or (result.get("feedback") if isinstance(result, dict) else "")
         return score_of(result), str(feedback or "")
-
-    # -- Phase C: supervised reflection, one call per valid run -------------------------------------------------
-    def _coverage(self, state: BatchCheckpoint, example: Any, run: RunRecord) -> str:
-        traj = run.trajectory
-        digest = state.digests.get(run.id) or RunDigest(tree=run_digest.judged_tree(traj))
-        labels = {k: v for k, v in example.items() if k not in self._inputs(example) and k not in ("docs",)}
-        # the gold labels are the user's; the judge's feedback may quote the prediction, so it is quoted data
-        expected = (
-            f"labels: {one_line(json.dumps(labels, default=str), 1500)}\njudge feedback: {quote_data(run.feedback)}"
-        )
-        out = self._call(
-            self._stats(state, "coverage"),
-            digest.tree_summarised,
-            f"coverage assessment for {run.id}",
-            lambda: self.learner.assess_coverage(
-                task=traj.task_text, expected=expected, sub_questions=quote_data(digest.tree) or "(none)"
-            ),
-        )
-        rows = []
-        for c in getattr(out, "coverage", None) or []:
-            c = c if isinstance(c, dict) else c.model_dump()
-            mark = "correct" if c.get("correct") else ("covered, wrong" if c.get("covered") else "MISSED")
-            rows.append(f"  * {c.get('target', '')}: {mark} ({one_line(c.get('sub_question', ''), 160)})")
-        cov = "\n".join(rows) or ("  (coverage unavailable)" if out is None else "  (no targets)")
-        return (
-            f"score {float(run.score or 0.0):.2f}\nsub-questions:\n{digest.tree or '(none)'}\n"
-            f"feedback: {one_line(run.feedback, 600)}\ncoverage:\n{cov}"
-        )
-
-    def _decomposition(
-        self, state: BatchCheckpoint, example: Any, run: RunRecord
-    ) -> tuple[list[RuleVote], list[Candidate]]:
-        traj = run.trajectory
-        judged = self._coverage(state, example, run)
-        success = succeeded(run.score, threshold=self.success_threshold)
-        injected = set(injected_items(traj).get("decomposition", []))
-        auto = [
-            RuleVote(rule_id=rule_id, run_id=run.id, op="reinforce" if success else "contradict", auto=True)
-            for rule_id in sorted(injected)
-        ]
-        shown = self._shown(self.memory.decomposition, traj)
-        digest = state.digests.get(run.id)
-        out = self._call(
-            self._stats(state, "decomposition"),
-            bool(digest and digest.tree_summarised),
-            f"decomposition-rule distillation for {run.id}",
-            lambda: self.learner.distill_decomposition(
-                task=traj.task_text, judged_run=quote_data(judged), current_rules=quote_data(_numbered(shown))
-            ),
-        )
-        votes, adds = self._split_ops(
-            getattr(out, "operations", None) or [], shown, run.id, judged[: self.evidence_chars], self._backing(run)
-        )
-        # one vote per run and rule: the outcome credit of an injected rule wins over the LLM's operation on it
-        return auto + [v for v in votes if v.rule_id not in injected], self._guarded(run, adds)
-
-    def _reflection_plan(self, examples: list[Any], state: BatchCheckpoint) -> ReflectionPlan:
-        for name in ("coverage", "decomposition"):
-            state.distillers[name] = DistillerStats()
-        state.guard_rejected = [g for g in state.guard_rejected if g.store != "decomposition"]
-        if not self._writes("decomposition"):
-            return ReflectionPlan()
-        judged = [(ex, run) for ex, run in zip(examples, state.runs, strict=True) if run.score is not None]
-        judged = [(ex, run) for ex, run in judged if self._valid(run)]
-        got = run_parallel(lambda pair: self._decomposition(state, *pair), judged, threads=self.threads)
-        plan = ReflectionPlan(votes=[v for votes, _adds in got for v in votes])
-        plan.adds = self.canonicalizer.plan("decomposition", [c for _votes, adds in got for c in adds])
-        self._note_guard(state, "decomposition", plan.adds)
-        return plan
-
-    def _apply_reflection(
-        self, batch: int, plan: ReflectionPlan, tx: Any, backings: dict[str, EvidenceRecord]
-    ) -> dict[str, int]:
-        if not self._writes("decomposition"):
-            return {}
-        retired = self._apply_votes(self.memory.decomposition, plan.votes, batch, tx, backings)
-        got = self.memory.apply("decomposition", plan.adds, batch=batch, tx=tx) if plan.adds else {}
-        return {
-            "reject": got.get("reject", 0),
-            "merge": got.get("merge", 0),
-            "contradict": got.get("contradict", 0),
-            "retired": retired,
-        }
 
     # -- report ----------------------------------------------------------------------------------------------
     def _report(self, batch: int, version: int, state: BatchCheckpoint) -> BatchReport:
@@ -1126,7 +488,7 @@ class MementoTrainer:
             for name, d in diff.stores.items()
         }
         fact_stats = self.memory.facts.stats()
-        valid = sum(self._valid(r) for r in runs)
+        valid = sum(is_valid(r) for r in runs)
         crashed = sum(r.crashed for r in runs)
         return BatchReport(
             batch=batch,
@@ -1146,7 +508,7 @@ class MementoTrainer:
             candidates_contradicted=state.counts.get("contradict", 0),
             rules_retired=state.counts.get("retired", 0),
             craft_retired=state.counts.get("craft_retired", 0),
-            injected=_injected_per_run(trajectories),
+            injected=injected_per_run(trajectories),
             train_lm_calls=state.train_lm_calls,
             train_stages=dict(state.train_stages),
             distillers={name: state.distillers.get(name, DistillerStats()) for name in DISTILLERS},
