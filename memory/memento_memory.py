@@ -6,6 +6,9 @@ to readable markdown + JSON. It implements :class:`memento.protocols.MemoryProvi
 returns a provider that hides what a given task's own run wrote and records which items it injected (the trainer
 credits them).
 
+Its parts live one per module: :mod:`~memento.memory.memory_budgets` (the four stores and their budgets),
+:mod:`~memento.memory.memory_view` (a task's view) and :mod:`~memento.memory.memory_diff` (version diffs).
+
 Example:
     >>> import tempfile
     >>> from memento.memory.memento_memory import MementoMemory
@@ -20,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import threading
@@ -29,15 +31,26 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from memento.dating import DateFilter
 from memento.files import atomic_write_text
 from memento.memory.craft_knowledge import CraftKnowledge
 from memento.memory.domain_store import DomainStore
 from memento.memory.location import LocationLike
+from memento.memory.memory_budgets import (
+    PAPER_CONTEXT_SHARE,
+    PAPER_NAMES,
+    STORE_TITLES,
+    STORES,
+    MemoryBudgets,
+    RelevanceStage,
+    budgets_from_settings,
+)
+from memento.memory.memory_diff import MemoryDiff, StoreDiff, changed_chars, visible_text
+from memento.memory.memory_view import MemoryView
 from memento.memory.rule_book import RuleBook
-from memento.memory.sqlite_store import SQLiteStore, Transaction, estimate_tokens, index_columns
+from memento.memory.sqlite_store import SQLiteStore, Transaction, index_columns
 from memento.types import CraftEntry, DatingRecord, Fact, Rule
 
 if TYPE_CHECKING:
@@ -54,61 +67,10 @@ __all__ = [
     "RelevanceStage",
     "budgets_from_settings",
     "open_memory",
+    "PAPER_CONTEXT_SHARE",
 ]
 
 logger = logging.getLogger(__name__)
-
-STORES: tuple[str, ...] = ("craft", "decomposition", "web_action", "facts")
-#: the paper's store names (Table 8) -> store names
-PAPER_NAMES: dict[str, str] = {"M1": "craft", "M2": "decomposition", "M3": "web_action", "M4": "facts"}
-#: ``relevance(task, entries) -> 1-based numbers of the applicable entries, or None when the check is unusable``
-RelevanceStage = Callable[[str, list[str]], "list[int] | None"]
-_TITLES = {
-    "craft": "M1 craft knowledge",
-    "decomposition": "M2 decomposition rules",
-    "web_action": "M3 web-action rules",
-    "facts": "M4 domain facts",
-}
-
-
-class MemoryBudgets(BaseModel):
-    """Token budgets of injected memory, per store, and the number of ``search_memory`` hits.
-
-    ``paper_max_tokens``: under the ``paper`` profile (M1-M3 injected whole) the most one store may inject, so the
-    prompt still fits the model's context; a store larger than that is cut (heaviest items kept) and the cut is said
-    once in a warning line and noted in each run's trajectory. :func:`open_memory` derives it from the ``lm`` role's
-    ``context_tokens`` when that is set (a quarter of the context per store: two stores share a prompt, and the task,
-    the research so far and the tool results need the rest).
-    """
-
-    craft: int = Field(default=300, ge=0)
-    decomposition: int = Field(default=300, ge=0)
-    web_action: int = Field(default=300, ge=0)
-    facts: int = Field(default=400, ge=0)
-    craft_k: int = Field(default=5, ge=1)
-    search_k: int = Field(default=5, ge=1)
-    paper_max_tokens: int = Field(default=8000, ge=1)
-
-
-#: the share of the model's context one store may fill under the ``paper`` profile
-PAPER_CONTEXT_SHARE = 4
-
-
-def budgets_from_settings(section: Any, *, context_tokens: int | None = None) -> MemoryBudgets:
-    """The :class:`MemoryBudgets` of a ``[memory]`` settings section (:class:`memento.config.MemorySettings`);
-    ``context_tokens`` (the ``lm`` role's context) sets the paper profile's per-store size to a quarter of it."""
-    paper = getattr(section, "paper_max_tokens", MemoryBudgets().paper_max_tokens)
-    if context_tokens:
-        paper = max(1, int(context_tokens) // PAPER_CONTEXT_SHARE)
-    return MemoryBudgets(
-        craft=section.craft_tokens,
-        decomposition=section.decomposition_tokens,
-        web_action=section.web_action_tokens,
-        facts=section.facts_tokens,
-        craft_k=section.craft_k,
-        search_k=section.search_k,
-        paper_max_tokens=paper,
-    )
 
 
 def open_memory(
@@ -123,231 +85,6 @@ def open_memory(
         budgets=budgets_from_settings(section, context_tokens=context_tokens),
         **kwargs,
     )
-
-
-class StoreDiff(BaseModel):
-    """What changed in one store between two versions (characters as in MEMENTO Tables 15-16).
-
-    ``modified`` lists every item whose record changed (text, support, contradiction, status...);
-    ``chars_modified`` counts only the changed characters of their text.
-    """
-
-    added: list[str] = Field(default_factory=list)
-    removed: list[str] = Field(default_factory=list)
-    modified: list[str] = Field(default_factory=list)
-    chars_after: int = 0
-    chars_added: int = 0
-    chars_deleted: int = 0
-    chars_modified: int = 0
-
-
-class MemoryDiff(BaseModel):
-    """The per-store differences between version ``a`` and version ``b``."""
-
-    a: int
-    b: int
-    stores: dict[str, StoreDiff]
-
-    def summary(self) -> str:
-        """One line per store: ``+added -removed ~modified``."""
-        return "\n".join(
-            f"{name}: +{d.added.__len__()} -{d.removed.__len__()} ~{d.modified.__len__()} "
-            f"(chars +{d.chars_added} -{d.chars_deleted} ~{d.chars_modified}, after {d.chars_after})"
-            for name, d in self.stores.items()
-        )
-
-
-def _visible_text(store: str, data: dict[str, Any]) -> str:
-    """The text that counts as a store's content (retired rules and superseded facts excluded)."""
-    if store in ("decomposition", "web_action") and data.get("status") == "retired":
-        return ""
-    if store == "facts":
-        if data.get("superseded_by"):
-            return ""
-        return f"{data.get('entity', '')}: {data.get('text', '')}"
-    return str(data.get("text", ""))
-
-
-def _changed_chars(old: str, new: str) -> int:
-    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-    return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal")
-
-
-class MemoryView:
-    """A :class:`~memento.protocols.MemoryProvider` over a memory for one task instance.
-
-    Hides items whose provenance includes ``exclude_task_id`` and items the task's date filter forbids (dated on or
-    after its cutoff; undated ones under ``drop``), before any ranking or budget; reads nothing from a masked store
-    (``search`` included) and records what it injected in :attr:`injected` (store -> item ids), which the trainer
-    reads to credit rules, and every item it shows (with its date) and how many each store hid in ``dating``
-    (the trajectory's :class:`~memento.types.DatingRecord`: what the leakage audit counts). Under the ``budgeted``
-    profile each store is injected within its token budget; under ``paper`` M1-M3 are injected whole (every live item
-    the task may see, heaviest first; M4 by relevance, within its budget), as MEMENTO does, unless a store outgrows
-    ``budgets.paper_max_tokens`` (what fits the model's context): then its heaviest items that fit are injected and
-    :attr:`cut` says what was left out (store -> (injected, total)).
-
-    Args:
-        memory: the memory read.
-        exclude_task_id: the task whose own items are hidden.
-        relevance: the M1 relevance stage ``relevance(task, entries) -> numbers | None`` (None: prefilter only).
-        dates: the task's :class:`~memento.dating.DateFilter` (None: no cutoff).
-        dating: where shown items and hidden counts are recorded (None: not recorded).
-    """
-
-    def __init__(
-        self,
-        memory: MementoMemory,
-        *,
-        exclude_task_id: str | None = None,
-        relevance: RelevanceStage | None = None,
-        dates: DateFilter | None = None,
-        dating: DatingRecord | None = None,
-    ) -> None:
-        self.memory = memory
-        self.exclude_task_id = exclude_task_id
-        self.relevance = relevance
-        self.dates = dates
-        self.dating = dating
-        self.injected: dict[str, list[str]] = {name: [] for name in STORES}
-        self.cut: dict[str, tuple[int, int]] = {}
-        self._lock = threading.Lock()
-        self._relevant: dict[str, list[CraftEntry]] = {}
-        self._counted: set[str] = set()
-
-    def _record(self, store: str, items: list[Any], *, injected: bool = True) -> None:
-        """Record items shown in a prompt (``injected``: also in :attr:`injected`, which the trainer credits)."""
-        with self._lock:
-            for item in items:
-                if injected and item.id not in self.injected[store]:
-                    self.injected[store].append(item.id)
-            if self.dating is not None:
-                self.dating.show(store, [(item.id, item.evidence.dated) for item in items])
-        self._count_hidden(store)
-
-    def _count_hidden(self, store: str) -> None:
-        """Record once how many items of ``store`` this task's date filter hides."""
-        if self.dating is None or self.dates is None or not self.dates.active or store in self._counted:
-            return
-        statuses = ("active", "downweighted") if store in ("decomposition", "web_action") else ("active",)
-        after, undated = self.memory.db.hidden_counts(store, self.dates, statuses=statuses)
-        with self._lock:
-            self._counted.add(store)
-            self.dating.count_hidden(store, after, undated)
-
-    def readable(self, store: str) -> bool:
-        """Whether ``store`` is read (not masked)."""
-        return store in self.memory.stores
-
-    def relevant_craft(self, task_text: str) -> list[CraftEntry]:
-        """The M1 entries the relevance check finds applicable to the task (computed once per task text)."""
-        if not self.readable("craft"):
-            return []
-        with self._lock:
-            if task_text in self._relevant:
-                return self._relevant[task_text]
-        entries = self.memory.craft.relevant(
-            task_text,
-            self.memory.budgets.craft_k,
-            exclude_task_id=self.exclude_task_id,
-            judge=self.relevance,
-            dates=self.dates,
-        )
-        with self._lock:
-            self._relevant[task_text] = entries
-        return entries
-
-    def _whole(self, store: str, lines: list[tuple[Any, str]]) -> tuple[list[str], list[Any]]:
-        """The paper profile: every ``(item, line)`` of a store, heaviest first, until ``paper_max_tokens`` is spent
-        (the model's context); returns the lines and items injected, and says a cut once."""
-        cap = self.memory.budgets.paper_max_tokens
-        kept: list[str] = []
-        items: list[Any] = []
-        used = 0
-        for item, line in lines:
-            cost = estimate_tokens(line) + 1
-            if used + cost > cap:
-                break
-            kept.append(line)
-            items.append(item)
-            used += cost
-        if len(kept) < len(lines):
-            with self._lock:
-                self.cut[store] = (len(kept), len(lines))
-            self.memory.say_cut(store, len(kept), len(lines), cap)
-        return kept, items
-
-    def craft_knowledge(self, task_text: str) -> str:
-        """M1: relevant entries within the craft budget (``budgeted``), or every entry (``paper``)."""
-        if not self.readable("craft"):
-            return ""
-        if self.memory.profile == "paper":
-            entries = [e for e in self.memory.craft.all(dates=self.dates) if self.exclude_task_id not in e.provenance]
-            entries.sort(key=lambda e: (-e.support, e.id))
-            lines, chosen = self._whole("craft", [(e, f"- {e.text}") for e in entries])
-            self._record("craft", chosen)
-            return "\n".join(lines)
-        budget = self.memory.budgets.craft
-        lines, used, chosen = [], 0, []
-        for entry in self.relevant_craft(task_text):
-            line = f"- {entry.text}"
-            cost = estimate_tokens(line) + 1
-            if used + cost > budget:
-                continue
-            lines.append(line)
-            chosen.append(entry)
-            used += cost
-        self._record("craft", chosen)
-        return "\n".join(lines)
-
-    def _rules(self, book: RuleBook, task_text: str, budget: int) -> str:
-        if not self.readable(book.store):
-            return ""
-        if self.memory.profile == "paper":
-            rules = book.live(exclude_task_id=self.exclude_task_id, dates=self.dates)
-            lines, chosen = self._whole(book.store, [(r, book.render_rule(r)) for r in rules])
-            self._record(book.store, chosen)
-            return "\n".join(lines)
-        rules = book.select(task_text, budget_tokens=budget, exclude_task_id=self.exclude_task_id, dates=self.dates)
-        self._record(book.store, rules)
-        return "\n".join(book.render_rule(r) for r in rules)
-
-    def decomposition_rules(self, task_text: str) -> str:
-        """M2 rules, best by weight, within the decomposition budget (all of them under ``paper``)."""
-        return self._rules(self.memory.decomposition, task_text, self.memory.budgets.decomposition)
-
-    def web_action_rules(self, task_text: str) -> str:
-        """M3 rules, best by weight, within the web-action budget (all of them under ``paper``)."""
-        return self._rules(self.memory.web_action, task_text, self.memory.budgets.web_action)
-
-    def known_facts(self, task_text: str) -> str:
-        """M4 facts about the task's entities, within the facts budget (both profiles)."""
-        if not self.readable("facts"):
-            return ""
-        facts = self.memory.facts.for_task(
-            task_text, budget_tokens=self.memory.budgets.facts, exclude_task_id=self.exclude_task_id, dates=self.dates
-        )
-        self._record("facts", facts)
-        return "\n".join(self.memory.facts.render_fact(f) for f in facts)
-
-    def search(self, query: str, k: int | None = None) -> list[str]:
-        """M4 facts matching a query (the ``search_memory`` tool): at most ``budgets.search_k`` hits (``[memory]
-        search_k``; a smaller ``k`` asks for fewer); nothing when M4 is masked."""
-        if not self.readable("facts"):
-            return []
-        limit = self.memory.budgets.search_k if k is None else min(k, self.memory.budgets.search_k)
-        facts = self.memory.facts.search_facts(query, limit, exclude_task_id=self.exclude_task_id, dates=self.dates)
-        self._record("facts", facts, injected=False)
-        return [self.memory.facts.render_fact(f) for f in facts]
-
-    def pin_info(self) -> dict[str, Any]:
-        """See :meth:`MementoMemory.pin_info`."""
-        return self.memory.pin_info()
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> MemoryView:
-        return self
-
-    def __copy__(self) -> MemoryView:
-        return self
 
 
 class MementoMemory:
@@ -444,7 +181,7 @@ class MementoMemory:
         logger.warning(
             "paper profile: %s injects its %d heaviest of %d items (%d tokens fit the model's context: "
             "[memory] paper_max_tokens, or a quarter of [lm] context_tokens)",
-            _TITLES[store],
+            STORE_TITLES[store],
             injected,
             total,
             cap,
@@ -674,8 +411,8 @@ class MementoMemory:
         old, new = self.db.state_at(a), self.db.state_at(b)
         out: dict[str, StoreDiff] = {}
         for name in STORES:
-            o = {k[1]: _visible_text(name, v) for k, v in old.items() if k[0] == name}
-            n = {k[1]: _visible_text(name, v) for k, v in new.items() if k[0] == name}
+            o = {k[1]: visible_text(name, v) for k, v in old.items() if k[0] == name}
+            n = {k[1]: visible_text(name, v) for k, v in new.items() if k[0] == name}
             o = {k: v for k, v in o.items() if v}
             n = {k: v for k, v in n.items() if v}
             records_o = {k[1]: v for k, v in old.items() if k[0] == name}
@@ -690,7 +427,7 @@ class MementoMemory:
                     d.chars_deleted += len(o[item_id])
                 elif o[item_id] != n[item_id] or records_o[item_id] != records_n[item_id]:
                     d.modified.append(item_id)  # text, support, contradiction or status changed
-                    d.chars_modified += _changed_chars(o[item_id], n[item_id])
+                    d.chars_modified += changed_chars(o[item_id], n[item_id])
             out[name] = d
         return MemoryDiff(a=a, b=b, stores=out)
 
@@ -738,13 +475,13 @@ class MementoMemory:
         atomic_write_text(out / "memory.json", json.dumps(snap, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         header = f"(memory version {snap['version']}, batch {snap['batch']})"
         craft = [CraftEntry.model_validate(d) for d in snap["stores"]["craft"]]
-        lines = [f"# {_TITLES['craft']} {header}", ""]
+        lines = [f"# {STORE_TITLES['craft']} {header}", ""]
         lines += [f"- {e.text}  \n  `{e.id}` support {e.support}, batch {e.batch}" for e in craft] or ["_empty_"]
         atomic_write_text(out / "craft.md", "\n".join(lines) + "\n")
         for name in ("decomposition", "web_action"):
             rules = [Rule.model_validate(d) for d in snap["stores"][name]]
             rules.sort(key=lambda r: (r.status == "retired", -r.support, r.id))
-            lines = [f"# {_TITLES[name]} {header}", ""]
+            lines = [f"# {STORE_TITLES[name]} {header}", ""]
             lines += [
                 f"- [{r.status}] {r.text}  \n  `{r.id}` support {r.support}, contradiction {r.contradiction}, "
                 f"batches {r.created_batch}-{r.updated_batch}, tasks {', '.join(r.provenance) or '-'}"
@@ -753,7 +490,7 @@ class MementoMemory:
             atomic_write_text(out / f"{name}_rules.md", "\n".join(lines) + "\n")
         facts = [Fact.model_validate(d) for d in snap["stores"]["facts"]]
         facts.sort(key=lambda f: (f.entity.lower(), f.superseded_by is not None, f.id))
-        lines = [f"# {_TITLES['facts']} {header}", ""]
+        lines = [f"# {STORE_TITLES['facts']} {header}", ""]
         entity = None
         for fact in facts:
             if fact.entity != entity:
