@@ -11,15 +11,12 @@
   missing (a directory bank saves it as ``index/<namespace>.faiss``). Nothing is ever re-embedded.
 * :mod:`~memento.memory.retrieval_policy` — ``cosine`` (FAISS top-k), ``q`` (FAISS prefilter to ``prefilter``
   candidates, then rank by the gate's ``Q = p(useful | query, case)``), ``softmax`` (k draws without replacement
-  from ``softmax(logit(Q) / alpha)``; alpha is a temperature: -> 0 is greedy Q, large is uniform). The gate ranks
-  only once ``min_pairs`` pairs are logged; before that ``Q`` is the cosine similarity (and ``softmax`` samples from
-  ``softmax(cosine / alpha)``), since a gate trained on a handful of pairs only adds noise. It still learns online
-  from the first pair.
+  from ``softmax(logit(Q) / alpha)``), ``kernel`` (Eq. 9: :mod:`~memento.memory.case_kernel`). The gate ranks only
+  once ``min_pairs`` pairs are logged; before that ``Q`` is the cosine similarity.
+* :mod:`~memento.memory.case_gate` — the Q-gate: ``qgate.pt`` (or the ``gate_state`` table of a PostgreSQL bank),
+  reloaded when another writer saved it, learning online (:meth:`CaseBank.record`) and offline.
 * :mod:`~memento.memory.case_eviction` — beyond the paper (flags): ``capacity`` + ``eviction=True`` keeps at most
   ``capacity`` live cases in the namespace, evicting the least useful first.
-* ``qgate.pt`` — the Q-gate's state_dict and optimizer (:mod:`~memento.memory.q_gate`; atomic write after each
-  online update; a PostgreSQL bank keeps the same bytes in its ``gate_state`` table). The replay buffer is refilled
-  from the logged pairs on open.
 
 A bank opened with ``base_namespace`` searches that shared namespace alongside its own and merges by score.
 
@@ -54,22 +51,17 @@ import numpy as np
 from memento.dating import DateFilter
 from memento.errors import ConfigError, DataError, MemoryFrozenError
 from memento.extras import require
-from memento.memory.case_eviction import EvictionPolicy, usefulness
+from memento.memory.case_eviction import EvictionPolicy
+from memento.memory.case_gate import GATE_FILE, CaseGate
 from memento.memory.case_index import CaseIndex
+from memento.memory.case_kernel import CaseKernel
 from memento.memory.case_store import DB_NAME, CaseBankError, CaseStore, bank_exists
 from memento.memory.embedder import Embedder, default_embedder
 from memento.memory.location import LocationLike, PostgresLocation, parse_location
 from memento.memory.namespace_index import NamespaceIndex
-from memento.memory.retrieval_policy import (
-    RetrievalPolicy,
-    SoftmaxOver,
-    check_policy,
-    pick,
-    q_logits,
-    sample_softmax,
-)
+from memento.memory.retrieval_policy import RetrievalPolicy, SoftmaxOver, check_policy, pick, q_logits, sample_softmax
 from memento.memory.stored_embedder import StoredEmbedder
-from memento.types import Case, EvidenceRecord, new_id, utcnow
+from memento.types import Case, EvidenceRecord, new_id
 
 if TYPE_CHECKING:  # torch stays unimported until a gate is needed
     from memento.memory.q_gate import QGateLearner
@@ -87,14 +79,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-GATE_FILE = "qgate.pt"
-
-
-def _stamp(path: Path) -> tuple[int, ...]:
-    """What changes when a file is replaced or rewritten: inode (atomic renames), mtime and size."""
-    st = path.stat()
-    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 class CaseBank:
@@ -117,13 +101,9 @@ class CaseBank:
             the whole bank (every live case of the namespaces searched).
         min_pairs: Logged (query, case, reward) pairs before the gate replaces cosine in ranking (``[cbr]
             min_pairs``; 0: from the first update).
-        hnsw_threshold: Live-case count from which a namespace index switches from exact to HNSW (an exact scan of
-            100k 256-d cases reads 100 MB per query, ~12 ms on one core), provided the graph reaches
-            ``recall_target``: its efSearch is calibrated on stored vectors, and vectors without neighbourhood
-            structure keep exact search (see docs/benchmarks.md). Every query searches on one thread.
-        hnsw_m / ef_search / ef_construction: HNSW graph degree, the efSearch of a saved index without calibration,
-            and build breadth.
-        recall_target: recall@4 against exact search an approximate index must reach (``index_info`` reports it).
+        hnsw_threshold / hnsw_m / ef_search / ef_construction / recall_target: the vector index's
+            (:class:`~memento.memory.case_index.CaseIndex`): HNSW past ``hnsw_threshold`` live cases when the graph
+            reaches ``recall_target`` (recall@4 against exact search, calibrated; see docs/benchmarks.md).
         eviction_slack: Fraction below ``capacity`` an eviction goes down to (amortises the Q-scoring of the bank).
         frozen: Read-only: the existing ``cases.db`` is opened read-only
             (:func:`~memento.memory.sqlite_connect.connect_sqlite`; a missing bank is a :class:`CaseBankError`,
@@ -191,13 +171,8 @@ class CaseBank:
         self.frozen = frozen
         self.seed = seed
         self._rng = np.random.default_rng(seed)
-        self._custom_gate = gate
-        self._gate_options = dict(gate_options or {})
-        self._learner: QGateLearner | None = None
-        self._kernel: Any = None  # the episodic kernel of policy "kernel" (memory.q_kernel), built on first use
-        # what identifies the saved gate last loaded or saved: (inode, mtime_ns, size) of qgate.pt, or its version
-        self._gate_stamp: tuple[int, ...] | None = None
-        self._ready = False  # the gate was seen ready (trained, min_pairs logged): it stays so
+        self._gate = CaseGate(self, gate=gate, options=gate_options)
+        self._kernel = CaseKernel(self)
         self._lock = threading.RLock()
         name = str(getattr(self.embedder, "name", type(self.embedder).__name__))
         self._store = CaseStore(self.location, embedder_name=name, dim=self.dim, lock=self._lock, frozen=frozen)
@@ -388,98 +363,52 @@ class CaseBank:
                 self.save()
             self._store.close()
 
-    # -- the gate ------------------------------------------------------------------------------------------------
-
-    @property
-    def gate(self) -> QGateLearner:
-        """The Q-gate learner (created on first use; torch is imported then). Its module is ``bank.gate.gate``."""
-        with self._lock:
-            if self._learner is None:
-                from memento.memory.q_gate import QGateLearner
-
-                opts = {"seed": self.seed, **self._gate_options}
-                # the default gate is built by the learner after seeding torch: identical weights in every process
-                learner = QGateLearner(self._custom_gate, dim=self.dim, **opts)
-                if self._gate_saved_stamp() is not None:
-                    self._load_gate(learner)
-                self._refill_replay(learner)
-                self._learner = learner
-            return self._learner
-
-    def _gate_saved_stamp(self) -> tuple[int, ...] | None:
-        """What identifies the saved gate now (None: none saved): qgate.pt's stamp, or the stored version."""
-        if isinstance(self.dir, Path):
-            path = self.dir / GATE_FILE
-            return _stamp(path) if path.exists() else None
-        version = self._store.gate_version()
-        return None if version is None else (version,)
-
-    def _load_gate(self, learner: QGateLearner) -> None:
-        try:
-            if isinstance(self.dir, Path):
-                path = self.dir / GATE_FILE
-                stamp: tuple[int, ...] | None = _stamp(path)
-                learner.load(path)
-                source = str(path)
-            else:
-                saved = self._store.gate_state()
-                if saved is None:
-                    return
-                stamp, source = (saved[0],), f"the Q-gate stored in {self.dir}"
-                learner.loads(saved[1], source=source)
-        except (RuntimeError, ValueError, KeyError) as exc:
-            where = self.dir / GATE_FILE if isinstance(self.dir, Path) else f"Q-gate of {self.dir}"
-            raise CaseBankError(f"saved Q-gate {where} does not fit this gate: {exc}".splitlines()[0]) from exc
-        self._gate_stamp = stamp
-
-    def _reload_gate_if_changed(self) -> None:
-        """Reload the saved gate when another writer saved it after this bank last loaded or saved it."""
-        if self._learner is None:
-            return
-        stamp = self._gate_saved_stamp()
-        if stamp is not None and stamp != self._gate_stamp:
-            logger.info("case bank %s: Q-gate saved by another writer; reloading it before updating", self.dir)
-            self._load_gate(self._learner)
-
-    def _save_gate(self) -> None:
-        if isinstance(self.dir, Path):
-            path = self.dir / GATE_FILE
-            self.gate.save(path, include_replay=False)
-            self._gate_stamp = _stamp(path)
-        else:
-            self._gate_stamp = (self._store.save_gate_state(self.gate.dumps(include_replay=False)),)
-
     @contextlib.contextmanager
     def _writer(self):
         """The bank's writer lock (one writing process at a time; re-entrant within this process)."""
         with self._store.db.writer_lock():
             yield
 
-    def _refill_replay(self, learner: QGateLearner) -> None:
-        cap = learner.replay.capacity
-        if cap <= 0 or len(learner.replay):
-            return
-        recent = self._store.recent_pairs(cap)
-        if recent is not None:
-            q, c, rewards = recent
-            learner.replay.add(q, c, rewards.astype(np.float32))
+    # -- the gate (:class:`~memento.memory.case_gate.CaseGate`) and the episodic kernel -------------------------
+    @property
+    def gate(self) -> QGateLearner:
+        """The Q-gate learner (created on first use; torch is imported then). Its module is ``bank.gate.gate``."""
+        return self._gate.learner
 
     @property
     def gate_trained(self) -> bool:
         """Whether the gate has learned from any pair (online or offline)."""
-        saved = self._gate_saved_stamp() is not None
-        return saved or (self._learner is not None and self._learner.pairs_trained > 0)
-
-    def pairs_logged(self) -> int:
-        """Logged (query, case, reward) pairs, every namespace (the gate is shared by the directory)."""
-        return self._store.pairs_logged()
+        return self._gate.trained
 
     @property
     def gate_ready(self) -> bool:
         """Whether the gate ranks: it has learned and at least ``min_pairs`` pairs are logged (else cosine)."""
-        if not self._ready:
-            self._ready = self.gate_trained and self.pairs_logged() >= self.min_pairs
-        return self._ready
+        return self._gate.ready
+
+    def record(
+        self,
+        query: str,
+        cases: Sequence[Case | str],
+        rewards: float | Sequence[float],
+        *,
+        task_id: str | None = None,
+        learn: bool = True,
+    ) -> float | None:
+        """Log (query, case, reward) pairs and, with ``learn``, update the Q-gate online; returns the update's loss
+        (:meth:`CaseGate.record <memento.memory.case_gate.CaseGate.record>`)."""
+        return self._gate.record(query, cases, rewards, task_id=task_id, learn=learn)
+
+    def fit_gate(self, *, epochs: int = 20, namespace: str | None = None) -> dict:
+        """Offline training of the gate on every logged pair; saves the gate."""
+        return self._gate.fit(epochs=epochs, namespace=namespace)
+
+    def kernel_q(self, query: str | np.ndarray, case_ids: Sequence[str]) -> np.ndarray:
+        """The kernel-based episodic Q of Eq. 9 for stored cases (:class:`~memento.memory.case_kernel.CaseKernel`)."""
+        return self._kernel.q(query, case_ids)
+
+    def pairs_logged(self) -> int:
+        """Logged (query, case, reward) pairs, every namespace (the gate is shared by the directory)."""
+        return self._store.pairs_logged()
 
     def q_scores(self, query: str | np.ndarray, case_ids: Sequence[str]) -> np.ndarray:
         """``Q(query, case)`` for stored cases (query text or an embedding row)."""
@@ -539,24 +468,9 @@ class CaseBank:
         n_cand = k if policy == "cosine" else max(k, width)
         spaces = [ns for ns in (self.namespace, self.base_namespace) if ns]
         with self._lock:
-            for attempt in range(3):
-                # the indexes as this process holds them, then one read: the namespaces' generations (do the
-                # indexes reflect them?), the ranked cases and, until the gate is known ready, its state; an index
-                # behind another writer's commits catches up and the search runs again
-                indexes = {ns: self._indexes.current(ns) for ns in spaces}
-                hits: list[tuple[int, float, str]] = []
-                for ns, index in indexes.items():
-                    allowed, _hidden, _dropped = self._store.eligible(ns, dates, generation=index.generation)
-                    hits.extend((rid, s, ns) for rid, s in index.search(qv, n_cand + len(excluded), allowed=allowed))
-                hits.sort(key=lambda h: -h[1])
-                gens, by_rid, gate_version, pairs = self._store.rank_rows(
-                    spaces, [h[0] for h in hits], **self._gate_reads(policy)
-                )
-                stale = [ns for ns in spaces if gens[ns] != indexes[ns].generation]
-                if not stale or attempt == 2:  # still moving after two catch-ups: rank what is committed now
-                    break
-                for ns in stale:
-                    self._indexes.get(ns)
+            indexes, hits, by_rid, gate_version, pairs = self._indexes.search(
+                spaces, qv, n_cand + len(excluded), dates=dates, reads=self._gate.reads(policy)
+            )
             cands = [(by_rid[rid], s, rid, ns) for rid, s, ns in hits if rid in by_rid]
             cands = [c for c in cands if c[0].id not in excluded][:n_cand]
             if policy == "cosine" or not cands:
@@ -565,37 +479,10 @@ class CaseBank:
                 q = self.kernel_q(qv, [c[0].id for c in cands])
                 order = pick("kernel", q, k, alpha=alpha, logits=False, rng=self._rng)
                 return [(cands[i][0], float(q[i])) for i in order]
-            ready = self._gate_ready_from(gate_version, pairs)
-            if not ready:  # a gate that has seen fewer than min_pairs pairs is noise: Q is cosine until then
-                q = np.asarray([s for _, s, _, _ in cands], dtype=np.float32)
-            else:
-                vecs = np.zeros((len(cands), self.dim), dtype=np.float32)
-                for ns in {c[3] for c in cands}:
-                    rows = [i for i, c in enumerate(cands) if c[3] == ns]
-                    vecs[rows] = indexes[ns].vectors([cands[i][2] for i in rows])
-                q = self.gate.score(qv, vecs)
+            q, ready = self._gate.scores(qv, cands, indexes, gate_version, pairs)
         gen = rng if rng is not None else (np.random.default_rng(seed) if seed is not None else self._rng)
         order = pick(policy, q, k, alpha=alpha, logits=ready, rng=gen, softmax_over=softmax_over)
         return [(cands[i][0], float(q[i])) for i in order]
-
-    def _gate_reads(self, policy: RetrievalPolicy) -> dict[str, bool]:
-        """What a retrieval must read of the gate's state along with its cases: nothing for cosine or once the gate
-        is known ready (a saved gate and logged pairs are never removed, so readiness never goes back); else the
-        pair count, and on PostgreSQL the stored gate's version (a directory's ``qgate.pt`` is checked on disk)."""
-        if policy == "cosine" or self._ready:
-            return {}
-        return {"gate_version": not isinstance(self.dir, Path), "pairs": True}
-
-    def _gate_ready_from(self, version: int | None, pairs: int | None) -> bool:
-        """:attr:`gate_ready` from the state read with the ranked cases (remembered once true)."""
-        if not self._ready:
-            if isinstance(self.dir, Path):
-                saved = (self.dir / GATE_FILE).exists()
-            else:
-                saved = version is not None
-            trained = saved or (self._learner is not None and self._learner.pairs_trained > 0)
-            self._ready = trained and (pairs or 0) >= self.min_pairs
-        return self._ready
 
     def hidden_counts(self, dates: DateFilter | None) -> tuple[int, int]:
         """How many live cases of the namespaces this bank reads ``dates`` keeps away from a task: ``(dated on or
@@ -615,12 +502,7 @@ class CaseBank:
         if not ids:
             return []
         with self._lock, self._writer():
-            for ns in self._store.namespaces():
-                self._indexes.get(ns)  # caught up before this writer's change, which it then applies
-            forgotten, removed = self._store.forget(ids, reason=reason)
-            for ns, (rids, gen) in removed.items():
-                self._indexes.removed(ns, rids, gen)
-            return forgotten
+            return self._indexes.forget(ids, reason=reason)
 
     def changes(self) -> list[dict[str, Any]]:
         """The bank's change log: one tombstone line per forgotten case (``seq``, ``at``, ``op``, ``case_id``,
@@ -634,130 +516,19 @@ class CaseBank:
             out.extend(self._store.cases(ns, include_evicted=include_evicted))
         return out
 
-    # -- kernel-based episodic Q (Eq. 9) -------------------------------------------------------------------------
-
-    def kernel_q(self, query: str | np.ndarray, case_ids: Sequence[str]) -> np.ndarray:
-        """The kernel-based episodic Q of Eq. 9 for stored cases: each case's episodes (its own task and reward, its
-        logged uses and their rewards) averaged with the learned kernel's weights (:mod:`memento.memory.q_kernel`;
-        refitted when new pairs were logged)."""
-        qv = self._query_vec(query)
-        rows = self._store.episodes(list(case_ids))
-        by_case: dict[str, tuple[list[np.ndarray], list[float]]] = {cid: ([], []) for cid in case_ids}
-        for cid, blob, reward, _use in rows:
-            if cid in by_case:
-                by_case[cid][0].append(np.frombuffer(blob, dtype=np.float32))
-                by_case[cid][1].append(reward)
-        episodes = [
-            (np.stack(embs) if embs else np.zeros((0, self.dim), np.float32), np.asarray(rews, np.float32))
-            for embs, rews in (by_case[cid] for cid in case_ids)
-        ]
-        return self._fitted_kernel().q(qv, episodes)
-
-    def _fitted_kernel(self) -> Any:
-        """The episodic kernel, refitted on every logged pair when pairs were logged since its last fit."""
-        with self._lock:
-            if self._kernel is None:
-                from memento.memory.q_kernel import EpisodicKernel
-
-                self._kernel = EpisodicKernel(dim=self.dim, seed=self.seed)
-            logged = self.pairs_logged()
-            if self._kernel.fitted_on != logged:
-                rows = self._store.episodes(None)
-                if rows:
-                    ids = {cid: i for i, cid in enumerate(dict.fromkeys(r[0] for r in rows))}
-                    self._kernel.fit(
-                        np.asarray([ids[r[0]] for r in rows]),
-                        np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows]),
-                        np.asarray([r[2] for r in rows], dtype=np.float32),
-                        np.asarray([r[3] for r in rows], dtype=bool),
-                    )
-                self._kernel.fitted_on = logged
-            return self._kernel
-
     # -- learning ------------------------------------------------------------------------------------------------
-
-    def record(
-        self,
-        query: str,
-        cases: Sequence[Case | str],
-        rewards: float | Sequence[float],
-        *,
-        task_id: str | None = None,
-        learn: bool = True,
-    ) -> float | None:
-        """Log (query, case, reward) pairs and, with ``learn``, update the Q-gate online; returns the update's loss.
-
-        Each pair is logged with the gate's score *before* the update (an honest, prequential prediction that
-        ``qgate-stats`` evaluates) and the cosine similarity (the non-parametric baseline). A single reward is
-        applied to every case (the task's reward credits every case the planner saw).
-        """
-        self._check_writable()
-        ids = [c.id if isinstance(c, Case) else str(c) for c in cases]
-        if not ids:
-            return None
-        scalar = np.isscalar(rewards)
-        rs = np.full(len(ids), rewards, dtype=np.float64) if scalar else np.asarray(rewards, dtype=np.float64)
-        if len(rs) != len(ids) or np.any((rs < 0) | (rs > 1)) or np.any(np.isnan(rs)):
-            raise CaseBankError("record needs one reward in [0, 1] per case (or a single reward for all)")
-        qv = self.embedder.embed([query])[0]
-        cv = self.embeddings(ids)
-        with self._lock, self._writer():
-            self._reload_gate_if_changed()  # another process's update is learned on, never overwritten
-            before = self.gate.score(qv, cv) if self.gate_trained else np.full(len(ids), np.nan)
-            cos = cv @ qv
-            now = utcnow().isoformat()
-            self._store.log_pairs(
-                [
-                    (
-                        self.namespace,
-                        task_id,
-                        query,
-                        cid,
-                        float(r),
-                        None if np.isnan(b) else float(b),
-                        float(s),
-                        now,
-                        qv.tobytes(),
-                        vec.tobytes(),
-                    )
-                    for cid, r, b, s, vec in zip(ids, rs, before, cos, cv, strict=True)
-                ]
-            )
-            if not learn:
-                return None
-            loss = self.gate.update(qv, cv, rs.astype(np.float32))
-            self._save_gate()
-            return loss
 
     def logged_pairs(self, namespace: str | None = None) -> dict[str, np.ndarray]:
         """All logged pairs in logging order: ``q``, ``c`` embeddings, ``reward``, ``q_score`` (nan = untrained
         gate), ``cosine``. ``namespace=None`` returns every namespace's pairs."""
         return self._store.logged_pairs(namespace)
 
-    def fit_gate(self, *, epochs: int = 20, namespace: str | None = None) -> dict:
-        """Offline training of the gate on every logged pair; saves the gate."""
-        self._check_writable()
-        pairs = self.logged_pairs(namespace)
-        if not len(pairs["reward"]):
-            raise CaseBankError(f"no logged (query, case, reward) pairs in {self.dir} to fit the Q-gate on")
-        with self._lock, self._writer():
-            self._reload_gate_if_changed()
-            report = self.gate.fit(pairs["q"], pairs["c"], pairs["reward"], epochs=epochs, add_to_replay=False)
-            self._save_gate()
-        return report
-
     # -- eviction ------------------------------------------------------------------------------------------------
 
     def usefulness(self, namespace: str | None = None, *, reference_queries: int = 16) -> dict[str, float]:
-        """Per live case, its mean Q against the most recent distinct logged queries (the eviction score).
-
-        Before the gate has learned anything, the score is the case's own reward.
-        """
-        ids, rewards, vectors = self._store.live_rewards(namespace or self.namespace)
-        if not self.gate_trained:  # the reward alone: the gate (and torch) is never built for it
-            return usefulness(ids, rewards, vectors, None, lambda q, c: np.zeros(len(c)))
-        queries = self._store.recent_queries(reference_queries)
-        return usefulness(ids, rewards, vectors, queries, self.gate.score)
+        """Per live case, its mean Q against the most recent distinct logged queries (the eviction score;
+        :meth:`CaseGate.usefulness <memento.memory.case_gate.CaseGate.usefulness>`)."""
+        return self._gate.usefulness(namespace or self.namespace, reference_queries=reference_queries)
 
     def _evict_if_needed(self) -> list[str]:
         excess = self._eviction.excess(self.count())

@@ -33,9 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
+from memento.dating import DateFilter
 from memento.files import atomic_write_bytes
 from memento.memory.case_store import CaseStore
 from memento.memory.namespace_index import NamespaceIndex
+from memento.types import Case
 
 __all__ = ["CaseIndex"]
 
@@ -287,3 +289,37 @@ class CaseIndex:
                 }
                 atomic_write_bytes(jpath, json.dumps(info).encode())
                 index.saved_generation = index.generation
+
+    def search(
+        self, spaces: list[str], qv: np.ndarray, n: int, *, dates: DateFilter | None, reads: dict[str, bool]
+    ) -> tuple[dict[str, NamespaceIndex], list[tuple[int, float, str]], dict[int, Case], int | None, int | None]:
+        """The ``n`` nearest eligible cases of each namespace, best first, ranked on indexes that reflect the
+        committed rows: ``(indexes, hits (row id, cosine, namespace), cases by row id, gate version, pairs)``.
+
+        The indexes as this process holds them are searched, then one read gets the namespaces' generations (do the
+        indexes reflect them?), the ranked cases and what ``reads`` asks of the gate's state; an index behind another
+        writer's commits catches up and the search runs again (at most twice: then what is committed is ranked)."""
+        for attempt in range(3):
+            indexes = {ns: self.current(ns) for ns in spaces}
+            hits: list[tuple[int, float, str]] = []
+            for ns, index in indexes.items():
+                allowed, _hidden, _dropped = self.store.eligible(ns, dates, generation=index.generation)
+                hits.extend((rid, s, ns) for rid, s in index.search(qv, n, allowed=allowed))
+            hits.sort(key=lambda h: -h[1])
+            gens, by_rid, gate_version, pairs = self.store.rank_rows(spaces, [h[0] for h in hits], **reads)
+            stale = [ns for ns in spaces if gens[ns] != indexes[ns].generation]
+            if not stale or attempt == 2:  # still moving after two catch-ups: rank what is committed now
+                break
+            for ns in stale:
+                self.get(ns)
+        return indexes, hits, by_rid, gate_version, pairs
+
+    def forget(self, ids: list[str], *, reason: str) -> list[str]:
+        """Tombstone cases in the store and drop them from the indexes (caught up first with other writers' rows, so
+        the change applies to them directly); returns the ids forgotten now. Call under the bank's writer lock."""
+        for ns in self.store.namespaces():
+            self.get(ns)
+        forgotten, removed = self.store.forget(ids, reason=reason)
+        for ns, (rids, gen) in removed.items():
+            self.removed(ns, rids, gen)
+        return forgotten

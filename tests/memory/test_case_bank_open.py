@@ -93,7 +93,7 @@ def test_untrained_gate_ranks_q_exactly_like_cosine(tmp_path):
     cosine = [(c.id, round(s, 6)) for c, s in bank.retrieve(query, k=4, policy="cosine")]
     q = [(c.id, round(s, 6)) for c, s in bank.retrieve(query, k=4, policy="q")]
     assert q == cosine and len(q) == 4
-    assert not bank.gate_trained and bank._learner is None  # the gate was never even built
+    assert not bank.gate_trained and bank._gate.built is None  # the gate was never even built
     # once the gate has learned, q scores are its probabilities, no longer the cosine similarities
     bank.record(query, [cid for cid, _ in cosine], [1.0, 0.0, 0.0, 1.0])
     assert bank.gate_trained
