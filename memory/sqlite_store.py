@@ -14,6 +14,10 @@ state of any version is the current state with the later log entries undone in r
 :meth:`SQLiteStore.state_at` rebuilds it and :meth:`SQLiteStore.rollback` restores it by appending the
 inverse changes (the log stays append-only: a rollback is itself audited).
 
+Its parts live one per module: :mod:`~memento.memory.memory_schema` (the layout and migrations),
+:mod:`~memento.memory.store_transaction` (the logged write handle) and :mod:`~memento.memory.item_columns` (index
+columns, rule weights, token estimates).
+
 Example:
     >>> import tempfile
     >>> from memento.memory.sqlite_store import SQLiteStore
@@ -27,19 +31,19 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import functools
 import json
 import logging
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from memento.dating import DateFilter, iso
+from memento.dating import DateFilter
 from memento.errors import DataError, MemoryFrozenError
-from memento.memory.database import Database, DatabaseError, open_database, part_exists
+from memento.memory.database import Database, DatabaseError, open_database
+from memento.memory.item_columns import estimate_tokens, fts_query, index_columns, item_date, rule_weight
 from memento.memory.location import DirectoryLocation, LocationLike, PostgresLocation, parse_location
+from memento.memory.memory_schema import DB_NAME, DROP_FTS, FTS_STORES, SCHEMA, SCHEMA_VERSION, memory_exists
+from memento.memory.store_transaction import ItemRow, Transaction, VersionInfo, now_iso
 from memento.memory.text_index import TextIndex, query_terms
 
 __all__ = [
@@ -55,298 +59,16 @@ __all__ = [
     "FTS_STORES",
     "DB_NAME",
     "memory_exists",
+    "SCHEMA_VERSION",
 ]
 
 logger = logging.getLogger(__name__)
-
-DB_NAME = "memory.db"
-#: 2 adds ``items.dated`` (the ISO date of an item's evidence, NULL: undated); older databases are migrated on a
-#: writable open, and a read-only open of one reads every item as undated. 3: no FTS5 tables (lexical retrieval is
-#: memory/text_index.py, the same on every backend; a writable open drops them)
-SCHEMA_VERSION = 3
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS items (
-    rowid {serial},
-    store TEXT NOT NULL,
-    id TEXT NOT NULL,
-    text TEXT NOT NULL DEFAULT '',
-    entity TEXT NOT NULL DEFAULT '',
-    status TEXT NOT NULL DEFAULT 'active',
-    weight {real} NOT NULL DEFAULT 0,
-    batch INTEGER NOT NULL DEFAULT 0,
-    tasks TEXT NOT NULL DEFAULT '',
-    data TEXT NOT NULL,
-    dated TEXT,
-    UNIQUE (store, id)
-);
-CREATE INDEX IF NOT EXISTS items_rank ON items (store, status, weight DESC);
-CREATE INDEX IF NOT EXISTS items_entity ON items (store, entity);
-CREATE TABLE IF NOT EXISTS changes (
-    seq {serial},
-    batch INTEGER,
-    op TEXT NOT NULL,
-    store TEXT NOT NULL,
-    item_id TEXT NOT NULL,
-    before TEXT,
-    after TEXT,
-    at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS versions (
-    version BIGINT PRIMARY KEY,
-    parent BIGINT,
-    batch BIGINT,
-    end_seq BIGINT NOT NULL,
-    note TEXT NOT NULL DEFAULT '',
-    created_at TEXT NOT NULL,
-    status TEXT NOT NULL DEFAULT 'committed'
-);
-CREATE TABLE IF NOT EXISTS checkpoints (
-    key TEXT PRIMARY KEY,
-    version BIGINT,
-    value TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS changes_item ON changes (seq, store, item_id);
-"""
-
-FTS_STORES: tuple[str, ...] = ("craft", "decomposition", "web_action", "facts")
-
-# SQLite memories written before version 2 kept an FTS5 index per store, maintained by triggers: dropped on open
-_DROP_FTS = "".join(
-    f"DROP TRIGGER IF EXISTS fts_{store}_{op}; " for store in FTS_STORES for op in ("ai", "ad", "au")
-) + "".join(f"DROP TABLE IF EXISTS fts_{store}; " for store in FTS_STORES)
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-_STOP = frozenset(
-    "a an and are as at be by for from has have how in is it its of on or that the this to was were what when "
-    "where which who whom why will with does did do into than then there their they them about after before".split()
-)
-
-
-@functools.lru_cache(maxsize=16_384)
-def estimate_tokens(text: str) -> int:
-    """Tokens of ``text`` as litellm counts them for a model without its own tokenizer (tiktoken's
-    ``cl100k_base``), cached per text: memory budgets re-count the same rules and facts on every selection
-    (``bench/bench_tokens.py`` measures the cost).
-
-    Example:
-        >>> estimate_tokens("When a river is named, ask for its length.")
-        11
-    """
-    return len(_cl100k().encode(text, disallowed_special=())) if text else 0
-
-
-@functools.cache
-def _cl100k() -> Any:
-    """tiktoken's ``cl100k_base``, read offline from the copy litellm ships, without importing litellm (8 s of a
-    cold start; issue 21): litellm itself points ``TIKTOKEN_CACHE_DIR`` at that folder when it is imported."""
-    import importlib.util
-    import os
-
-    spec = importlib.util.find_spec("litellm")
-    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
-        bundled = Path(folder) / "litellm_core_utils" / "tokenizers"
-        if bundled.is_dir():
-            os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(bundled))
-            break
-    import tiktoken
-
-    return tiktoken.get_encoding("cl100k_base")
-
-
-def fts_query(text: str, *, max_terms: int = 32) -> str:
-    """An ``OR`` query (FTS5 syntax) of the distinct content words of ``text`` ("" when there are none)."""
-    seen: list[str] = []
-    for word in _WORD.findall(text.lower()):
-        if len(word) < 2 or word in _STOP or word in seen:
-            continue
-        seen.append(word)
-        if len(seen) >= max_terms:
-            break
-    return " OR ".join(f'"{w}"' for w in seen)
-
-
-def rule_weight(support: int, contradiction: int, status: str = "active") -> float:
-    """A rule's ranking weight: the smoothed support ratio times its evidence mass, scaled down by status.
-
-    ``(s + 1) / (s + c + 2) * log2(2 + s)``; a down-weighted rule (contradictions exceed support) counts a
-    quarter, a retired one nothing.
-    """
-    import math
-
-    base = (support + 1) / (support + contradiction + 2) * math.log2(2 + support)
-    return {"active": 1.0, "downweighted": 0.25}.get(status, 0.0) * base
-
-
-def item_date(data: dict[str, Any]) -> str | None:
-    """The ISO date of a record's evidence (:class:`~memento.types.EvidenceRecord`), ``None`` when undated (a
-    record without evidence: stored before items were dated)."""
-    from memento.types import EvidenceRecord
-
-    evidence = data.get("evidence")
-    if not evidence:
-        return None
-    return iso(EvidenceRecord.model_validate(evidence).dated)
-
-
-def index_columns(store: str, data: dict[str, Any]) -> dict[str, Any]:
-    """The indexed columns (text, entity, status, weight, tasks, dated) of a record of ``store``."""
-    provenance = list(data.get("provenance") or [])
-    dated = item_date(data)
-    if store in ("decomposition", "web_action"):
-        status = str(data.get("status", "active"))
-        weight = rule_weight(int(data.get("support", 0)), int(data.get("contradiction", 0)), status)
-        return {"text": data.get("text", ""), "status": status, "weight": weight, "tasks": provenance, "dated": dated}
-    if store == "facts":
-        status = "superseded" if data.get("superseded_by") else "active"
-        return {
-            "text": data.get("text", ""),
-            "entity": data.get("entity", ""),
-            "status": status,
-            "weight": float(data.get("support", 1)),
-            "tasks": provenance,
-            "dated": dated,
-        }
-    return {"text": data.get("text", ""), "weight": float(data.get("support", 1)), "tasks": provenance, "dated": dated}
 
 
 def _task_pattern(task_id: str) -> str:
     """The LIKE pattern matching a provenance column (``|t1|t2|``) that contains ``task_id`` literally."""
     escaped = task_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%|{escaped}|%"
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
-
-
-def memory_exists(location: LocationLike) -> bool:
-    """Whether a MEMENTO memory is stored at ``location`` (``memory.db`` in the directory, or the ``items`` table of
-    its PostgreSQL schema); nothing is created."""
-    return part_exists(location, DB_NAME, "items", what="memory")
-
-
-class VersionInfo(dict):
-    """One version row: ``version``, ``parent``, ``batch``, ``end_seq``, ``note``, ``created_at``, ``status``."""
-
-
-class ItemRow(dict):
-    """One item row: ``store``, ``id``, ``data`` (the record as a dict) and the index columns (``dated``: the ISO
-    date of its evidence, ``None`` when undated)."""
-
-
-class Transaction:
-    """The write handle inside :meth:`SQLiteStore.transaction`: every put/delete is logged with before/after."""
-
-    def __init__(self, conn: Database, batch: int | None) -> None:
-        self.conn = conn
-        self.batch = batch
-        self.changed = 0
-        # the records the database transaction wrote or read (JSON; None: absent), shared by every Transaction
-        # that joins it: writes go out batched (Database.defer), and a record written here is not read back
-        self._known: dict[Any, str | None] = conn.tx_cache
-
-    def checkpoint(self, key: str) -> Any:
-        """A checkpoint value as seen inside this transaction (for a commit conditional on it), or None."""
-        row = self.conn.execute("SELECT value FROM checkpoints WHERE key=?", (key,)).fetchone()
-        return None if row is None else json.loads(row[0])
-
-    def get(self, store: str, item_id: str) -> dict[str, Any] | None:
-        """The stored record of an item, or None."""
-        key = (store, item_id)
-        if key not in self._known:
-            # no deferred write touches an item this transaction has not seen: read without sending them
-            row = self.conn.peek("SELECT data FROM items WHERE store=? AND id=?", key).fetchone()
-            self._known[key] = None if row is None else str(row[0])
-        known = self._known[key]
-        return None if known is None else json.loads(known)
-
-    def existing(self, store: str, item_id: str) -> dict[str, Any]:
-        """The stored record of an item that must exist (``KeyError(item_id)`` when it does not)."""
-        data = self.get(store, item_id)
-        if data is None:
-            raise KeyError(item_id)
-        return data
-
-    def put(
-        self,
-        store: str,
-        item_id: str,
-        data: dict[str, Any],
-        *,
-        text: str = "",
-        entity: str = "",
-        status: str = "active",
-        weight: float = 0.0,
-        tasks: list[str] | None = None,
-        dated: str | None = None,
-        op: str | None = None,
-    ) -> None:
-        """Insert or replace an item; logs ``add`` or ``update`` (or ``op``) with the before/after records.
-        Secrets and URL passwords never enter memory (:func:`memento.scrub.scrub_data`). ``dated``: the ISO date of
-        the item's evidence (:func:`index_columns` computes it), ``None`` when undated."""
-        from memento.scrub import scrub, scrub_data
-
-        data, text = scrub_data(data), scrub(text)
-        before = self.get(store, item_id)
-        if before == data:
-            return
-        task_col = "|" + "|".join(sorted(set(tasks or []))) + "|" if tasks else ""
-        record = _dumps(data)
-        self.conn.defer(
-            "INSERT INTO items (store, id, text, entity, status, weight, batch, tasks, data, dated) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (store, id) DO UPDATE SET text=excluded.text, "
-            "entity=excluded.entity, status=excluded.status, weight=excluded.weight, batch=excluded.batch, "
-            "tasks=excluded.tasks, data=excluded.data, dated=excluded.dated",
-            (store, item_id, text, entity, status, weight, int(self.batch or 0), task_col, record, dated),
-        )
-        self._known[(store, item_id)] = record
-        self._log(op or ("add" if before is None else "update"), store, item_id, before, data)
-
-    def delete(self, store: str, item_id: str, *, op: str = "delete") -> None:
-        """Delete an item (logged with its last record)."""
-        before = self.get(store, item_id)
-        if before is None:
-            return
-        self.conn.defer("DELETE FROM items WHERE store=? AND id=?", (store, item_id))
-        self._known[(store, item_id)] = None
-        self._log(op, store, item_id, before, None)
-
-    def set_checkpoint(self, key: str, value: Any, *, version: int | None = None) -> None:
-        """Write a resumable checkpoint atomically with the memory changes of this transaction (secrets scrubbed:
-        a trainer's checkpoint holds its runs, whose predictions may echo what a provider sent)."""
-        from memento.scrub import scrub, scrub_data
-
-        self.conn.defer(
-            "INSERT INTO checkpoints (key, version, value) VALUES (?, ?, ?) "
-            "ON CONFLICT (key) DO UPDATE SET version=excluded.version, value=excluded.value",
-            (key, version, scrub(_dumps(scrub_data(value)))),
-        )
-
-    def delete_checkpoints(self, prefix: str) -> None:
-        """Delete every checkpoint whose key starts with ``prefix`` (inside this transaction)."""
-        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        self.conn.execute("DELETE FROM checkpoints WHERE key LIKE ? ESCAPE '\\'", (escaped + "%",))
-
-    def _log(self, op: str, store: str, item_id: str, before: Any, after: Any) -> None:
-        self.conn.defer(
-            "INSERT INTO changes (batch, op, store, item_id, before, after, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                self.batch,
-                op,
-                store,
-                item_id,
-                None if before is None else _dumps(before),
-                None if after is None else _dumps(after),
-                _now(),
-            ),
-        )
-        self.changed += 1
 
 
 class SQLiteStore:
@@ -389,7 +111,7 @@ class SQLiteStore:
         self._text = TextIndex()
         try:
             if not read_only:
-                self.db.create_schema(_SCHEMA + (_DROP_FTS if self.db.backend == "sqlite" else ""))
+                self.db.create_schema(SCHEMA + (DROP_FTS if self.db.backend == "sqlite" else ""))
                 self._migrate()
                 self.db.execute(
                     "INSERT INTO meta (key, value) VALUES ('head_version', '0') ON CONFLICT (key) DO NOTHING"
@@ -753,7 +475,7 @@ class SQLiteStore:
         end_seq = int(conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0])
         conn.execute(
             "INSERT INTO versions (version, parent, batch, end_seq, note, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (version, parent or None, batch, end_seq, scrub(note), _now()),
+            (version, parent or None, batch, end_seq, scrub(note), now_iso()),
         )
         conn.execute("UPDATE meta SET value=? WHERE key='head_version'", (str(version),))
         return version
