@@ -9,6 +9,8 @@ rows of later generations only: another process's appends cost what they add. In
 at a time per bank, in commit order), so many processes append at once and none is lost. A frozen store opens the
 database read-only and never creates it.
 
+The layout, rows and existence checks live in :mod:`~memento.memory.case_rows`.
+
 Example:
     >>> import tempfile, threading
     >>> from pathlib import Path
@@ -25,7 +27,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 import threading
 from collections.abc import Iterator, Sequence
@@ -36,58 +37,26 @@ import numpy as np
 
 from memento.dating import DateFilter, iso
 from memento.errors import DataError
-from memento.memory.database import Database, DatabaseError, IntegrityError, open_database, part_exists
+from memento.memory.case_rows import (
+    CASE_COLS,
+    DB_NAME,
+    SCHEMA,
+    CaseBankError,
+    bank_exists,
+    content_items,
+    read_embedder_info,
+    row_to_case,
+    unusable,
+    vectors,
+)
+from memento.memory.database import Database, DatabaseError, IntegrityError, open_database
 from memento.memory.location import LocationLike, PostgresLocation, parse_location
 from memento.scrub import scrub, scrub_data
-from memento.types import Case, EvidenceRecord, utcnow
+from memento.types import Case, utcnow
 
 __all__ = ["DB_NAME", "CaseBankError", "CaseStore", "bank_exists", "content_items", "read_embedder_info"]
 
-DB_NAME = "cases.db"
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS cases (
-    rid {serial},
-    id TEXT NOT NULL UNIQUE,
-    namespace TEXT NOT NULL,
-    task_text TEXT NOT NULL,
-    plan TEXT NOT NULL,
-    reward {real} NOT NULL,
-    created_at TEXT NOT NULL,
-    trajectory_ref TEXT,
-    meta TEXT NOT NULL DEFAULT '{{}}',
-    evicted_at TEXT,
-    emb {blob} NOT NULL,
-    dated TEXT,
-    evidence TEXT NOT NULL DEFAULT '{{}}',
-    forgotten_at TEXT
-);
-CREATE INDEX IF NOT EXISTS cases_ns ON cases (namespace, evicted_at, rid);
-CREATE INDEX IF NOT EXISTS cases_ref ON cases (trajectory_ref);
-CREATE TABLE IF NOT EXISTS gate_pairs (
-    pid {serial},
-    namespace TEXT NOT NULL,
-    task_id TEXT,
-    query TEXT NOT NULL,
-    case_id TEXT NOT NULL,
-    reward {real} NOT NULL,
-    q_score {real},
-    cosine {real} NOT NULL,
-    created_at TEXT NOT NULL,
-    q_emb {blob} NOT NULL,
-    c_emb {blob} NOT NULL
-);
-CREATE TABLE IF NOT EXISTS gate_state (name TEXT PRIMARY KEY, version BIGINT NOT NULL, state {blob} NOT NULL);
-CREATE TABLE IF NOT EXISTS changes (
-    seq {serial},
-    at TEXT NOT NULL,
-    op TEXT NOT NULL,
-    case_id TEXT NOT NULL,
-    reason TEXT NOT NULL DEFAULT '',
-    before TEXT
-);
-"""
 #: columns added after the first layout (``cases.db`` written before them gains them on a writable open): the
 #: ISO date of a case's evidence (NULL: undated), the evidence record (JSON), the tombstone of a forgotten case, and
 #: the write generations that inserted and evicted each case (a bank from before them rebuilds its saved indexes once)
@@ -98,61 +67,6 @@ _ADDED_COLUMNS: tuple[tuple[str, str], ...] = (
     ("gen", "BIGINT NOT NULL DEFAULT 0"),
     ("evicted_gen", "BIGINT"),
 )
-
-_CASE_COLS = "id, namespace, task_text, plan, reward, created_at, trajectory_ref, evidence"
-
-
-class CaseBankError(DataError):
-    """A case bank cannot be used as asked (embedder mismatch, unknown case, bad argument)."""
-
-
-def unusable(path: object, exc: BaseException) -> CaseBankError:
-    """The one-line error for a case bank database that cannot be read (not a database, corrupt, wrong schema)."""
-    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return CaseBankError(f"{path} is not a usable case bank ({reason})")
-
-
-def bank_exists(location: LocationLike) -> bool:
-    """Whether a case bank is stored at ``location`` (``cases.db`` in the directory, or its PostgreSQL schema with
-    a ``cases`` table); nothing is created."""
-    return part_exists(location, DB_NAME, "cases", what="case bank")
-
-
-def read_embedder_info(dir: LocationLike) -> tuple[str, int]:
-    """The ``(name, dim)`` of the embedder recorded in the bank at ``dir`` (read-only; nothing is created)."""
-    loc = parse_location(dir)
-    if not bank_exists(loc):
-        raise CaseBankError(f"no case bank at {loc.label} (missing {DB_NAME})")
-    try:
-        with contextlib.closing(open_database(loc, DB_NAME, read_only=True, what="case bank")) as db:
-            rows = db.query("SELECT value FROM meta WHERE key='embedder'")
-    except DatabaseError as exc:
-        raise unusable(loc.label, exc) from None
-    if not rows:
-        raise CaseBankError(f"case bank {loc.label} records no embedder")
-    try:
-        info = json.loads(rows[0][0])
-        return str(info["name"]), int(info["dim"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CaseBankError(f"case bank {loc.label} records an unreadable embedder ({exc})") from None
-
-
-def _vectors(blobs: Sequence[bytes]) -> np.ndarray:
-    return np.stack([np.frombuffer(b, dtype=np.float32) for b in blobs])
-
-
-def _row_to_case(row: Sequence[Any]) -> Case:
-    cid, ns, task_text, plan, reward, created_at, traj, evidence = row[:8]
-    return Case(
-        id=cid,
-        namespace=ns,
-        task_text=task_text,
-        plan=plan,
-        reward=float(reward),
-        created_at=dt.datetime.fromisoformat(created_at),
-        trajectory_ref=traj,
-        evidence=EvidenceRecord.model_validate_json(evidence or "{}"),
-    )
 
 
 class CaseStore:
@@ -197,7 +111,7 @@ class CaseStore:
             columns = self.conn.columns("cases")
             #: a read-only bank from before dated cases reads every case as undated, none forgotten
             self.dated = "dated" in columns
-            self._cols = _CASE_COLS if "evidence" in columns else _CASE_COLS.replace("evidence", "'{}'")
+            self._cols = CASE_COLS if "evidence" in columns else CASE_COLS.replace("evidence", "'{}'")
             self._check_embedder(embedder_name)
             self.high_water: int | None = None  # a frozen store's pin: the last case row it shows
             if frozen:  # pinned: cases, rewards and evictions written from now on stay invisible to this handle
@@ -217,7 +131,7 @@ class CaseStore:
 
             # a bank from before generations: its saved FAISS indexes are rebuilt once from the stored embeddings
             shutil.rmtree(self.location.path / "index", ignore_errors=True)  # type: ignore[union-attr]
-        db.create_schema(_SCHEMA)
+        db.create_schema(SCHEMA)
         with self.tx():  # the columns of dated cases and of generations, for a bank written before them
             for column, definition in _ADDED_COLUMNS:
                 db.add_column("cases", column, definition)
@@ -374,7 +288,7 @@ class CaseStore:
                 ).fetchone()
                 if row is None:
                     continue
-                case = _row_to_case(row[1:])
+                case = row_to_case(row[1:])
                 conn.execute("UPDATE cases SET forgotten_at=?, evicted_at=coalesce(evicted_at, ?) WHERE id=?",
                              (now, now, case_id))  # fmt: skip
                 conn.execute(
@@ -415,7 +329,7 @@ class CaseStore:
         row = rows[0] if rows else None
         if row is None:
             raise CaseBankError(f"no case {case_id!r} in {self.dir}")
-        return _row_to_case(row)
+        return row_to_case(row)
 
     def namespaces(self) -> list[str]:
         rows = self._rows("SELECT DISTINCT namespace FROM cases WHERE evicted_at IS NULL ORDER BY 1")
@@ -433,7 +347,7 @@ class CaseStore:
         sql = f"SELECT {self._cols} FROM cases WHERE namespace=?"
         if not include_evicted:
             sql += " AND evicted_at IS NULL"
-        return [_row_to_case(r) for r in self._rows(sql + " ORDER BY rid", (namespace,))]
+        return [row_to_case(r) for r in self._rows(sql + " ORDER BY rid", (namespace,))]
 
     def case_ids_for_ref(self, trajectory_ref: str) -> list[str]:
         rows = self._rows("SELECT id FROM cases WHERE trajectory_ref=?", (trajectory_ref,))
@@ -448,7 +362,7 @@ class CaseStore:
         missing = [c for c in case_ids if c not in rows]
         if missing:
             raise CaseBankError(f"no case {missing[0]!r} in {self.dir}")
-        return _vectors([rows[c] for c in case_ids])
+        return vectors([rows[c] for c in case_ids])
 
     def rank_rows(
         self, namespaces: Sequence[str], rids: Sequence[int], *, gate_version: bool = False, pairs: bool = False
@@ -476,7 +390,7 @@ class CaseStore:
         generations = {ns: 0 if first[i] is None else int(first[i]) for i, ns in enumerate(namespaces)}
         version = None if first[n] is None else int(first[n])
         logged = None if first[n + 1] is None else int(first[n + 1])
-        cases = {int(r[n + 2]): _row_to_case(r[n + 4 :]) for r in rows if r[n + 2] is not None and r[n + 3] is None}
+        cases = {int(r[n + 2]): row_to_case(r[n + 4 :]) for r in rows if r[n + 2] is not None and r[n + 3] is None}
         return generations, cases, version, logged
 
     def episodes(self, case_ids: Sequence[str] | None = None) -> list[tuple[str, bytes, float, bool]]:
@@ -500,7 +414,7 @@ class CaseStore:
             return {}
         marks = ",".join("?" * len(rids))
         rows = self._rows(f"SELECT rid, {self._cols} FROM cases WHERE rid IN ({marks})", [int(r) for r in rids])
-        return {int(r[0]): _row_to_case(r[1:]) for r in rows}
+        return {int(r[0]): row_to_case(r[1:]) for r in rows}
 
     def live_rids(
         self, namespace: str, *, dates: DateFilter | None = None, max_generation: int | None = None
@@ -576,7 +490,7 @@ class CaseStore:
                 (namespace, generation, current, generation),
             )
         rids = np.asarray([int(r[0]) for r in added], dtype=np.int64)
-        embs = _vectors([r[1] for r in added]) if added else np.zeros((0, self.dim), dtype=np.float32)
+        embs = vectors([r[1] for r in added]) if added else np.zeros((0, self.dim), dtype=np.float32)
         return current, rids, embs, [int(r[0]) for r in removed]
 
     # -- the Q-gate's saved state (PostgreSQL banks; a directory keeps qgate.pt) ------------------------------------
@@ -608,7 +522,7 @@ class CaseStore:
         )
         if not rows:
             return [], np.zeros((0,)), np.zeros((0, self.dim), dtype=np.float32)
-        return [r[0] for r in rows], np.asarray([r[1] for r in rows], dtype=np.float64), _vectors([r[2] for r in rows])
+        return [r[0] for r in rows], np.asarray([r[1] for r in rows], dtype=np.float64), vectors([r[2] for r in rows])
 
     def pairs_logged(self) -> int:
         """Logged pairs, every namespace."""
@@ -619,7 +533,7 @@ class CaseStore:
         rows = self._rows("SELECT q_emb, c_emb, reward FROM gate_pairs ORDER BY pid DESC LIMIT ?", (limit,))
         if not rows:
             return None
-        return _vectors([r[0] for r in rows]), _vectors([r[1] for r in rows]), np.asarray([r[2] for r in rows])
+        return vectors([r[0] for r in rows]), vectors([r[1] for r in rows]), np.asarray([r[2] for r in rows])
 
     def recent_queries(self, limit: int) -> list[np.ndarray]:
         """Embeddings of the ``limit`` most recent distinct logged queries."""
@@ -642,45 +556,9 @@ class CaseStore:
             e = np.zeros((0,), dtype=np.float64)
             return {"q": z, "c": z.copy(), "reward": e, "q_score": e.copy(), "cosine": e.copy()}
         return {
-            "q": _vectors([r[0] for r in rows]),
-            "c": _vectors([r[1] for r in rows]),
+            "q": vectors([r[0] for r in rows]),
+            "c": vectors([r[1] for r in rows]),
             "reward": np.asarray([r[2] for r in rows], dtype=np.float64),
             "q_score": np.asarray([np.nan if r[3] is None else r[3] for r in rows], dtype=np.float64),
             "cosine": np.asarray([r[4] for r in rows], dtype=np.float64),
         }
-
-
-def content_items(bank: LocationLike) -> Iterator[Any]:
-    """Every case and logged gate pair of the bank at ``bank`` as normalised records (read-only; no embedder, index
-    or torch needed), to compare two memories by content (:func:`memento.memory.memory_contents.diff_items`).
-
-    A case is its namespace, task, plan, reward, the run it came from and whether it was evicted; a gate pair names
-    its case by that case's task and plan (case ids are random per run).
-    """
-    from memento.memory.memory_contents import ItemRecord
-
-    loc = parse_location(bank)
-    try:
-        with contextlib.closing(open_database(loc, DB_NAME, read_only=True, what="case bank")) as db:
-            cases = db.query(
-                "SELECT id, namespace, task_text, plan, reward, trajectory_ref, evicted_at FROM cases ORDER BY rid"
-            )
-            pairs = db.query(
-                "SELECT namespace, task_id, query, case_id, reward, q_score, cosine FROM gate_pairs ORDER BY pid"
-            )
-    except DatabaseError as exc:
-        raise unusable(loc.label, exc) from None
-    named: dict[str, dict[str, str]] = {}
-    for cid, namespace, task_text, plan, reward, ref, evicted_at in cases:
-        named[cid] = {"task_text": task_text, "plan": plan}
-        yield ItemRecord.of(
-            "cases",
-            {"namespace": namespace, "task_text": task_text, "plan": plan, "reward": float(reward),
-             "trajectory_ref": ref, "evicted": evicted_at is not None},
-        )  # fmt: skip
-    for namespace, task_id, query, case_id, reward, q_score, cosine in pairs:
-        yield ItemRecord.of(
-            "gate_pairs",
-            {"namespace": namespace, "task_id": task_id, "query": query, "case": named.get(case_id, case_id),
-             "reward": float(reward), "q_score": q_score, "cosine": float(cosine)},
-        )  # fmt: skip
