@@ -13,6 +13,9 @@ from an empty bank (or a copy of a training bank), with mean ± std over orderin
 training examples and stores each trajectory with ``accepted = metric score > threshold`` (the one success rule,
 :func:`memento.metrics.success.succeeded`).
 
+Its records live in :mod:`~memento.optimize.stream_records` and its resumable journal in
+:mod:`~memento.optimize.stream_journal`.
+
 Example:
     >>> from memento.optimize.jitmem_stream import stream
     >>> result = stream(agent, examples, batch_size=10, seed=0, metric=task.metric)  # doctest: +SKIP
@@ -22,10 +25,8 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -38,6 +39,8 @@ import dspy
 from memento.errors import ConfigError, handle_error
 from memento.metrics.behaviour import behaviour_of, summarize_behaviour
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
+from memento.optimize.stream_journal import append_batch, restore_batches, tasks_digest
+from memento.optimize.stream_records import StreamItem, StreamResult
 from memento.threads import run_parallel
 from memento.types import Trajectory, new_id
 
@@ -58,54 +61,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class StreamItem:
-    """One task of a stream: where it was in the input, when it ran, what it produced."""
-
-    position: int
-    order: int
-    batch: int
-    task_id: str
-    bank_version: int
-    bank_size: int
-    prediction: dspy.Prediction | None = None
-    score: float | None = None
-    feedback: str = ""
-    accepted: bool | None = None
-    stored: bool = False
-    error: str | None = None
-
-
-@dataclass
-class StreamResult:
-    """The items of a stream by original position (``items[i]`` is ``tasks[i]``)."""
-
-    items: list[StreamItem] = field(default_factory=list)
-
-    @property
-    def scores(self) -> list[float | None]:
-        """Scores by original position (``None`` without a metric or when the task failed)."""
-        return [item.score for item in self.items]
-
-    def mean(self) -> float | None:
-        """Mean score over scored tasks."""
-        scored = [s for s in self.scores if s is not None]
-        return sum(scored) / len(scored) if scored else None
-
-    def in_stream_order(self) -> list[StreamItem]:
-        """Items in the order they were run."""
-        return sorted(self.items, key=lambda item: item.order)
-
-    def curve(self) -> list[float | None]:
-        """The cold-start curve: mean score of each batch, in stream order."""
-        batches: dict[int, list[float]] = {}
-        for item in self.items:
-            batches.setdefault(item.batch, [])
-            if item.score is not None:
-                batches[item.batch].append(item.score)
-        return [sum(v) / len(v) if v else None for _, v in sorted(batches.items())]
 
 
 def _task_inputs(agent: JitMemAgent, example: Any, position: int) -> dict[str, Any]:
@@ -228,11 +183,11 @@ def stream(
     rank = {position: i for i, position in enumerate(order)}
     items: list[StreamItem | None] = [None] * len(tasks)
     bank = agent.bank
-    header = {"tasks": len(tasks), "tasks_sha256": _tasks_digest(agent, tasks), "seed": seed, "batch_size": batch_size}
+    header = {"tasks": len(tasks), "tasks_sha256": tasks_digest(agent, tasks), "seed": seed, "batch_size": batch_size}
     done_batches: set[int] = set()
     run_id = new_id("stream-")
     if checkpoint is not None:
-        done_batches, restored_id = _restore(Path(checkpoint), header, items, bank)
+        done_batches, restored_id = restore_batches(Path(checkpoint), header, items, bank)
         run_id = restored_id or run_id
     for batch_index, start in enumerate(range(0, len(order), batch_size)):
         if batch_index in done_batches:
@@ -253,7 +208,7 @@ def stream(
             # written before the bank applies the batch: a crash in between is repaired from this line on restore
             assert checkpoint is not None
             meta = {**header, "run_id": run_id, "batch": _batch, "key": f"{run_id}:{_batch}", "bank_version": _version}
-            _append(Path(checkpoint), meta, _done, rows)
+            append_batch(Path(checkpoint), meta, _done, rows)
 
         exactly_once: dict[str, Any] = {"key": key, "before_apply": write_checkpoint} if checkpoint is not None else {}
         with bank.batch(**exactly_once):
@@ -271,103 +226,6 @@ def stream(
         if on_batch is not None:
             on_batch(batch_index, done)
     return StreamResult(items=[item for item in items if item is not None])
-
-
-def _item_record(item: StreamItem) -> dict[str, Any]:
-    pred = item.prediction
-    outputs: dict[str, Any] = {}
-    trajectory = None
-    if pred is not None:
-        trajectory = pred.get("trajectory", None)
-        outputs = {k: v for k, v in pred.items() if k not in ("trajectory", "jitmem")}
-    return {
-        "position": item.position,
-        "order": item.order,
-        "batch": item.batch,
-        "task_id": item.task_id,
-        "bank_version": item.bank_version,
-        "bank_size": item.bank_size,
-        "score": item.score,
-        "feedback": item.feedback,
-        "accepted": item.accepted,
-        "stored": item.stored,
-        "error": item.error,
-        "outputs": json.loads(json.dumps(outputs, default=str)),
-        "jitmem": pred.get("jitmem", None) if pred is not None else None,
-        "trajectory": trajectory.model_dump(mode="json") if isinstance(trajectory, Trajectory) else None,
-    }
-
-
-def _tasks_digest(agent: JitMemAgent, tasks: Sequence[Any]) -> str:
-    """A hash of the tasks' ids, input fields and cutoffs, in order (a checkpoint belongs to one task list)."""
-    fields = ["id", "task_id", "cutoff", *agent.task.input_fields]
-    digest = hashlib.sha256()
-    for example in tasks:
-        get = example.get if hasattr(example, "get") else (lambda key, default=None: default)
-        record = {name: get(name, None) for name in fields}
-        digest.update(json.dumps(record, sort_keys=True, default=str, ensure_ascii=False).encode("utf-8") + b"\n")
-    return digest.hexdigest()
-
-
-def _append(path: Path, meta: dict[str, Any], items: list[StreamItem], rows: list[dict[str, Any]]) -> None:
-    """Append one finished batch as a single JSON line, flushed to disk (a torn last line is ignored on restore).
-
-    ``rows`` are the bank writes staged by the batch, kept so that a crash before the bank applied them can be
-    repaired on restore.
-    """
-    from memento.files import scrubbed_json
-
-    record = {**meta, "items": [_item_record(item) for item in items], "rows": rows}
-    line = scrubbed_json(record)  # no secret reaches the file
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(line + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _restore(path: Path, header: dict[str, Any], items: list[StreamItem | None], bank: Any) -> tuple[set[int], str]:
-    """Fill ``items`` from a checkpoint's finished batches and apply any the bank missed.
-
-    Returns the finished batch indices and the stream's run id (``""`` for a new checkpoint).
-    """
-    if not path.exists():
-        return set(), ""
-    done: set[int] = set()
-    run_id = ""
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            logger.warning("%s:%d: torn checkpoint line ignored (that batch runs again)", path, lineno)
-            continue
-        if any(record.get(key) != value for key, value in header.items()):
-            differ = ", ".join(key for key, value in header.items() if record.get(key) != value)
-            raise ConfigError(f"checkpoint {path} was written by another stream (different {differ})")
-        run_id = run_id or str(record.get("run_id") or "")
-        if bank.apply_rows(record.get("rows") or [], key=str(record["key"])):
-            logger.warning("%s: batch %s was checkpointed but not in the bank: applied now", path, record["batch"])
-        for data in record["items"]:
-            trajectory = Trajectory.model_validate(data["trajectory"]) if data.get("trajectory") else None
-            pred = None
-            if data.get("outputs") or trajectory is not None:
-                pred = dspy.Prediction(**data["outputs"], trajectory=trajectory, jitmem=data.get("jitmem"))
-            fields = {k: data[k] for k in ("position", "order", "batch", "task_id", "bank_version", "bank_size")}
-            items[data["position"]] = StreamItem(
-                **fields,
-                prediction=pred,
-                score=data.get("score"),
-                feedback=data.get("feedback", ""),
-                accepted=data.get("accepted"),
-                stored=bool(data.get("stored")),
-                error=data.get("error"),
-            )
-        done.add(int(record["batch"]))
-    if done:
-        logger.info("stream resumed from %s: %d finished batches restored", path, len(done))
-    return done, run_id
 
 
 def build_training_bank(

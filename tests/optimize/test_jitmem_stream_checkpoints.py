@@ -90,17 +90,17 @@ def test_crash_after_checkpoint_before_bank_apply_is_repaired_not_rerun(tmp_path
 def test_crash_before_the_checkpoint_line_reruns_the_batch_once(tmp_path, scripted, monkeypatch):
     examples, checkpoint = _examples(), tmp_path / "stream.jsonl"
     second = _batches(_order(tmp_path, examples), 3)[1]
-    real_append = jitmem_stream._append
+    real_append = jitmem_stream.append_batch
 
     def dies_on_second_line(path, meta, items, rows):
         if meta["batch"] == 1:
             raise Crash("killed before the checkpoint line was written")
         return real_append(path, meta, items, rows)
 
-    monkeypatch.setattr(jitmem_stream, "_append", dies_on_second_line)
+    monkeypatch.setattr(jitmem_stream, "append_batch", dies_on_second_line)
     with pytest.raises(Crash):
         stream(_agent(tmp_path), examples, batch_size=3, seed=0, checkpoint=checkpoint)
-    monkeypatch.setattr(jitmem_stream, "_append", real_append)
+    monkeypatch.setattr(jitmem_stream, "append_batch", real_append)
     assert len(checkpoint.read_text().splitlines()) == 1 and sum(_stored(tmp_path).values()) == 3
 
     start = len(scripted.calls)
