@@ -26,6 +26,9 @@ tool-call sequences of the most similar past sub-tasks (with their outcome), and
 compare`` trains ``cbr`` with it. Registered as method ``cbr`` (bank under ``<memory_dir>/cbr``, options from the
 ``[cbr]`` settings).
 
+Its prompt texts live in :mod:`~memento.programs.case_rendering` and its training loop (:func:`fit_cases`) in
+:mod:`~memento.programs.case_training`.
+
 Example:
     >>> from memento.memory.case_bank import CaseBank
     >>> from memento.programs.case_based_agent import CaseBasedAgent
@@ -42,7 +45,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import dspy
@@ -53,6 +55,14 @@ from memento.memory.case_bank import CaseBank, RetrievalPolicy, open_case_bank
 from memento.memory.location import Location
 from memento.memory.retrieval_policy import POLICIES, SoftmaxOver
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
+from memento.programs.case_rendering import (
+    executed_plan,
+    render_cases,
+    render_findings,
+    render_outputs,
+    render_tool_plan,
+)
+from memento.programs.case_training import PassResult, fit_cases
 from memento.programs.registry import register_method
 from memento.programs.research_program import ResearchCall, ResearchProgram
 from memento.programs.sub_question_agent import SubQuestionAgent
@@ -62,7 +72,7 @@ from memento.signatures.plan_from_cases import PlanFromCases
 from memento.tasks.task import Task
 from memento.text import one_line
 from memento.threads import run_parallel
-from memento.types import Case, CBRDetails, EvidenceRecord, Node, Plan, PlanStep, ToolCall, Trajectory, new_id
+from memento.types import Case, CBRDetails, EvidenceRecord, Node, Trajectory, new_id
 from memento.untrusted import quote_data
 
 if TYPE_CHECKING:
@@ -85,45 +95,6 @@ logger = logging.getLogger(__name__)
 RewardFn = Callable[[dspy.Example, dspy.Prediction], Any]
 
 ROOT_ID = "root"
-_RESULT_CHARS = 600
-
-
-def render_cases(cases: list[tuple[Case, float]], *, threshold: float = DEFAULT_SUCCESS_THRESHOLD) -> str:
-    """Prompt text for retrieved cases; each is labelled SUCCESS (reward strictly above ``threshold``, the rule of
-    :func:`memento.metrics.success.succeeded`) or FAILURE, with its reward."""
-    if not cases:
-        return ""
-    blocks = []
-    for i, (case, _score) in enumerate(cases, 1):
-        label = "SUCCESS" if succeeded(case.reward, threshold=threshold) else "FAILURE"
-        blocks.append(f"Case {i} [{label}, reward {case.reward:.2f}]\nTask: {case.task_text}\nPlan:\n{case.plan}")
-    return "\n\n".join(blocks)
-
-
-def render_tool_plan(tool_calls: list[ToolCall], *, limit: int = 8) -> str:
-    """A compact tool-call sequence (``search_web(query='...') -> 3 results``) for the executor-level bank."""
-    lines = []
-    for call in tool_calls[:limit]:
-        args = ", ".join(f"{k}={one_line(str(v), 80)!r}" for k, v in call.args.items())
-        outcome = f"error: {one_line(call.error, 80)}" if call.error else f"{len(call.result_urls)} urls"
-        lines.append(f"{call.kind}({args}) -> {outcome}")
-    if len(tool_calls) > limit:
-        lines.append(f"... {len(tool_calls) - limit} more calls")
-    return "\n".join(lines)
-
-
-def _plan(nodes: list[Node]) -> Plan:
-    """The plan as executed (what a case stores, rendered): every sub-task by cycle, with its outcome."""
-    return Plan(
-        steps=[
-            PlanStep(
-                cycle=node.wave + 1,
-                sub_task=node.question,
-                outcome="answered" if node.status == "answered" else "failed",
-            )
-            for node in nodes
-        ]
-    )
 
 
 def record_cases(call: ResearchCall, store: str, bank: CaseBank, hits: list[tuple[Case, float]]) -> None:
@@ -156,19 +127,6 @@ def _retrieve_not_own(
             return hits
         own |= fresh
     return [(case, score) for case, score in hits if case.id not in own]
-
-
-def _findings(nodes: list[Node]) -> str:
-    blocks = []
-    for i, node in enumerate(nodes, 1):
-        if node.status == "answered":
-            sources = ", ".join(e.url for e in node.evidence[:4]) or "no sources"
-            blocks.append(
-                f"{i}. {node.question}\n   Result: {one_line(node.answer, _RESULT_CHARS)}\n   Sources: {sources}"
-            )
-        else:
-            blocks.append(f"{i}. {node.question}\n   Failed: {one_line(node.error, 200) or 'no answer'}")
-    return "\n".join(blocks)
 
 
 class CaseBasedAgent(ResearchProgram):
@@ -316,7 +274,7 @@ class CaseBasedAgent(ResearchProgram):
                         task_goal=call.task_goal,
                         context=context,
                         past_cases=quote_data(cases_text),
-                        progress=quote_data(_findings(executed)),
+                        progress=quote_data(render_findings(executed)),
                         max_sub_tasks=limit,
                     )
                 sub_tasks = [" ".join(str(s).split()) for s in (plan.sub_tasks or []) if str(s).strip()]
@@ -343,14 +301,14 @@ class CaseBasedAgent(ResearchProgram):
                 executed.extend(nodes)
             if done or not nodes:
                 break
-        plan_record = _plan(executed)
+        plan_record = executed_plan(executed)
         info.plan_steps, info.plan = plan_record.steps, plan_record.render()
         started = time.perf_counter()
-        findings = _findings(executed) or "(no sub-task was executed)"
+        findings = render_findings(executed) or "(no sub-task was executed)"
         pred = self.answer(context=context, research_findings=quote_data(findings), **call.inputs)
         traj.timings["answer_s"] = round(time.perf_counter() - started, 6)
         outputs = {name: pred.get(name) for name in self.task.output_fields}
-        root.answer = one_line(_render_outputs(outputs), 2000)
+        root.answer = one_line(render_outputs(outputs), 2000)
         if self.retain_cases:
             self._retain(call, info, hits, executed, outputs, findings)
         return outputs
@@ -515,91 +473,6 @@ class CaseBasedAgent(ResearchProgram):
         return case
 
 
-@dataclass
-class PassResult:
-    """One pass of :meth:`CaseBasedAgent.fit` over the task set: its batches and mean reward."""
-
-    index: int
-    rewards: list[float | None] = field(default_factory=list)
-    batches: list[dict[str, Any]] = field(default_factory=list)
-    policies: dict[str, int] = field(default_factory=dict)  # retrieval policy of each call (with cases to read)
-
-    @property
-    def score(self) -> float | None:
-        """Mean reward of the pass's scored tasks (``None`` when none was scored)."""
-        scored = [r for r in self.rewards if r is not None]
-        return sum(scored) / len(scored) if scored else None
-
-
-def fit_cases(
-    agent: CaseBasedAgent,
-    examples: list[Any],
-    *,
-    batch_size: int = 10,
-    threads: int = 1,
-    passes: int = 1,
-    own_cases: bool = False,
-    task_id: Callable[[Any], str] | None = None,
-    on_batch: Callable[[int, int, list[float | None]], None] | None = None,
-) -> list[PassResult]:
-    """CBR training: run ``agent`` (retaining) over ``examples`` in batches, ``passes`` times, the bank growing.
-
-    Every call is the same one ``memento run --method cbr`` makes (retrieve by the agent's policy, plan, execute,
-    answer, retain with the agent's reward and update the Q-gate); this only orders the calls. Labels ride along in
-    the keyword arguments, so an agent with a ``reward_fn`` scores with them. ``passes > 1`` is Memento's iteration
-    table: the same task set again, reading the cases of earlier passes. A task never reads a case written by a run
-    with its own task id, unless ``own_cases=True`` (the explicit switch of the multi-pass runner; the paper's
-    iterations may retrieve a task's own earlier case).
-
-    Returns one :class:`PassResult` per pass (``batches``: ``{"batch", "score", "n", "cases"}`` after each batch).
-    """
-    if passes < 1:
-        raise ConfigError(f"passes must be >= 1, got {passes}")
-    if batch_size < 1:
-        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
-    if not agent.retain_cases:
-        raise ConfigError("fit_cases needs an agent that retains cases (retain=True, a writable bank)")
-    ident = task_id or (lambda ex: str(ex.get("id", None) or new_id("t-")))
-    ids = [ident(ex) for ex in examples]
-    previous = agent.own_cases
-    agent.own_cases = own_cases
-    results: list[PassResult] = []
-    try:
-        for index in range(1, passes + 1):
-            result = PassResult(index=index)
-
-            def run_one(pos: int) -> tuple[float | None, str | None]:
-                example = examples[pos]
-                data = dict(example.items()) if hasattr(example, "items") else dict(example)
-                pred = agent(**data, task_id=ids[pos])
-                return pred.cbr.get("reward"), pred.cbr.get("policy") if pred.cbr.get("retrieved") else None
-
-            for batch, start in enumerate(range(0, len(examples), batch_size), 1):
-                positions = list(range(start, min(start + batch_size, len(examples))))
-                outcomes = run_parallel(run_one, positions, threads=threads)
-                rewards = [reward for reward, _ in outcomes]
-                for _, policy in outcomes:
-                    if policy is not None:
-                        result.policies[policy] = result.policies.get(policy, 0) + 1
-                result.rewards.extend(rewards)
-                scored = [r for r in rewards if r is not None]
-                result.batches.append(
-                    {
-                        "batch": batch,
-                        "score": sum(scored) / len(scored) if scored else None,
-                        "n": len(rewards),
-                        "cases": agent.bank.count(),
-                    }
-                )
-                if on_batch is not None:
-                    on_batch(index, batch, rewards)
-            results.append(result)
-    finally:
-        agent.own_cases = previous
-    agent.bank.save()
-    return results
-
-
 @register_method("cbr", extras=("cbr",), memory=True, writes=True)
 def build_cbr(
     *,
@@ -665,10 +538,3 @@ def build_cbr(
         executor_k=cbr.executor_k,
         softmax_over=cbr.softmax_over,
     )
-
-
-def _render_outputs(outputs: dict[str, Any]) -> str:
-    """The root's answer as text: the single output's value, else ``field: value`` lines."""
-    if len(outputs) == 1:
-        return str(next(iter(outputs.values())))
-    return "\n".join(f"{name}: {value}" for name, value in outputs.items())

@@ -32,7 +32,7 @@ def test_bound_react_turns_a_raising_tool_into_an_observation() -> None:
 
 
 def test_cbr_root_answer_is_readable_text() -> None:
-    from memento.programs.case_based_agent import _render_outputs
+    from memento.programs.case_rendering import render_outputs as _render_outputs
 
     assert _render_outputs({"answer": "Paris"}) == "Paris"
     assert _render_outputs({"winning_party": "petitioner", "disposition": "reversed"}) == (
