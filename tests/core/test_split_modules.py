@@ -29,6 +29,91 @@ MOVED: dict[str, dict[str, str]] = {
         "ORG_TOKENS": "memento.tasks.party_vocabulary",
         "ORG_ABBREVIATIONS": "memento.tasks.party_vocabulary",
     },
+    "memento.optimize.memento_trainer": {
+        "MementoTrainer": "memento.optimize.memento_trainer",
+        **dict.fromkeys(
+            [
+                "PHASES",
+                "example_id",
+                "forward_run",
+                "RunRecord",
+                "RunDigest",
+                "RuleVote",
+                "ConsolidationPlan",
+                "ReflectionPlan",
+                "BatchCheckpoint",
+            ],
+            "memento.optimize.trainer_records",
+        ),
+    },  # fmt: skip
+    "memento.memory.trajectory_bank": {
+        "TrajectoryBank": "memento.memory.trajectory_bank",
+        **dict.fromkeys(
+            [
+                "BankPolicy",
+                "BankStats",
+                "BankDiskUsage",
+                "RetrievedTrajectory",
+                "BankHit",
+                "BankEntry",
+                "item_id",
+                "StagedRow",
+                "TrajectoryBankError",
+                "TrajectoryBankFrozenError",
+            ],
+            "memento.memory.trajectory_records",
+        ),
+        **dict.fromkeys(["bank_exists", "disk_usage", "SCHEMA_VERSION"], "memento.memory.trajectory_storage"),
+    },  # fmt: skip
+    "memento.memory.memento_memory": {
+        "MementoMemory": "memento.memory.memento_memory",
+        "open_memory": "memento.memory.memento_memory",
+        "MemoryView": "memento.memory.memory_view",
+        **dict.fromkeys(["StoreDiff", "MemoryDiff"], "memento.memory.memory_diff"),
+        **dict.fromkeys(
+            [
+                "MemoryBudgets",
+                "STORES",
+                "PAPER_NAMES",
+                "RelevanceStage",
+                "budgets_from_settings",
+                "PAPER_CONTEXT_SHARE",
+            ],
+            "memento.memory.memory_budgets",
+        ),
+    },  # fmt: skip
+    "memento.memory.case_bank": {
+        "CaseBank": "memento.memory.case_bank",
+        "open_case_bank": "memento.memory.case_bank",
+        "GATE_FILE": "memento.memory.case_gate",
+        "DB_NAME": "memento.memory.case_rows",
+        "CaseBankError": "memento.memory.case_rows",
+    },
+    "memento.memory.case_store": {
+        "CaseStore": "memento.memory.case_store",
+        **dict.fromkeys(
+            ["DB_NAME", "CaseBankError", "bank_exists", "content_items", "read_embedder_info"],
+            "memento.memory.case_rows",
+        ),
+    },
+    "memento.memory.sqlite_store": {
+        "SQLiteStore": "memento.memory.sqlite_store",
+        **dict.fromkeys(["Transaction", "VersionInfo", "ItemRow"], "memento.memory.store_transaction"),
+        **dict.fromkeys(
+            ["fts_query", "estimate_tokens", "rule_weight", "index_columns", "item_date"], "memento.memory.item_columns"
+        ),
+        **dict.fromkeys(["FTS_STORES", "DB_NAME", "memory_exists", "SCHEMA_VERSION"], "memento.memory.memory_schema"),
+    },  # fmt: skip
+    "memento.optimize.jitmem_stream": {
+        "stream": "memento.optimize.jitmem_stream",
+        "run_orderings": "memento.optimize.jitmem_stream",
+        **dict.fromkeys(["StreamItem", "StreamResult"], "memento.optimize.stream_records"),
+    },
+    "memento.programs.case_based_agent": {
+        "CaseBasedAgent": "memento.programs.case_based_agent",
+        **dict.fromkeys(["PassResult", "fit_cases"], "memento.programs.case_training"),
+        **dict.fromkeys(["render_cases", "render_tool_plan"], "memento.programs.case_rendering"),
+    },
 }
 
 #: the modules the splits created
@@ -36,6 +121,10 @@ NEW_MODULES = sorted(
     {home for names in MOVED.values() for home in names.values()}
     | {"memento.web.address_policy", "memento.web.robots_rules", "memento.web.request_deadline"}
     | {"memento.web.page_extraction", "memento.tasks.name_patterns", "memento.tasks.name_spelling"}
+    | {"memento.optimize.trainer_checkpoints", "memento.optimize.run_digests", "memento.optimize.distiller_calls"}
+    | {"memento.optimize.rule_votes", "memento.optimize.consolidation_phase", "memento.optimize.reflection_phase"}
+    | {"memento.memory.trajectory_index", "memento.memory.page_store", "memento.memory.trajectory_eligibility"}
+    | {"memento.memory.trajectory_items", "memento.memory.case_kernel", "memento.optimize.stream_journal"}
 )
 
 
