@@ -1,6 +1,6 @@
 """The LM call log: one JSON line per LM call memento makes, appended to a file (``--log-lm FILE``).
 
-Each line holds the role (``lm``, ``judge_lm``, ...), the stage and the predictor (signature) that made the call, the
+Each line holds the role (``lm``, ``judge_lm``, ...), the stage and the predictor that made the call, the
 model, the prompt messages in full, DSPy's ``rollout_id`` (``null`` unless an optimiser set one), the completion (the
 raw reply text; a dict when the reply also carried reasoning or tool calls; a list for several candidates), the
 tokens (``prompt``, ``completion`` and ``cached_prompt``: the prompt tokens the provider's or llama.cpp's prompt
@@ -40,7 +40,7 @@ from typing import Any
 from memento.lm_deadline import calling_thread
 from memento.scrub import scrub_data
 from memento.text import error_line
-from memento.usage import ActivatedCallback, _modules, cached_prompt_tokens, current_stage
+from memento.usage import ActivatedCallback, cached_prompt_tokens, current_predictor, current_stage
 
 __all__ = [
     "LMCallLog",
@@ -178,15 +178,6 @@ class _Sink:
         tokens["prompt"] += int(usage_entry.get("prompt_tokens") or usage_entry.get("input_tokens") or 0)
         tokens["completion"] += int(usage_entry.get("completion_tokens") or usage_entry.get("output_tokens") or 0)
         tokens["cached_prompt"] += cached_prompt_tokens(usage_entry)
-
-
-def current_predictor() -> str | None:
-    """The signature name of the innermost running predictor (``None`` outside any)."""
-    for module in reversed(_modules.get()):
-        signature = getattr(module, "signature", None)
-        if signature is not None:
-            return str(getattr(signature, "__name__", None) or type(module).__name__)
-    return None
 
 
 def _completion(outputs: Any) -> Any:

@@ -39,6 +39,7 @@ from dspy.utils.exceptions import AdapterParseError
 
 from memento.output_schema import OpenSchemaError, output_schema
 from memento.text import error_line
+from memento.usage import GENERIC_SIGNATURE, current_predictor
 
 __all__ = ["STRUCTURED_MODES", "StructuredAdapter", "StructuredMode", "is_self_hosted", "structured_mode"]
 
@@ -149,7 +150,7 @@ class StructuredAdapter(_TypedOutputs, JSONAdapter):
         try:
             return self._run(lm, lm_kwargs, signature, demos, inputs)
         except AdapterParseError as err:
-            logger.info("%s: unparseable reply, asking once more (%s)", signature.__name__, _parse_message(err))
+            logger.info("%s: unparseable reply, asking once more (%s)", _name(signature), _parse_message(err))
             return self._run(lm, lm_kwargs, signature, demos, inputs, feedback=self._feedback(signature, err))
 
     async def acall(self, lm: Any, *args: Any) -> list[dict[str, Any]]:  # (lm, lm_kwargs, signature, demos, inputs)
@@ -176,10 +177,10 @@ class StructuredAdapter(_TypedOutputs, JSONAdapter):
         try:
             schema = output_schema(signature, max_tokens=max_tokens, inputs=inputs)
         except OpenSchemaError as exc:
-            logger.debug("%s: JSON mode instead of a schema (%s)", signature.__name__, exc)
+            logger.debug("%s: JSON mode instead of a schema (%s)", _name(signature), exc)
             lm_kwargs["response_format"] = {"type": "json_object"}
             return
-        name = "".join(ch for ch in signature.__name__ if ch.isalnum() or ch in "_-")[:64] or "outputs"
+        name = "".join(ch for ch in _name(signature) if ch.isalnum() or ch in "_-")[:64] or "outputs"
         lm_kwargs["response_format"] = {
             "type": "json_schema",
             "json_schema": {"name": name, "schema": schema, "strict": True},
@@ -291,3 +292,9 @@ def _dialect_from_openapi(spec: Any) -> str:
         if "json_object" in kinds and "json_schema" not in kinds and "schema" in props:
             return "json_object"
     return "json_schema"
+
+
+def _name(signature: type[dspy.Signature]) -> str:
+    """The signature's class name; for one DSPy derived (``StringSignature``), the running predictor's name."""
+    name = str(signature.__name__)
+    return (current_predictor() or name) if name == GENERIC_SIGNATURE else name

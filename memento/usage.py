@@ -3,7 +3,14 @@
 ``dspy.track_usage()`` records nothing when a program runs in worker threads. :class:`UsageMeter` is a DSPy
 callback plus a usage sink installed through ``dspy.context``: every LM call is attributed, in the thread that
 made it, to its role (by LM object identity, see :class:`memento.lm.Roles`) and to its stage (the innermost
-module carrying a ``usage_stage`` attribute, else the signature name of the calling predictor).
+module carrying a ``usage_stage`` attribute, else the name of the calling predictor).
+
+A predictor's name (:func:`predictor_name`, the ``predictor`` of ``--log-lm``) is its signature's class name, fixed
+on the predictor when the module holding it is built (:class:`NamedPredictors`, :func:`name_predictors`): DSPy
+rebuilds a signature as an anonymous ``StringSignature`` whenever it derives one (``dspy.ReAct``'s step and extract
+signatures, ``ChainOfThought``, an optimiser's ``with_instructions``, ``load``), and a predictor whose signature has
+no name of its own is named after the nearest named module above it and its attribute path
+(``AnswerMultiHopQuestionReAct.react``).
 
 Example:
     >>> from memento.usage import UsageMeter
@@ -21,16 +28,21 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Self
 
+from dspy.primitives.module import ProgramMeta
 from dspy.utils.callback import BaseCallback
 
 from memento.types import StageUsage, Usage
 
 __all__ = [
     "ActivatedCallback",
+    "GENERIC_SIGNATURE",
     "ModuleStackCallback",
+    "NamedPredictors",
     "UsageMeter",
     "cached_prompt_tokens",
     "current_stage",
+    "name_predictors",
+    "predictor_name",
     "JUDGE_ROLE",
 ]
 
@@ -45,18 +57,109 @@ def _stack() -> tuple[Any, ...]:
     return _modules.get()
 
 
-def current_stage() -> str:
-    """The stage name of the innermost running module in this thread (``"unknown"`` outside any module)."""
+#: the class name DSPy gives every signature it derives (``Signature(fields, instructions)``): not a name
+GENERIC_SIGNATURE = "StringSignature"
+#: the attribute a predictor's name is fixed in (an instance attribute: deep copies, pickles and ``load`` keep it)
+NAME_ATTR = "predictor_name"
+
+
+def _own_name(module: Any) -> str | None:
+    """The name fixed on ``module``, else its signature's class name unless DSPy derived it (``None``)."""
+    fixed = getattr(module, "__dict__", {}).get(NAME_ATTR)
+    if fixed:
+        return str(fixed)
+    name = getattr(getattr(module, "signature", None), "__name__", None)
+    return str(name) if name and name != GENERIC_SIGNATURE else None
+
+
+def _attribute_of(parent: Any, child: Any) -> str | None:
+    """The attribute (or ``attr[i]`` / ``attr[key]`` item) by which ``parent`` holds ``child``."""
+    for key, value in getattr(parent, "__dict__", {}).items():
+        if value is child:
+            return str(key)
+        if isinstance(value, list | tuple):
+            for i, item in enumerate(value):
+                if item is child:
+                    return f"{key}[{i}]"
+        elif isinstance(value, dict):
+            for k, item in value.items():
+                if item is child:
+                    return f"{key}[{k}]"
+    return None
+
+
+def predictor_name(module: Any, parents: tuple[Any, ...] = ()) -> str:
+    """The name of a predictor: the name fixed on it, else its signature's class name; a signature DSPy derived
+    (``StringSignature``) is named after the nearest named module among ``parents`` (outermost first) and the
+    attribute path from it (``AnswerQAReAct.extract.predict``), else after the outermost module's class."""
+    own = _own_name(module)
+    if own is not None:
+        return own
+    path: list[str] = []
+    child = module
+    for parent in reversed(parents):
+        if parent is child:  # a module entered twice (``Predict.__call__`` and its ``forward``)
+            continue
+        path.insert(0, _attribute_of(parent, child) or type(child).__name__)
+        named = _own_name(parent)
+        if named is not None:
+            return ".".join([named, *path])
+        child = parent
+    return ".".join([type(child).__name__, *path]) if path else GENERIC_SIGNATURE
+
+
+def name_predictors(module: Any) -> Any:
+    """Fix the name of every predictor in ``module`` (see :func:`predictor_name`) while its signatures are the
+    classes it was built with; a predictor already named keeps its name. Returns ``module``."""
+    parents: dict[int, tuple[Any, ...]] = {id(module): ()}
+    queue = [module]
+    while queue:  # breadth first: each module's shortest path from ``module``
+        current = queue.pop(0)
+        for child in _children(current):
+            if id(child) not in parents:
+                parents[id(child)] = (*parents[id(current)], current)
+                queue.append(child)
+    for _, predictor in module.named_predictors():
+        if not getattr(predictor, "__dict__", {}).get(NAME_ATTR):
+            setattr(predictor, NAME_ATTR, predictor_name(predictor, parents.get(id(predictor), ())))
+    return module
+
+
+def _children(module: Any) -> list[Any]:
+    """The DSPy modules ``module`` holds as attributes or in a list, tuple or dict attribute."""
+    out: list[Any] = []
+    for value in getattr(module, "__dict__", {}).values():
+        items = value if isinstance(value, list | tuple) else value.values() if isinstance(value, dict) else [value]
+        out.extend(item for item in items if hasattr(item, "named_predictors") and not isinstance(item, type))
+    return out
+
+
+class NamedPredictors(ProgramMeta):
+    """The metaclass of memento's DSPy modules: once a module is built, its predictors are named
+    (:func:`name_predictors`), so ``--log-lm``, usage by stage and the reports name them alike before and after
+    an optimiser rewrote their instructions or ``load`` restored them."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        return name_predictors(super().__call__(*args, **kwargs))
+
+
+def current_predictor() -> str | None:
+    """The name of the innermost running predictor (:func:`predictor_name`; ``None`` outside any)."""
     stack = _stack()
-    for module in reversed(stack):
+    for i in range(len(stack) - 1, -1, -1):
+        if getattr(stack[i], "signature", None) is not None:
+            return predictor_name(stack[i], stack[:i])
+    return None
+
+
+def current_stage() -> str:
+    """The stage name of the innermost running module in this thread (``"unknown"`` outside any module): its
+    ``usage_stage``, else the name of the innermost running predictor."""
+    for module in reversed(_stack()):
         stage = getattr(module, "usage_stage", None)
         if stage:
             return str(stage)
-    for module in reversed(stack):
-        signature = getattr(module, "signature", None)
-        if signature is not None:
-            return getattr(signature, "__name__", "unknown")
-    return "unknown"
+    return current_predictor() or "unknown"
 
 
 def cached_prompt_tokens(usage_entry: dict[str, Any]) -> int:

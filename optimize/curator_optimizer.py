@@ -33,6 +33,7 @@ from memento.errors import ConfigError
 from memento.optimize.optimizers import optimizer_output
 from memento.programs.jitmem_agent import JitMemAgent
 from memento.programs.jitmem_curator import JitMemCurator
+from memento.usage import NamedPredictors
 
 __all__ = ["optimize_curator", "optimize_curator_staged", "CuratorUnderTraining", "feedback_metric"]
 
@@ -49,7 +50,7 @@ class _Held:
         return self
 
 
-class CuratorUnderTraining(dspy.Module):
+class CuratorUnderTraining(dspy.Module, metaclass=NamedPredictors):
     """The JitMem pipeline as seen by an optimizer: the curator is the only trainable part.
 
     ``forward(**example_inputs)`` retrieves from the agent's bank (excluding the example's own ``id``), curates with

@@ -103,6 +103,7 @@ class BoundReAct(dspy.ReAct):
 
     def __init__(self, signature: Any, specs: list[Tool], max_iters: int, *, history_window: int | None = None) -> None:
         signature = dspy.ensure_signature(signature)
+        name = signature.__name__  # before a derived signature (with_instructions) loses it
         if not has_rule(signature.instructions, DATA_RULE):  # tool observations are quoted data: the agent is told
             signature = signature.with_instructions(with_rule(signature.instructions, DATA_RULE))
         super().__init__(signature, tools=list(specs), max_iters=max_iters)
@@ -110,6 +111,11 @@ class BoundReAct(dspy.ReAct):
         # ``next_tool_args`` is typed dict[str, Any]; a schema sent to the model closes it to the tools' arguments
         schema = {SCHEMA_KEY: tool_args_schema(self.tools.values())}
         self.react.signature = self.react.signature.with_updated_fields("next_tool_args", **schema)
+        # dspy.ReAct derives both signatures anonymously (``StringSignature``): the step and the extraction are
+        # named after the agent's signature, so logs, usage and reports tell them apart
+        self.predictor_name = name
+        self.react.predictor_name = f"{name}.react"
+        self.extract.predict.predictor_name = f"{name}.extract"
         # steps of its own trajectory the agent sees (None: all; JitMem's window is 3); not ``history``, which
         # dspy.Module keeps for its LM call records
         self.history_window = history_window

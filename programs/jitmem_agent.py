@@ -55,7 +55,7 @@ from memento.signatures.judge_success import JudgeSuccess
 from memento.tasks.task import Task
 from memento.types import DatingRecord, JitMemDetails, Trajectory, Usage, new_id
 from memento.untrusted import quote_data
-from memento.usage import UsageMeter
+from memento.usage import NamedPredictors, UsageMeter
 
 if TYPE_CHECKING:
     from memento.config import Settings
@@ -70,7 +70,7 @@ JudgeFn = Callable[[Trajectory, dspy.Prediction], bool]
 _WEB_COUNTS = ("searches", "fetches", "fetch_cache_hits", "unique_urls", "repeated_urls")
 
 
-class JitMemAgent(dspy.Module):
+class JitMemAgent(dspy.Module, metaclass=NamedPredictors):
     """Just-in-time memory: BM25-retrieve raw trajectories, curate a task-specific payload, run the executor.
 
     Args:

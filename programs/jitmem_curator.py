@@ -33,6 +33,7 @@ from memento.signatures.distill_trajectory import DistillTrajectory
 from memento.text import one_line
 from memento.types import AgentStep, ToolCall, Trajectory
 from memento.untrusted import quote_data
+from memento.usage import NamedPredictors
 from memento.web.tool_output import call_line
 
 __all__ = [
@@ -198,7 +199,7 @@ def render_trajectories(
     return "\n\n".join(rendered) if rendered else NO_TRAJECTORIES
 
 
-class JitMemCurator(dspy.Module):
+class JitMemCurator(dspy.Module, metaclass=NamedPredictors):
     """Write a task-conditioned payload from raw past trajectories (JitMem's curator).
 
     Args:
@@ -262,7 +263,7 @@ class JitMemCurator(dspy.Module):
         return dspy.Prediction(payload=payload, input_tokens=estimate_tokens(rendered), clipped=payload != written)
 
 
-class TrajectoryDistiller(dspy.Module):
+class TrajectoryDistiller(dspy.Module, metaclass=NamedPredictors):
     """Write-time distillation (ablation): summarise a trajectory when it is stored, before any task is known.
 
     ``distiller(trajectory=t)`` returns ``dspy.Prediction(distillate=str, trajectory=Trajectory)``, where the

@@ -42,6 +42,7 @@ from memento.signatures.judge_relevance import JudgeRelevance
 from memento.signatures.merge_canonical import MergeCanonical
 from memento.signatures.summarize_run import SummarizeRun
 from memento.untrusted import quote_data, strip_marking
+from memento.usage import NamedPredictors
 
 __all__ = ["MementoLearner", "LEARNING_STAGES"]
 
@@ -61,7 +62,7 @@ LEARNING_STAGES: dict[str, str] = {
 }
 
 
-class MementoLearner(dspy.Module):
+class MementoLearner(dspy.Module, metaclass=NamedPredictors):
     """The learning stages of MEMENTO as named predictors, with the LM role each one runs under.
 
     Args:

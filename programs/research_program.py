@@ -35,7 +35,7 @@ from memento.dating import DateFilter, resolve_undated
 from memento.errors import ConfigError, RecoverableError, handle_error
 from memento.tasks.task import Task, get_task
 from memento.types import AgentStep, DatingRecord, ToolCall, Trajectory, Usage
-from memento.usage import UsageMeter
+from memento.usage import NamedPredictors, UsageMeter
 
 if TYPE_CHECKING:
     from memento.lm import Roles
@@ -125,7 +125,7 @@ def empty_outputs(signature: type[dspy.Signature]) -> dict[str, Any]:
     return out
 
 
-class ResearchProgram(dspy.Module):
+class ResearchProgram(dspy.Module, metaclass=NamedPredictors):
     """Shared forward plumbing of memento's research programs (subclasses implement :meth:`research`).
 
     Args:
