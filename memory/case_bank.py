@@ -42,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -189,7 +189,7 @@ class CaseBank:
 
     # -- basics --------------------------------------------------------------------------------------------------
 
-    def __deepcopy__(self, memo: dict) -> CaseBank:
+    def __deepcopy__(self, memo: dict[int, Any]) -> CaseBank:
         return self  # memory must not fork when DSPy optimizers deep-copy a program
 
     def __copy__(self) -> CaseBank:
@@ -276,7 +276,9 @@ class CaseBank:
         }
         return self.add_many([case], metas=[meta or {}])[0]
 
-    def add_many(self, cases: Sequence[Case | dict[str, Any]], *, metas: Sequence[dict] | None = None) -> list[Case]:
+    def add_many(
+        self, cases: Sequence[Case | dict[str, Any]], *, metas: Sequence[dict[str, Any]] | None = None
+    ) -> list[Case]:
         """Store many cases in one transaction (one batched embedding call); returns them with this namespace."""
         self._check_writable()
         recs: list[Case] = []
@@ -364,7 +366,7 @@ class CaseBank:
             self._store.close()
 
     @contextlib.contextmanager
-    def _writer(self):
+    def _writer(self) -> Iterator[None]:
         """The bank's writer lock (one writing process at a time; re-entrant within this process)."""
         with self._store.db.writer_lock():
             yield
@@ -398,7 +400,7 @@ class CaseBank:
         (:meth:`CaseGate.record <memento.memory.case_gate.CaseGate.record>`)."""
         return self._gate.record(query, cases, rewards, task_id=task_id, learn=learn)
 
-    def fit_gate(self, *, epochs: int = 20, namespace: str | None = None) -> dict:
+    def fit_gate(self, *, epochs: int = 20, namespace: str | None = None) -> dict[str, Any]:
         """Offline training of the gate on every logged pair; saves the gate."""
         return self._gate.fit(epochs=epochs, namespace=namespace)
 
@@ -418,7 +420,8 @@ class CaseBank:
     def _query_vec(self, query: str | np.ndarray) -> np.ndarray:
         if isinstance(query, np.ndarray):
             return query.astype(np.float32).reshape(-1)
-        return self.embedder.embed([query])[0]
+        vector: np.ndarray = self.embedder.embed([query])[0]
+        return vector
 
     # -- retrieval -----------------------------------------------------------------------------------------------
 

@@ -221,7 +221,7 @@ class CaseGate:
             self.save()
             return loss
 
-    def fit(self, *, epochs: int = 20, namespace: str | None = None) -> dict:
+    def fit(self, *, epochs: int = 20, namespace: str | None = None) -> dict[str, Any]:
         """Offline training of the gate on every logged pair; saves the gate."""
         self.bank._check_writable()
         pairs = self.bank.logged_pairs(namespace)

@@ -7,15 +7,13 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # torch stays unimported until a gate is needed
-    pass
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # torch stays unimported until the kernel is needed
     from memento.memory.case_bank import CaseBank
+    from memento.memory.q_kernel import EpisodicKernel
 
 
 __all__ = ["CaseKernel"]
@@ -32,7 +30,7 @@ class CaseKernel:
 
     def __init__(self, bank: CaseBank) -> None:
         self.bank = bank
-        self.kernel: Any = None  # the episodic kernel (memory.q_kernel), built on first use
+        self.kernel: EpisodicKernel | None = None  # the episodic kernel (memory.q_kernel), built on first use
 
     def q(self, query: str | np.ndarray, case_ids: Sequence[str]) -> np.ndarray:
         """The kernel-based episodic Q of Eq. 9 for stored cases: each case's episodes (its own task and reward, its
@@ -51,7 +49,7 @@ class CaseKernel:
         ]
         return self.fitted().q(qv, episodes)
 
-    def fitted(self) -> Any:
+    def fitted(self) -> EpisodicKernel:
         """The episodic kernel, refitted on every logged pair when pairs were logged since its last fit."""
         with self.bank._lock:
             if self.kernel is None:

@@ -209,7 +209,7 @@ class CaseStore:
 
     # -- writes ----------------------------------------------------------------------------------------------
 
-    def insert(self, cases: Sequence[Case], embs: np.ndarray, metas: Sequence[dict]) -> tuple[list[int], int]:
+    def insert(self, cases: Sequence[Case], embs: np.ndarray, metas: Sequence[dict[str, Any]]) -> tuple[list[int], int]:
         """Insert cases with their embeddings in one transaction; returns their rowids and the new generation
         (several namespaces: the highest of theirs)."""
         namespaces = sorted({c.namespace for c in cases})
@@ -547,7 +547,7 @@ class CaseStore:
     def logged_pairs(self, namespace: str | None = None) -> dict[str, np.ndarray]:
         """All logged pairs in logging order (see :meth:`memento.memory.case_bank.CaseBank.logged_pairs`)."""
         sql = "SELECT q_emb, c_emb, reward, q_score, cosine FROM gate_pairs"
-        args: tuple = ()
+        args: tuple[str, ...] = ()
         if namespace is not None:
             sql, args = sql + " WHERE namespace=?", (namespace,)
         rows = self._rows(sql + " ORDER BY pid", args)

@@ -233,7 +233,7 @@ class SentenceTransformerEmbedder:
         self.cache_hits = 0
         self.cache_misses = 0
 
-    def _load(self):
+    def _load(self) -> Any:
         if self._model is not None:
             return self._model
         with self._load_lock:

@@ -265,12 +265,12 @@ class MementoMemory:
 
     @staticmethod
     def _runs(candidate: Any) -> int:
-        return len(set(candidate.provenance)) or candidate.support
+        return len(set(candidate.provenance)) or int(candidate.support)
 
     @staticmethod
     def _new_runs(candidate: Any, provenance: list[str]) -> int:
         if not candidate.provenance:
-            return candidate.support
+            return int(candidate.support)
         return len(set(candidate.provenance) - set(provenance))
 
     def _apply_one(self, store: str, op: Any, target: str | None, *, batch: int, tx: Transaction) -> str | None:

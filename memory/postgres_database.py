@@ -135,8 +135,10 @@ class PostgresDatabase(Database):
 
         conn = self._conn()
         try:
+            cursor: Cursor
             if not self._deferred:
-                return conn.execute(_translate(sql), tuple(params) or None)
+                cursor = conn.execute(_translate(sql), tuple(params) or None)
+                return cursor
             with conn.pipeline():  # the deferred writes and this statement in one round trip
                 self._send_deferred()
                 cursor = conn.execute(_translate(sql), tuple(params) or None)
@@ -148,7 +150,8 @@ class PostgresDatabase(Database):
         import psycopg
 
         try:
-            return self._conn().execute(_translate(sql), tuple(params) or None)
+            cursor: Cursor = self._conn().execute(_translate(sql), tuple(params) or None)
+            return cursor
         except psycopg.Error as exc:
             raise _wrap(exc) from exc
 

@@ -99,7 +99,8 @@ class QGate(nn.Module):
 
     def logits(self, q: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         """Pre-sigmoid scores, shape ``(B,)``."""
-        return self.mlp(self.features(q, c)).squeeze(-1)
+        scores: torch.Tensor = self.mlp(self.features(q, c)).squeeze(-1)
+        return scores
 
     def forward(self, q: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         """``p(useful | q, c)``, shape ``(B,)``."""
@@ -184,7 +185,7 @@ class QGateLearner:
         with self._lock, torch.no_grad():
             was_training = self.gate.training
             self.gate.eval()
-            out = self.gate(qt, ct)
+            out: torch.Tensor = self.gate(qt, ct)
             if was_training:
                 self.gate.train()
         return out.reshape(-1).float().numpy().copy()
@@ -244,7 +245,7 @@ class QGateLearner:
         epochs: int = 20,
         batch_size: int | None = None,
         add_to_replay: bool = True,
-    ) -> dict:
+    ) -> dict[str, Any]:
         """Offline training on logged pairs (shuffled minibatches, ``epochs`` passes); returns a small report."""
         qt, ct = _as_tensor(q, self.dim), _as_tensor(c, self.dim)
         rt = torch.as_tensor(np.clip(np.asarray(rewards, dtype=np.float32).reshape(-1), 0.0, 1.0))
@@ -268,7 +269,7 @@ class QGateLearner:
 
     # -- persistence ---------------------------------------------------------------------------------------------
 
-    def state(self, *, include_replay: bool = True) -> dict:
+    def state(self, *, include_replay: bool = True) -> dict[str, Any]:
         """Everything needed to resume: gate and optimizer state_dicts, replay buffer (optional), counters."""
         with self._lock:
             rep = self.replay.state() if include_replay else ReplayBuffer(0, self.dim).state()
@@ -287,7 +288,7 @@ class QGateLearner:
                 "pairs_trained": self.pairs_trained,
             }
 
-    def save(self, path: str | os.PathLike, *, include_replay: bool = True) -> Path:
+    def save(self, path: str | os.PathLike[str], *, include_replay: bool = True) -> Path:
         """Write :meth:`state` atomically (temp file in the same directory, then rename)."""
         path = Path(path)
         with atomic_path(path) as tmp:
@@ -300,7 +301,7 @@ class QGateLearner:
         torch.save(self.state(include_replay=include_replay), buffer)
         return buffer.getvalue()
 
-    def load(self, path: str | os.PathLike) -> None:
+    def load(self, path: str | os.PathLike[str]) -> None:
         """Restore from :meth:`save` output (the gate's architecture must match)."""
         self._restore(Path(path), str(path))
 
@@ -343,7 +344,7 @@ def gate_report(
     hidden: int = 256,
     min_steps: int = 500,
     threshold: float = DEFAULT_SUCCESS_THRESHOLD,
-) -> dict:
+) -> dict[str, Any]:
     """How well Q-gates predict the logged rewards, against the cosine baseline (what ``qgate-stats`` prints).
 
     ``pairs`` is :meth:`memento.memory.case_bank.CaseBank.logged_pairs` output (logging order). Reported:
@@ -360,7 +361,7 @@ def gate_report(
     """
     rewards = np.asarray(pairs["reward"], dtype=np.float64)
     n = len(rewards)
-    out: dict = {
+    out: dict[str, Any] = {
         "pairs": n,
         "threshold": threshold,
         "positive_rate": float((rewards > threshold).mean()) if n else float("nan"),

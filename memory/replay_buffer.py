@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +75,7 @@ class ReplayBuffer:
             idx = self._rng.choice(self.size, size=n, replace=False)
             return self.q[idx].copy(), self.c[idx].copy(), self.r[idx].copy()
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         """A picklable snapshot (only the filled rows)."""
         with self._lock:
             return {
@@ -86,7 +87,7 @@ class ReplayBuffer:
                 "seen": self.seen,
             }
 
-    def load_state(self, state: dict) -> None:
+    def load_state(self, state: dict[str, Any]) -> None:
         """Restore a snapshot from :meth:`state` (rows beyond this buffer's capacity are dropped)."""
         q, c, r = (np.asarray(state[k], dtype=np.float32) for k in ("q", "c", "r"))
         if q.size and q.shape[1] != self.dim:

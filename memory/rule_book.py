@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 StoreName = Literal["decomposition", "web_action"]
 
 
-class RuleStats(dict):
+class RuleStats(dict[str, int]):
     """Aggregate counts of a rule book: ``rules`` (not retired), ``active``, ``downweighted``, ``retired``,
     ``total_support``, ``total_contradiction``, ``rules_contradicted``, ``chars``."""
 

@@ -26,11 +26,11 @@ def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
-class VersionInfo(dict):
+class VersionInfo(dict[str, Any]):
     """One version row: ``version``, ``parent``, ``batch``, ``end_seq``, ``note``, ``created_at``, ``status``."""
 
 
-class ItemRow(dict):
+class ItemRow(dict[str, Any]):
     """One item row: ``store``, ``id``, ``data`` (the record as a dict) and the index columns (``dated``: the ISO
     date of its evidence, ``None`` when undated)."""
 

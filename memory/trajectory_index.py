@@ -38,7 +38,8 @@ WATERMARK = "watermark.json"
 def tokenize(texts: list[str]) -> list[list[str]]:
     import bm25s
 
-    return bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
+    tokens: list[list[str]] = bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
+    return tokens
 
 
 class TrajectoryIndex:
@@ -79,7 +80,7 @@ class TrajectoryIndex:
         return np.asarray(self.model.get_scores(tokens), dtype=np.float32)
 
     def same_task(self, task_id: str) -> np.ndarray:
-        return self._task_id_array == task_id
+        return np.asarray(self._task_id_array == task_id)
 
     def save(self, directory: Path) -> None:
         """Write the index to ``directory`` atomically (a temp dir renamed into place)."""

@@ -147,7 +147,8 @@ def prediction_fields(pred: Any) -> dict[str, Any]:
     else:
         data = {"output": pred}
     data.pop("trajectory", None)
-    return _jsonable(data)
+    fields: dict[str, Any] = _jsonable(data)
+    return fields
 
 
 def _metric_outputs(result: Any) -> tuple[float, str, dict[str, float]]:

@@ -77,7 +77,7 @@ def bootstrap_ci(
 
 
 def _mean_difference(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.mean(a - b, axis=axis)
+    return np.asarray(np.mean(a - b, axis=axis))
 
 
 def paired_bootstrap(

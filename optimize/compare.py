@@ -359,7 +359,8 @@ def _resolve_metric(task: Task, metric: str | Callable[..., Any] | None, roles: 
         if kind == "default":
             return task.metric
         raise ConfigError(f"task {task.name!r} offers no metric {kind!r} (only its default metric)")
-    return make(kind, roles=roles)
+    made: Callable[..., Any] = make(kind, roles=roles)
+    return made
 
 
 def _check_overlap(

@@ -133,7 +133,8 @@ def _cost_map() -> dict[str, Any]:
         return {}
     path = Path(spec.origin).parent / "model_prices_and_context_window_backup.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        table: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return table
     except (OSError, ValueError) as exc:
         logger.warning("cannot read litellm's model cost map %s: %s", path, exc)
         return {}

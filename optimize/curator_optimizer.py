@@ -25,7 +25,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import dspy
 
@@ -40,13 +40,16 @@ __all__ = ["optimize_curator", "optimize_curator_staged", "CuratorUnderTraining"
 logger = logging.getLogger(__name__)
 
 
-class _Held:
+T = TypeVar("T")
+
+
+class _Held(Generic[T]):
     """Hides an object from DSPy's parameter walk and shares it across deep copies (the executor and the bank)."""
 
-    def __init__(self, obj: Any) -> None:
+    def __init__(self, obj: T) -> None:
         self.obj = obj
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> _Held:
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Held[T]:
         return self
 
 

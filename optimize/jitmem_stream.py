@@ -203,7 +203,11 @@ def stream(
         key = f"{run_id}:{batch_index}"
 
         def write_checkpoint(
-            rows: list[dict[str, Any]], *, _batch: int = batch_index, _version: int = version, _done: list = done
+            rows: list[dict[str, Any]],
+            *,
+            _batch: int = batch_index,
+            _version: int = version,
+            _done: list[StreamItem] = done,
         ) -> None:
             # written before the bank applies the batch: a crash in between is repaired from this line on restore
             assert checkpoint is not None

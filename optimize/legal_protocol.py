@@ -100,7 +100,7 @@ class _Plan:
     started: float
 
 
-def _csv_reader(text: str) -> csv.DictReader:
+def _csv_reader(text: str) -> csv.DictReader[str]:
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
     return csv.DictReader(io.StringIO(text, newline=""))
 

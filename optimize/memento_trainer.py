@@ -250,8 +250,10 @@ class MementoTrainer:
 
     def _inputs(self, example: Any) -> dict[str, Any]:
         if self.task is not None:
-            return self.task.inputs(example)
-        return example.inputs().toDict()
+            task_inputs: dict[str, Any] = self.task.inputs(example)
+            return task_inputs
+        inputs: dict[str, Any] = example.inputs().toDict()
+        return inputs
 
     def _cutoff(self, example: Any) -> Any:
         return self.task.cutoff(example) if self.task is not None else example.get("cutoff")

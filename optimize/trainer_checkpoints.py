@@ -58,7 +58,7 @@ class TrainerCheckpoints:
     def saved(self, key: str) -> dict[str, Any] | None:
         """The stored checkpoint, validated; a truncated or corrupt row raises :class:`CorruptCheckpoint`."""
         try:
-            saved = self.trainer.memory.db.checkpoint(key)
+            saved: dict[str, Any] | None = self.trainer.memory.db.checkpoint(key)
             if saved is not None:
                 BatchCheckpoint.model_validate(saved)
         except ValueError as exc:  # json.JSONDecodeError and pydantic's ValidationError are ValueErrors

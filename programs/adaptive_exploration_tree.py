@@ -425,7 +425,12 @@ class _TreeRun:
 # -- registry builder -------------------------------------------------------------------------------------------
 @register_method("aet")
 def _build_aet(
-    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Path | None = None
+    *,
+    task: Task,
+    settings: Settings,
+    roles: Roles | None = None,
+    trainset: list[Any] | None = None,
+    memory_dir: Path | None = None,
 ) -> AdaptiveExplorationTree:
     from memento.web.factory import web_tools_factory
 

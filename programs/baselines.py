@@ -151,14 +151,24 @@ def _join_context(context: str, memory: dict[str, str]) -> str:
 # -- registry builders ----------------------------------------------------------------------------------------
 @register_method("closed_book")
 def _build_closed_book(
-    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Location | None = None
+    *,
+    task: Task,
+    settings: Settings,
+    roles: Roles | None = None,
+    trainset: list[Any] | None = None,
+    memory_dir: Location | None = None,
 ) -> ClosedBook:
     return ClosedBook(task, roles=roles, threads=settings.run.threads)
 
 
 @register_method("few_shot")
 def _build_few_shot(
-    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Location | None = None
+    *,
+    task: Task,
+    settings: Settings,
+    roles: Roles | None = None,
+    trainset: list[Any] | None = None,
+    memory_dir: Location | None = None,
 ) -> FewShot:
     return _few_shot("few_shot", task, settings, roles, trainset)
 
@@ -200,7 +210,12 @@ def _memento_memory(settings: Settings, memory_dir: Location | None, method: str
 
 @register_method("closed_book_memory", reads="memento")
 def _build_closed_book_memory(
-    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Location | None = None
+    *,
+    task: Task,
+    settings: Settings,
+    roles: Roles | None = None,
+    trainset: list[Any] | None = None,
+    memory_dir: Location | None = None,
 ) -> ClosedBook:
     """MEMENTO's "LLM + Memento" row: the closed-book LLM with the trained memory's text (M1-M4) as context."""
     memory = _memento_memory(settings, memory_dir, "closed_book_memory")
@@ -211,7 +226,12 @@ def _build_closed_book_memory(
 
 @register_method("few_shot_memory", reads="memento")
 def _build_few_shot_memory(
-    *, task: Task, settings: Settings, roles: Roles | None = None, trainset=None, memory_dir: Location | None = None
+    *,
+    task: Task,
+    settings: Settings,
+    roles: Roles | None = None,
+    trainset: list[Any] | None = None,
+    memory_dir: Location | None = None,
 ) -> FewShot:
     """MEMENTO's "5-shot + Memento" row: the few-shot LLM (``baselines.few_shot_demos`` demonstrations) with the
     trained memory's text as context."""

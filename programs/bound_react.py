@@ -68,7 +68,8 @@ def tool_spec(name: str, desc: str, args: dict[str, str]) -> Tool:
 def _trajectory_signature(keys: tuple[str, ...]) -> type[dspy.Signature]:
     """The throw-away signature ReAct formats a trajectory with, built once per key layout (pydantic class
     creation costs milliseconds, and ``dspy.ReAct`` rebuilds it at every step)."""
-    return dspy.Signature(f"{', '.join(keys)} -> x")
+    signature: type[dspy.Signature] = dspy.Signature(f"{', '.join(keys)} -> x")
+    return signature
 
 
 def window(trajectory: dict[str, Any], steps: int | None) -> dict[str, Any]:
@@ -123,7 +124,8 @@ class BoundReAct(dspy.ReAct):
     def _format_trajectory(self, trajectory: dict[str, Any]) -> str:
         adapter = dspy.settings.adapter or dspy.ChatAdapter()
         shown = window(trajectory, self.history_window)
-        return adapter.format_user_message_content(_trajectory_signature(tuple(shown)), shown)
+        text: str = adapter.format_user_message_content(_trajectory_signature(tuple(shown)), shown)
+        return text
 
     def forward(
         self,
@@ -132,7 +134,7 @@ class BoundReAct(dspy.ReAct):
         max_iters: int | None = None,
         on_step: StepHook | None = None,
         **input_args: Any,
-    ):
+    ) -> dspy.Prediction:
         missing = [name for name in self.tool_names if name not in tools]
         if missing:
             raise ValueError(f"no function bound for tools {missing}")

@@ -189,7 +189,7 @@ def _build_memento(
     task: Task,
     settings: Settings,
     roles: Roles | None = None,
-    trainset=None,
+    trainset: list[Any] | None = None,
     memory_dir: Location | None = None,
     frozen: bool | Literal["forward"] = True,
     embedder: Any = None,

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dspy
@@ -185,27 +184,62 @@ def _react(task: Task, settings: Settings, roles: Roles | None, **options: Any) 
 
 
 @register_method("react")
-def _build_react(*, task, settings, roles=None, trainset=None, memory_dir: Path | None = None) -> ReActAgent:
+def _build_react(
+    *,
+    task: Task,
+    settings: Settings,
+    roles: Roles | None = None,
+    trainset: list[Any] | None = None,
+    memory_dir: Location | None = None,
+) -> ReActAgent:
     return _react(task, settings, roles)
 
 
 @register_method("react_rewrite")
-def _build_react_rewrite(*, task, settings, roles=None, trainset=None, memory_dir=None) -> ReActAgent:
+def _build_react_rewrite(
+    *,
+    task: Task,
+    settings: Settings,
+    roles: Roles | None = None,
+    trainset: list[Any] | None = None,
+    memory_dir: Location | None = None,
+) -> ReActAgent:
     return _react(task, settings, roles, query_rewriting=True)
 
 
 @register_method("react_rerank")
-def _build_react_rerank(*, task, settings, roles=None, trainset=None, memory_dir=None) -> ReActAgent:
+def _build_react_rerank(
+    *,
+    task: Task,
+    settings: Settings,
+    roles: Roles | None = None,
+    trainset: list[Any] | None = None,
+    memory_dir: Location | None = None,
+) -> ReActAgent:
     return _react(task, settings, roles, rerank=True)
 
 
 @register_method("react_rewrite_rerank")
-def _build_react_rewrite_rerank(*, task, settings, roles=None, trainset=None, memory_dir=None) -> ReActAgent:
+def _build_react_rewrite_rerank(
+    *,
+    task: Task,
+    settings: Settings,
+    roles: Roles | None = None,
+    trainset: list[Any] | None = None,
+    memory_dir: Location | None = None,
+) -> ReActAgent:
     return _react(task, settings, roles, query_rewriting=True, rerank=True)
 
 
 @register_method("react_memory", reads="memento")
-def _build_react_memory(*, task, settings, roles=None, trainset=None, memory_dir: Location | None = None) -> ReActAgent:
+def _build_react_memory(
+    *,
+    task: Task,
+    settings: Settings,
+    roles: Roles | None = None,
+    trainset: list[Any] | None = None,
+    memory_dir: Location | None = None,
+) -> ReActAgent:
     from memento.memory.sqlite_store import memory_exists
 
     memory_dir = memory_dir or settings.memory.dir

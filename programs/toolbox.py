@@ -299,7 +299,7 @@ class Toolbox:
     def _render(self, result: SearchResults | PageResult | ToolError, *, hits: list[SearchHit] | None = None) -> str:
         render = getattr(self.web, "render", None)
         if callable(render):  # the sample's page and snippet budgets
-            return render(result, hits=hits)
+            return str(render(result, hits=hits))
         return render_result(result)
 
     def _log(self, call: ToolCall) -> None:

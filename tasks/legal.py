@@ -145,7 +145,7 @@ class LegalLoadReport:
         return "; ".join(parts)
 
 
-def _csv_rows(reader: csv.DictReader, path: str | Path) -> Any:
+def _csv_rows(reader: csv.DictReader[str], path: str | Path) -> Any:
     """The rows of a CSV reader; a malformed line is a :class:`DataError` naming the file and line."""
     while True:
         try:
@@ -276,7 +276,14 @@ class LegalTask(Task):
                 data["facts"] = result.facts
                 report.scrubbed += 1
 
-    def metric(self, example, pred, trace=None, pred_name=None, pred_trace=None) -> dspy.Prediction:
+    def metric(
+        self,
+        example: dspy.Example,
+        pred: dspy.Prediction,
+        trace: Any = None,
+        pred_name: str | None = None,
+        pred_trace: Any = None,
+    ) -> dspy.Prediction:
         """1.0 when the predicted winning party (normalised) is the one that won."""
         expected = example["winning_party"]
         raw = getattr(pred, "winning_party", None)

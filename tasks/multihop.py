@@ -80,7 +80,14 @@ class MultiHopTask(Task):
                 break
         return examples
 
-    def metric(self, example, pred, trace=None, pred_name=None, pred_trace=None) -> dspy.Prediction:
+    def metric(
+        self,
+        example: dspy.Example,
+        pred: dspy.Prediction,
+        trace: Any = None,
+        pred_name: str | None = None,
+        pred_trace: Any = None,
+    ) -> dspy.Prediction:
         """Token F1 (or EM) against the accepted answers; the feedback names the expected answer."""
         return self._match(example, pred, trace, pred_name, pred_trace)
 

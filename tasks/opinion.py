@@ -133,7 +133,14 @@ class OpinionTask(Task):
         options = "; ".join(inputs["options"])
         return f"How did {inputs['subgroup']} answer: {inputs['question']} (options: {options})"
 
-    def metric(self, example, pred, trace=None, pred_name=None, pred_trace=None) -> dspy.Prediction:
+    def metric(
+        self,
+        example: dspy.Example,
+        pred: dspy.Prediction,
+        trace: Any = None,
+        pred_name: str | None = None,
+        pred_trace: Any = None,
+    ) -> dspy.Prediction:
         """``score = 1 - TVD`` of the repaired prediction; the prediction also carries ``tvd`` and ``kl``."""
         return self._metric(example, pred, trace, pred_name, pred_trace)
 

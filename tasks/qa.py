@@ -45,7 +45,14 @@ class QATask(Task):
                 break
         return examples
 
-    def metric(self, example, pred, trace=None, pred_name=None, pred_trace=None) -> dspy.Prediction:
+    def metric(
+        self,
+        example: dspy.Example,
+        pred: dspy.Prediction,
+        trace: Any = None,
+        pred_name: str | None = None,
+        pred_trace: Any = None,
+    ) -> dspy.Prediction:
         """Exact match against any accepted answer after normalisation (case, punctuation, articles)."""
         from memento.tasks._text import normalize_answer
 

@@ -199,7 +199,14 @@ class SalesTask(Task):
                 self._judge = CoverageJudge(roles=self.roles)
             return self._judge
 
-    def metric(self, example, pred, trace=None, pred_name=None, pred_trace=None) -> dspy.Prediction:
+    def metric(
+        self,
+        example: dspy.Example,
+        pred: dspy.Prediction,
+        trace: Any = None,
+        pred_name: str | None = None,
+        pred_trace: Any = None,
+    ) -> dspy.Prediction:
         """Normalised coverage ``sum(s) / (5 * |G|)`` of the ground-truth propositions (judge errors counted)."""
         return self.judge()(example, pred, trace, pred_name, pred_trace)
 

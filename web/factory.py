@@ -20,12 +20,15 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from memento.config import Settings
 from memento.web.errors import WebConfigError
 from memento.web.search_result import SearchBackend, UndatedPolicy
 from memento.web.web_tools import WebTools
+
+if TYPE_CHECKING:
+    from memento.web.offline_corpus import OfflineCorpus
 
 __all__ = [
     "make_backend",
@@ -73,7 +76,7 @@ def _with_live_web_notice(backend: Any) -> Any:
 logger = logging.getLogger(__name__)
 
 _open_lock = threading.Lock()
-_opened: dict[str, Any] = {}  # "resolved index dir|engine" -> OfflineCorpus, shared by the whole process
+_opened: dict[str, OfflineCorpus] = {}  # "resolved index dir|engine" -> OfflineCorpus, shared by the whole process
 
 
 def corpus_index_dir(source: str | Path, cache_dir: str | Path) -> Path:
@@ -86,7 +89,9 @@ def corpus_index_dir(source: str | Path, cache_dir: str | Path) -> Path:
     return Path(cache_dir).expanduser() / "corpora" / f"{src.stem}-{digest}"
 
 
-def open_corpus(path: str | Path, *, cache_dir: str | Path, bm25: Literal["bm25s", "rank_bm25"] = "bm25s") -> Any:
+def open_corpus(
+    path: str | Path, *, cache_dir: str | Path, bm25: Literal["bm25s", "rank_bm25"] = "bm25s"
+) -> OfflineCorpus:
     """Open an offline corpus: an index directory as is; a source file (``.jsonl``/``.json``) through its index
     under ``cache_dir``, built on first use and reused afterwards (rebuilt when the file changes). ``bm25`` names
     the scoring engine (``web.bm25``); one corpus is opened per index and engine in a process."""

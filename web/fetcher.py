@@ -351,8 +351,8 @@ class Fetcher:
         exc = retry_state.outcome.exception() if retry_state.outcome else None
         retry_after = getattr(exc, "retry_after", None)
         if retry_after is not None:
-            return max(0.0, min(retry_after, self.max_retry_wait))
-        return min(self.backoff * (2 ** (retry_state.attempt_number - 1)), self.max_retry_wait)
+            return max(0.0, min(float(retry_after), self.max_retry_wait))
+        return min(self.backoff * 2.0 ** (int(retry_state.attempt_number) - 1), self.max_retry_wait)
 
     def _attempt(self, url: str, *, original: str, limit: int, check_type: bool) -> RawAnswer:
         """One request within one deadline of ``2 × timeout`` from sending it to the body's last byte."""

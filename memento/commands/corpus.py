@@ -93,7 +93,7 @@ def search(
         raise ConfigError(f"--before must be a date YYYY-MM-DD, not {before!r}") from None
     settings = load_settings(config)
     index = open_corpus(corpus, cache_dir=settings.web.cache_dir)
-    results = index.search(query, k=k, before=cutoff, undated=undated)
+    results = index.search(query, k=k, before=cutoff, undated="drop" if undated == "drop" else "keep")
     if as_json:
         print_json({"query": query, "documents": len(index), "results": [_result_json(r) for r in results]})
         return

@@ -68,7 +68,7 @@ class MementoRunner:
             )
 
             def remote_forward(jobs: list[Any], on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
-                runs = forward(jobs, on_result=on_result)
+                runs: list[Any] = forward(jobs, on_result=on_result)
                 for run in runs:
                     remote_web[0] += run.trajectory.usage.searches
                     remote_web[1] += run.trajectory.usage.fetches
