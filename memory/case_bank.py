@@ -490,12 +490,8 @@ class CaseBank:
     def hidden_counts(self, dates: DateFilter | None) -> tuple[int, int]:
         """How many live cases of the namespaces this bank reads ``dates`` keeps away from a task: ``(dated on or
         after its cutoff, undated dropped)``."""
-        hidden = dropped = 0
         with self._lock:
-            for ns in filter(None, (self.namespace, self.base_namespace)):
-                _allowed, h, d = self._store.eligible(ns, dates)
-                hidden, dropped = hidden + h, dropped + d
-        return hidden, dropped
+            return self._store.hidden_counts([ns for ns in (self.namespace, self.base_namespace) if ns], dates)
 
     def forget(self, case_ids: Iterable[str], *, reason: str) -> list[str]:
         """Tombstone cases (``memento memory forget``): never retrieved again, logged in the bank's change log
@@ -514,10 +510,7 @@ class CaseBank:
 
     def all_cases(self, *, include_evicted: bool = False) -> list[Case]:
         """The cases of every namespace in this directory, in insertion order per namespace."""
-        out: list[Case] = []
-        for ns in self._store.all_namespaces():
-            out.extend(self._store.cases(ns, include_evicted=include_evicted))
-        return out
+        return self._store.all_cases(include_evicted=include_evicted)
 
     # -- learning ------------------------------------------------------------------------------------------------
 

@@ -349,6 +349,19 @@ class CaseStore:
             sql += " AND evicted_at IS NULL"
         return [row_to_case(r) for r in self._rows(sql + " ORDER BY rid", (namespace,))]
 
+    def all_cases(self, *, include_evicted: bool = False) -> list[Case]:
+        """The cases of every namespace, in insertion order per namespace."""
+        return [case for ns in self.all_namespaces() for case in self.cases(ns, include_evicted=include_evicted)]
+
+    def hidden_counts(self, namespaces: Sequence[str], dates: DateFilter | None) -> tuple[int, int]:
+        """How many live cases of ``namespaces`` ``dates`` keeps away from a task: ``(dated on or after its cutoff,
+        undated dropped)``."""
+        hidden = dropped = 0
+        for ns in namespaces:
+            _allowed, h, d = self.eligible(ns, dates)
+            hidden, dropped = hidden + h, dropped + d
+        return hidden, dropped
+
     def case_ids_for_ref(self, trajectory_ref: str) -> list[str]:
         rows = self._rows("SELECT id FROM cases WHERE trajectory_ref=?", (trajectory_ref,))
         return [r[0] for r in rows]
