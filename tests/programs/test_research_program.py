@@ -105,7 +105,13 @@ def test_registry_builds_and_lists_methods(lm):
         build_program("few_shot", task="qa", settings=settings)
 
 
-def test_register_method_adds_a_builder(lm):
+def test_register_method_adds_a_builder(lm, monkeypatch):
+    from memento.programs import registry
+
+    # the registry is process-wide: the test's method must not outlive it (test_method_knobs reads every builder)
+    monkeypatch.setattr(registry, "_BUILDERS", dict(registry._BUILDERS))
+    monkeypatch.setattr(registry, "_INFO", dict(registry._INFO))
+
     class Echo(ResearchProgram):
         method = "echo_test"
 
