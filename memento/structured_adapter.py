@@ -180,7 +180,7 @@ class StructuredAdapter(_TypedOutputs, JSONAdapter):
             logger.debug("%s: JSON mode instead of a schema (%s)", _name(signature), exc)
             lm_kwargs["response_format"] = {"type": "json_object"}
             return
-        name = "".join(ch for ch in _name(signature) if ch.isalnum() or ch in "_-")[:64] or "outputs"
+        name = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in _name(signature))[:64] or "outputs"
         lm_kwargs["response_format"] = {
             "type": "json_schema",
             "json_schema": {"name": name, "schema": schema, "strict": True},
