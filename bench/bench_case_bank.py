@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from memento.memory.retrieval_policy import RetrievalPolicy
 from memento.testing import LookupEmbedder
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -125,7 +126,7 @@ def bench_gate(tmp: Path, *, dim: int, tasks: int, n_cases: int, alpha: float, m
     gate_auc = roc_auc(bank.gate.score(hq, hc), labels)
     cos_auc = roc_auc((hq * hc).sum(1), labels)
     # retrieval: share of useful cases in the top 4 by q vs cosine, on held-out queries
-    useful = {"q": [], "cosine": []}
+    useful: dict[RetrievalPolicy, list[float]] = {"q": [], "cosine": []}
     for i in range(200):
         emb.table[f"probe {i}"] = hq[i]
         for policy in useful:
@@ -197,7 +198,7 @@ def _scale_run(tmp: Path, *, n: int, dim: int, queries: int, hnsw: bool) -> dict
     for qt in qtexts[:50]:
         hits = bank.retrieve(qt, k=4)
         bank.record(qt, [c for c, _ in hits], rewards=[float(c.reward) for c, _ in hits])
-    lat: dict[str, list[float]] = {"cosine": [], "q": [], "softmax": []}
+    lat: dict[RetrievalPolicy, list[float]] = {"cosine": [], "q": [], "softmax": []}
     for qt in qtexts:
         for policy in lat:
             s = time.perf_counter()
@@ -209,11 +210,11 @@ def _scale_run(tmp: Path, *, n: int, dim: int, queries: int, hnsw: bool) -> dict
         ids, vecs = index.all_vectors()
         flat = NamespaceIndex(dim, hnsw=False, hnsw_m=32, ef_search=64, ef_construction=64)
         flat.add(ids, vecs)
-        hits = []
+        found: list[float] = []
         for q in emb.embed(qtexts):
             exact = {i for i, _ in flat.search(q, 4)}
-            hits.append(len(exact & {i for i, _ in index.search(q, 4)}) / 4)
-        recall = float(np.mean(hits))
+            found.append(len(exact & {i for i, _ in index.search(q, 4)}) / 4)
+        recall = float(np.mean(found))
         del flat
     # namespace + shared base namespace
     client = CaseBank(
@@ -291,7 +292,7 @@ def bench_softmax(draws: int) -> list[str]:
 def bench_eviction(tmp: Path, *, dim: int, stream: int, capacity: int, alpha: float, min_pairs: int) -> list[str]:
     from memento.memory.case_bank import CaseBank
 
-    results = {}
+    results: dict[str, tuple[int, float, float, float]] = {}
     for mode in ("q-eviction", "fifo-q", "fifo"):
         world = HiddenWorld(dim, seed=1)
         emb = LookupEmbedder(dim)
@@ -305,7 +306,9 @@ def bench_eviction(tmp: Path, *, dim: int, stream: int, capacity: int, alpha: fl
             gate_options={"lr": 2e-3},
         )
         if mode.startswith("fifo"):  # baseline cap: evict the oldest cases, whatever the gate thinks of them
-            bank.usefulness = lambda *a, _bank=bank, **k: {c.id: i for i, c in enumerate(_bank.cases())}
+            bank.usefulness = lambda *a, _bank=bank, **k: {  # type: ignore[method-assign]
+                c.id: i for i, c in enumerate(_bank.cases())
+            }
         vecs, signs, bad = world.cases(stream, bad_share=0.5)
         qv, qs = world.queries(stream)
         info: dict[str, tuple[float, bool]] = {}
@@ -322,10 +325,10 @@ def bench_eviction(tmp: Path, *, dim: int, stream: int, capacity: int, alpha: fl
         live = bank.cases()
         good_share = float(np.mean([not info[c.id][1] for c in live]))
         hq, hqs = world.queries(200)
-        got = []
+        got: list[float] = []
         for i in range(200):
             emb.table[f"probe {i}"] = hq[i]
-            policy = "cosine" if mode == "fifo" else "q"
+            policy: RetrievalPolicy = "cosine" if mode == "fifo" else "q"
             hits = bank.retrieve(f"probe {i}", k=4, policy=policy, prefilter=32)
             got.extend(float(info[c.id][0] == hqs[i] and not info[c.id][1]) for c, _ in hits)
         results[mode] = (len(live), good_share, float(np.mean(got)), seconds / stream * 1e3)
@@ -343,8 +346,8 @@ def bench_eviction(tmp: Path, *, dim: int, stream: int, capacity: int, alpha: fl
         ("fifo-q", "FIFO (oldest first) + q retrieval"),
         ("fifo", "FIFO, no gate (+ cosine)"),
     ):
-        live, good, useful, ms = results[mode]
-        lines.append(f"| {label} | {live} | {good:.3f} | {useful:.3f} | {ms:.1f} |")
+        n_live, good, useful_share, ms = results[mode]
+        lines.append(f"| {label} | {n_live} | {good:.3f} | {useful_share:.3f} | {ms:.1f} |")
     return lines
 
 
@@ -467,7 +470,11 @@ def bench_online(tmp: Path, *, dim: int, tasks: int, n_cases: int, alpha: float,
     qv, qs = world.queries(tasks)
     pv, ps = world.queries(probes)
     checkpoints = sorted({max(1, tasks // 8), tasks // 4, tasks // 2, tasks})
-    runs = {"greedy Q (train q)": "q", "softmax (train softmax)": "softmax", "cosine (no gate)": "cosine"}
+    runs: dict[str, RetrievalPolicy] = {
+        "greedy Q (train q)": "q",
+        "softmax (train softmax)": "softmax",
+        "cosine (no gate)": "cosine",
+    }
     table: dict[str, dict[int, float]] = {}
     online: dict[str, float] = {}
     seconds: dict[str, float] = {}
@@ -496,13 +503,13 @@ def bench_online(tmp: Path, *, dim: int, tasks: int, n_cases: int, alpha: float,
                 rewards = [float(x != (noise.random() < flip)) for x in truth]
                 bank.record(f"q {t}", [c for c, _ in hits], rewards)
             if t + 1 in checkpoints:
-                test = "cosine" if policy == "cosine" else "q"  # testing is greedy
-                useful = []
+                test: RetrievalPolicy = "cosine" if policy == "cosine" else "q"  # testing is greedy
+                useful_now: list[float] = []
                 for i in range(probes):
-                    useful.extend(
+                    useful_now.extend(
                         float(sign_of[c.id] == ps[i]) for c, _ in bank.retrieve(f"probe {i}", k=4, policy=test)
                     )
-                table[label][t + 1] = float(np.mean(useful))
+                table[label][t + 1] = float(np.mean(useful_now))
         seconds[label] = time.perf_counter() - started
         online[label] = float(np.mean(got))
         bank.close()

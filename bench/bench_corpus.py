@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -131,7 +132,7 @@ def main() -> None:
     mh_path = args.data / "multihop/corpus.jsonl"
     wiki_path = args.data / "wiki_vital/summaries_en-us.json"
     mh_docs, wiki_docs = load_docs(mh_path), load_docs(wiki_path)
-    rows = []
+    rows: list[tuple[str, dict[str, Any], dict[str, Any], tuple[float, float] | None, tuple[float, float] | None]] = []
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         print(f"multihop: {len(mh_docs)} docs, {len(queries)} questions", file=sys.stderr)

@@ -121,7 +121,7 @@ def make_trajectory(i: int, rng: random.Random, task: str, pages: list[tuple[str
         method="aet",
         nodes=nodes,
         tool_calls=calls,
-        prediction={"answer": nodes[0].answer[:120], "sources": [nodes[0].evidence[0].url]},
+        prediction={"answer": (nodes[0].answer or "")[:120], "sources": [nodes[0].evidence[0].url]},
     )
 
 

@@ -104,6 +104,7 @@ def main() -> int:
     examples = task.load(args.data)
     load_s = time.perf_counter() - started
     report = task.last_load_report
+    assert report is not None
     with_cutoff = sum(1 for e in examples if e.get("cutoff"))
     forbidden = sum(1 for e in examples for key in ("disposition", "issue_area", "name") if key in e)
 

@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -53,7 +54,9 @@ class _Arrivals(ScriptedEngine):
         self.times: list[float] = []
         self.arrived = threading.Condition()
 
-    def reply(self, system: str, messages: list[dict[str, str]]) -> str:
+    def reply(
+        self, system: str, messages: list[dict[str, str]], *, response_format: dict[str, Any] | None = None
+    ) -> str:
         with self.arrived:
             self.times.append(time.time())
             self.arrived.notify_all()

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -30,12 +31,13 @@ import litellm  # noqa: E402
 from bench_memory import PATTERNS, grow, words  # noqa: E402
 
 import memento.memory.domain_store as domain_store  # noqa: E402
-import memento.memory.memento_memory as memento_memory  # noqa: E402
+import memento.memory.memory_view as memory_view  # noqa: E402
 import memento.memory.rule_book as rule_book  # noqa: E402
 from memento.memory.memento_memory import MementoMemory  # noqa: E402
 from memento.memory.sqlite_store import estimate_tokens  # noqa: E402
 
-STORES = (domain_store, memento_memory, rule_book)
+#: the modules that count tokens to fill a budget (a memory view reads M1/M2/M4 items through memory_view)
+STORES: tuple[ModuleType, ...] = (domain_store, memory_view, rule_book)
 
 
 def heuristic(text: str) -> int:
@@ -52,7 +54,7 @@ def per_call_us(fn, texts: list[str]) -> float:
 def read_ms(memory: MementoMemory, queries: list[str], count) -> tuple[float, float]:
     """Mean ms per task read: first pass (cold cache), second pass (warm)."""
     for module in STORES:
-        module.estimate_tokens = count
+        setattr(module, "estimate_tokens", count)  # noqa: B010 - the counter every budget read uses
     try:
         passes = []
         for _ in range(2):
@@ -66,7 +68,7 @@ def read_ms(memory: MementoMemory, queries: list[str], count) -> tuple[float, fl
         return passes[0], passes[1]
     finally:
         for module in STORES:
-            module.estimate_tokens = estimate_tokens
+            setattr(module, "estimate_tokens", estimate_tokens)  # noqa: B010
 
 
 def main() -> None:
@@ -77,7 +79,7 @@ def main() -> None:
     rng = random.Random(0)
     vocab = words(rng, 3000)
     with tempfile.TemporaryDirectory() as tmp:
-        memory = MementoMemory(Path(tmp) / "mem", relevance_check=False)
+        memory = MementoMemory(Path(tmp) / "mem")  # no relevance stage (the default)
         grow(memory, rng, rules=args.rules, facts=args.rules * 10, vocab=vocab)
         texts = [memory.decomposition.render_rule(r) for r in memory.decomposition.all()]
         texts += [memory.web_action.render_rule(r) for r in memory.web_action.all()]

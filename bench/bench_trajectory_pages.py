@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             assert all(p.text_loaded for t, _ in loaded for p in t.pages()) and len(loaded) == args.n
             reader.close()
             usage = disk_usage(root / name.split()[0])
+            assert usage is not None
             results_bytes = sum(len(t.model_dump_json()) for t in trajectories)
             rows.append((name, usage, write_s, read_s, results_bytes))
         chars = sum(len(d["text"]) for d in docs) / len(docs)

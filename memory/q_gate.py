@@ -27,6 +27,7 @@ import io
 import logging
 import os
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,12 @@ __all__ = ["QGate", "QGateLearner", "roc_auc", "gate_report"]
 logger = logging.getLogger(__name__)
 
 
-def roc_auc(scores: np.ndarray, labels: np.ndarray, *, threshold: float = DEFAULT_SUCCESS_THRESHOLD) -> float:
+def roc_auc(
+    scores: Sequence[float] | np.ndarray,
+    labels: Sequence[float] | np.ndarray,
+    *,
+    threshold: float = DEFAULT_SUCCESS_THRESHOLD,
+) -> float:
     """Area under the ROC curve, labels strictly above ``threshold`` being positives (the success rule of
     :func:`memento.metrics.success.succeeded`): the Mann-Whitney U of the positives' scores against the negatives'
     (``scipy.stats.mannwhitneyu``, tied ranks averaged) over ``n_pos * n_neg``.

@@ -23,7 +23,7 @@ from memento.errors import DataError
 __all__ = ["bootstrap_ci", "paired_bootstrap", "judge_agreement", "cohen_kappa", "pearson"]
 
 
-def _as_array(scores: Sequence[float], name: str = "scores") -> np.ndarray:
+def _as_array(scores: Sequence[float] | np.ndarray, name: str = "scores") -> np.ndarray:
     try:
         values = np.asarray([float(s) for s in scores], dtype=float)
     except (TypeError, ValueError) as exc:
@@ -53,7 +53,7 @@ def _percentile_bootstrap(
 
 
 def bootstrap_ci(
-    scores: Sequence[float], n: int = 1000, seed: int = 0, *, confidence: float = 0.95
+    scores: Sequence[float] | np.ndarray, n: int = 1000, seed: int = 0, *, confidence: float = 0.95
 ) -> tuple[float, float, float]:
     """Mean of ``scores`` with a percentile bootstrap interval (``scipy.stats.bootstrap``, ``method="percentile"``).
 
@@ -81,7 +81,12 @@ def _mean_difference(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray
 
 
 def paired_bootstrap(
-    a: Sequence[float], b: Sequence[float], n: int = 1000, seed: int = 0, *, confidence: float = 0.95
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    n: int = 1000,
+    seed: int = 0,
+    *,
+    confidence: float = 0.95,
 ) -> tuple[float, float, float]:
     """Mean difference ``a - b`` over paired examples with a percentile bootstrap interval (``scipy.stats.bootstrap``
     with ``paired=True``: examples are resampled jointly).

@@ -6,6 +6,7 @@ import ipaddress
 import os
 import socket
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -14,6 +15,9 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 from memento.testing import OpenAICompatServer, ScriptedEngine, scripted_lm  # noqa: E402
+
+if TYPE_CHECKING:
+    from memento.memory.location import Location
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
@@ -40,13 +44,13 @@ def _refuse(address: object) -> RuntimeError:
 def _guarded_connect(self: socket.socket, address: object) -> None:
     if not _is_local(address):
         raise _refuse(address)
-    return _real_connect(self, address)
+    return _real_connect(self, address)  # type: ignore[arg-type]  # the address a caller gave, passed on as is
 
 
 def _guarded_connect_ex(self: socket.socket, address: object) -> int:
     if not _is_local(address):
         raise _refuse(address)
-    return _real_connect_ex(self, address)
+    return _real_connect_ex(self, address)  # type: ignore[arg-type]  # the address a caller gave, passed on as is
 
 
 @pytest.fixture(autouse=True)
@@ -158,10 +162,10 @@ def pg_location(postgres_server, request: pytest.FixtureRequest):
     database within a test)."""
     from memento.memory.location import parse_location
 
-    made: dict[str, object] = {}
+    made: dict[str, Location] = {}
     counter = _pg_state.setdefault("n", [0])
 
-    def make(name: str = "mem") -> str:
+    def make(name: str = "mem") -> Location:
         if name not in made:
             counter[0] += 1  # type: ignore[index]
             made[name] = parse_location(postgres_server.create_database(f"t{counter[0]}_{os.getpid()}"))  # type: ignore[index]

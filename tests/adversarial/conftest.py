@@ -98,7 +98,7 @@ def hostile_site() -> Iterator[HostileSite]:
 
 def files_containing(root: Path, needles: list[str]) -> list[str]:
     """Every file under ``root`` whose bytes contain one of ``needles`` (``"path: needle"``)."""
-    hits = []
+    hits: list[str] = []
     for path in sorted(p for p in Path(root).rglob("*") if p.is_file()):
         data = path.read_bytes()
         hits.extend(f"{path}: {n}" for n in needles if n.encode() in data)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -15,7 +16,7 @@ from memento.tasks.task import get_task
 
 LM = ["--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1"]  # never reached: bad input fails first
 
-ROWS = {
+ROWS: dict[str, dict[str, Any]] = {
     "qa": {"question": "Who wrote Dune?", "answers": ["Frank Herbert"]},
     "multihop": {"question": "Who wrote Dune?", "answers": ["Frank Herbert"]},
     "opinion": {"question": "Q?", "options": ["Yes", "No"], "subgroup": "adults", "distribution": [0.4, 0.6]},
@@ -28,7 +29,7 @@ def _lines(output: str) -> list[str]:
     return [line for line in output.splitlines() if line.strip()]
 
 
-def _jsonl(path: Path, rows: list[dict]) -> Path:
+def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
 

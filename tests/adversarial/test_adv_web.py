@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 
 import pytest
@@ -11,11 +12,14 @@ from memento.types import Trajectory
 from memento.web.errors import Blocked, FetchFailed
 from memento.web.factory import make_fetcher
 from memento.web.fetcher import Fetcher
+from memento.web.search_result import SearchResult, UndatedPolicy
 from memento.web.web_tools import WebTools
 
 
 class NoSearch:
-    def search(self, query, k=10, before=None):
+    def search(
+        self, query: str, k: int = 10, before: dt.date | None = None, *, undated: UndatedPolicy = "keep"
+    ) -> list[SearchResult]:
         return []
 
 
@@ -51,6 +55,7 @@ def test_a_url_password_never_reaches_the_agent_the_records_or_the_cache(hostile
     trajectory = Trajectory(task_text="q", tool_calls=tools.tool_calls)
     assert len(trajectory.tool_calls) == 4
     assert not any(s in trajectory.model_dump_json() for s in secrets)
+    assert fetcher.cache is not None
     fetcher.cache.close()
     written = sorted(p.name for p in (tmp_path / "web").iterdir())
     assert "urls.sqlite3" in written
@@ -168,6 +173,7 @@ def test_allow_private_without_a_list_still_refuses_link_local(tmp_path):
 def test_a_page_cached_under_a_wider_policy_is_not_served_to_a_stricter_one(hostile_site, tmp_path):
     wide = _fetcher(tmp_path, allowed_private_hosts=None, allow_private=True)
     assert wide.fetch(hostile_site.base + "/page").text
+    assert wide.cache is not None
     wide.cache.close()
     strict = Fetcher(cache_dir=tmp_path / "web", host_interval=0.0, retries=0)
     with pytest.raises(Blocked):

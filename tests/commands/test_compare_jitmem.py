@@ -20,7 +20,7 @@ from memento.testing import OpenAICompatServer, ScriptedEngine
 LABEL = "Curated notes from similar past tasks"
 
 
-def _engine(gold: dict[str, str], *, known: set[str] = frozenset()) -> ScriptedEngine:
+def _engine(gold: dict[str, str], *, known: frozenset[str] | set[str] = frozenset()) -> ScriptedEngine:
     def searched(call) -> bool:
         return "observation_0" in call.inputs
 
@@ -93,15 +93,15 @@ def test_stream_protocol_from_the_cli_gives_mean_std_over_orderings_and_the_cold
         assert sizes == [0, 2, 4] and o["bank_end"] == 6  # grows by the accepted batch, between batches only
     # cold start: the first batch has nothing to curate and scores 0; later a task scores 1 exactly when BM25
     # retrieved a past trajectory for it (a task sharing no term with the bank gets no notes)
-    expected_curves = []
+    expected_curves: list[list[float]] = []
     for n in (1, 2, 3):
         lines = (out / "jitmem" / "test" / f"ordering-{n}" / "stream.jsonl").read_text().splitlines()
-        curve = []
+        batch_means: list[float] = []
         for line in lines:
             items = json.loads(line)["items"]
             assert all((item["score"] == 1.0) == bool(item["jitmem"]["retrieved"]) for item in items)
-            curve.append(sum(item["score"] for item in items) / len(items))
-        expected_curves.append(curve)
+            batch_means.append(sum(item["score"] for item in items) / len(items))
+        expected_curves.append(batch_means)
     assert [[p["score"] for p in o["curve"]] for o in orderings] == expected_curves
     assert all(c[0] == 0.0 and c[-1] == 1.0 for c in expected_curves)
     means = [o["mean"] for o in orderings]

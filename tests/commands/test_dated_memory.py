@@ -31,7 +31,7 @@ DOCS = [  # each page names its animal only, so a training run's search finds it
      "text": "The ocelot herds of Brazil: an ocelot count of many in the forest."},
 ]  # fmt: skip
 ANIMALS = {"zebra": 0, "gnu": 1, "alpaca": 2, "ocelot": 3}
-TRAIN = [
+TRAIN: list[dict[str, Any]] = [
     {"id": "tz", "question": "What is the zebra count in Kenya?", "answers": ["many"], "cutoff": "2008-06-01"},
     {"id": "tg", "question": "What is the gnu count in Tanzania?", "answers": ["many"], "cutoff": "2008-06-01"},
     {"id": "ta", "question": "What is the alpaca count in Peru?", "answers": ["many"], "cutoff": "2008-06-01"},

@@ -59,7 +59,7 @@ def test_no_wait_refuses_in_one_line_naming_the_holder(tmp_path: Path) -> None:
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        assert holder.stdout.readline().strip() == "locked"
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         with OpenAICompatServer(make_engine()) as server:
             cmd = [*_command(data, corpus, tmp_path / "mem", server), "--no-wait"]
             result = subprocess.run(cmd, env=_env(tmp_path), capture_output=True, text=True, timeout=120)

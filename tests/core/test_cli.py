@@ -45,8 +45,8 @@ def test_lm_flags_only_on_commands_that_call_an_lm() -> None:
     for command in (["memory", "stats"], ["memory", "rollback", "1"], ["corpus", "search", "x", "q"]):
         result = runner.invoke(app, [*command, "--lm", "openai/x"])
         assert result.exit_code == 2 and "--lm" in result.output, command
-    for command in ("run", "eval", "train", "compare"):
-        assert "--lm" in runner.invoke(app, [command, "--help"], env={"COLUMNS": "300"}).output
+    for name in ("run", "eval", "train", "compare"):
+        assert "--lm" in runner.invoke(app, [name, "--help"], env={"COLUMNS": "300"}).output
 
 
 @pytest.mark.parametrize("command", ["run", "eval"])

@@ -143,7 +143,7 @@ def run_trainer(tmp_path: Path, fault: str) -> list[str]:
         seen.append(pred.trajectory)
         return pred
 
-    program.forward = capture
+    program.forward = capture  # type: ignore[method-assign]  # records every run the trainer makes
     reports = MementoTrainer(program, task.metric, memory, batch_size=2, threads=2).fit(QUESTIONS)
     assert [r.examples for r in reports] == [2]  # the batch completed
     return [text for trajectory in seen for text in _records(trajectory)]

@@ -198,7 +198,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         _missing("selenium is not installed (the dev extra declares it)")
     os.environ["SE_OFFLINE"] = "true"  # selenium manager never looks anything up
     options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+    options.binary_location = CHROMIUM if Path(CHROMIUM).exists() else (shutil.which("chromium") or CHROMIUM)
     for arg in (
         "--headless",
         "--no-sandbox",

@@ -111,7 +111,7 @@ class _SlowLocalEngine(ScriptedEngine):
         self.tokens = 0
         self.deadlines: list[float | None] = []
 
-    def complete(self, request):  # type: ignore[override]
+    def complete(self, request):
         self.deadlines.append(call_deadline())
         while True:
             check_deadline()

@@ -163,13 +163,15 @@ def _builder_functions() -> list[tuple[str, ast.FunctionDef, object]]:
     for method in method_names():
         fn = registry._BUILDERS[method]
         module = inspect.getmodule(fn)
+        assert module is not None
         tree = ast.parse(Path(inspect.getfile(module)).read_text())
         defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
         node = defs[fn.__name__]
         out[f"{module.__name__}.{fn.__name__}"] = (method, node, fn)
         for call in (n for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
-            if call.func.id in defs:
-                helper = defs[call.func.id]
+            name = call.func.id if isinstance(call.func, ast.Name) else ""
+            if name in defs:
+                helper = defs[name]
                 out[f"{module.__name__}.{helper.name}"] = ("", helper, getattr(module, helper.name))
     return [(where, node, fn) for where, (_m, node, fn) in out.items()]
 
@@ -183,7 +185,7 @@ def test_no_builder_hard_codes_a_numeric_knob() -> None:
             for kw in call.keywords:
                 value = kw.value
                 if isinstance(value, ast.Constant) and type(value.value) in (int, float):
-                    literal.append(f"{where}: {kw.arg}={value.value}")
+                    literal.append(f"{where}: {kw.arg}={value.value!r}")
     assert not literal, literal
 
 
@@ -250,10 +252,13 @@ def test_task_options_go_to_the_constructor() -> None:
 
     roles = object()
     legal = get_task("legal", llm_scrub=True, roles=roles, threads=2, cutoff_years=3)
+    assert isinstance(legal, memento.tasks.legal.LegalTask)
     assert (legal.llm_scrub, legal.roles, legal.threads, legal.cutoff_years) == (True, roles, 2, 3)
     plain = get_task("legal", llm_scrub=None)  # None: the task's default holds
+    assert isinstance(plain, memento.tasks.legal.LegalTask)
     assert plain.llm_scrub is False and plain.roles is None
     sales = get_task("sales", roles=roles, threads=2)  # threads is offered; sales does not take it
+    assert isinstance(sales, memento.tasks.sales.SalesTask)
     assert sales.roles is roles and not hasattr(sales, "threads")
     qa = get_task("qa", roles=roles, threads=2)
     assert qa.name == "qa"

@@ -112,12 +112,13 @@ def test_names_survive_new_instructions_copies_and_load(tmp_path: Path) -> None:
         assert {path: p.predictor_name for path, p in program.named_predictors()} == names
 
     engine = ScriptedEngine(overrides={"answer": "Paris", "reasoning": "r"})
+    log_path = tmp_path / "calls.jsonl"
     with OpenAICompatServer(engine) as server:
         lm = dspy.LM("openai/x", api_base=server.api_base, api_key="k", cache=False)
-        with LMCallLog(tmp_path / "calls.jsonl") as log, UsageMeter() as meter, dspy.context(lm=lm):
+        with LMCallLog(log_path), UsageMeter() as meter, dspy.context(lm=lm):
             for predictor in (loaded.step, loaded.answer, loaded.think):
                 predictor(question="Capital of France?")
-    assert [r["predictor"] for r in LMCallLog.read(log.path)] == ["_Agent.step", "_Answer", "_Agent.think.predict"]
+    assert [r["predictor"] for r in LMCallLog.read(log_path)] == ["_Agent.step", "_Answer", "_Agent.think.predict"]
     assert set(meter.usage().by_stage) == {"_Agent.step", "_Answer", "_Agent.think.predict"}
 
 

@@ -247,7 +247,7 @@ def test_compare_on_ray_equals_threads(tmp_path: Path) -> None:
     from memento.memory.memory_contents import normalise
 
     sys.path.insert(0, str(ROOT / "tests" / "commands"))
-    from test_replay import VOLATILE, _data, _engine  # the replay test's deterministic comparison
+    from test_replay import VOLATILE, _data, _engine  # type: ignore[import-not-found]  # the replay test's deterministic comparison
 
     questions, corpus, gold = _data(tmp_path)
     env = _env(tmp_path)

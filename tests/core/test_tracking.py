@@ -80,6 +80,7 @@ def test_compare_and_eval_runs_in_mlflow(tmp_path: Path, monkeypatch: pytest.Mon
 
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name("memento")
+    assert experiment is not None
     runs = client.search_runs([experiment.experiment_id])
     by_name = {run.info.run_name: run for run in runs}
     parent = by_name[f"compare multihop ({out.name})"]

@@ -50,6 +50,7 @@ def test_near_duplicate_rules_merge_and_counts_sum(location):
         counts = memory.apply("web_action", plan, batch=1, tx=tx)
     assert counts == {"add": 1, "merge": 1, "supersede": 0, "contradict": 0, "reject": 1}
     merged = memory.web_action.get(stored.id)
+    assert merged is not None
     # support counts independent runs: one new run ("b") backs the stored rule, whatever the candidate's own count
     assert merged.support == 3 and merged.provenance == ["a", "b"]
     assert merged.text == "Quote the full company name in searches."
@@ -145,6 +146,7 @@ def test_contradicts_verdict_raises_the_stored_rules_contradiction_count(locatio
         counts = memory.apply("web_action", plan, batch=1, tx=tx)
     assert counts["contradict"] == 2
     rule = memory.web_action.get(stored.id)
+    assert rule is not None
     assert (rule.support, rule.contradiction) == (1, 2) and rule.status == "downweighted"
     assert len(memory.web_action) == 1  # down-weighted, not retracted
 

@@ -154,7 +154,8 @@ def test_an_old_memory_loads_read_only_and_migrated_with_its_items_undated(tmp_p
     assert db.hidden_counts("facts", DateFilter.of(D2003, "drop")) == (0, 1)
     db.close()
     memory = MementoMemory(tmp_path / "old")
-    assert memory.facts.get("f-old").evidence.empty and memory.version == 1
+    fact = memory.facts.get("f-old")
+    assert fact is not None and fact.evidence.empty and memory.version == 1
 
 
 # -- the case bank ---------------------------------------------------------------------------------------------

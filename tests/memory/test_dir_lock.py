@@ -26,7 +26,7 @@ with DirectoryLock(sys.argv[1]):
 
 def _hold(path: Path, seconds: float) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(seconds)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "locked"
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
     return proc
 
 
@@ -37,7 +37,7 @@ def test_no_wait_names_the_holder_in_one_line(tmp_path: Path) -> None:
             pass
         message = str(err.value)
         assert f"pid {proc.pid}" in message and "--no-wait" in message and "\n" not in message
-        assert lock_holder(tmp_path / "mem").startswith(f"pid {proc.pid}")
+        assert (lock_holder(tmp_path / "mem") or "").startswith(f"pid {proc.pid}")
     finally:
         proc.kill()
         proc.wait()
@@ -50,7 +50,7 @@ def test_waiting_writer_reports_once_and_gets_the_lock_when_the_holder_ends(tmp_
         start = time.monotonic()
         with DirectoryLock(tmp_path / "mem", on_wait=messages.append) as lock:
             assert lock.held
-            assert lock_holder(tmp_path / "mem").startswith(f"pid {os.getpid()}")
+            assert (lock_holder(tmp_path / "mem") or "").startswith(f"pid {os.getpid()}")
         assert time.monotonic() - start > 0.3
         assert len(messages) == 1 and f"pid {proc.pid}" in messages[0] and "waiting" in messages[0]
     finally:

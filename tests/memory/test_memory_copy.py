@@ -61,7 +61,9 @@ def _reads(root) -> dict:
         "cases": [(c.id, s) for c, s in bank.retrieve("Who founded city 3?", k=3, policy="q")],
         "gate_updates": bank.gate.updates,
         "pairs": bank.logged_pairs()["reward"].tolist(),
-        "trajectories": [(t.task_id, label, t.tool_calls[0].page.text == PAGE) for t, label, _ in jit.retrieve("Lyon")],
+        "trajectories": [
+            (t.task_id, label, _text(t.tool_calls[0].page) == PAGE) for t, label, _ in jit.retrieve("Lyon")
+        ],
     }
     memory.close()
     bank.close()
@@ -107,3 +109,7 @@ def test_copy_to_postgres_refuses_a_non_empty_destination_and_a_missing_source(t
         copy_memory(tmp_path / "nothing", tmp_path / "dst")
     secret = runner.invoke(app, ["memory", "copy", str(source), "postgresql://u:hunter2@127.0.0.1/db"])
     assert secret.exit_code != 0 and "must not contain a password" in secret.output and "hunter2" not in secret.output
+
+
+def _text(page: PageResult | None) -> str | None:
+    return page.text if page is not None else None

@@ -8,6 +8,7 @@ import pytest
 from memento.memory.case_bank import CaseBank
 from memento.memory.q_gate import QGate, QGateLearner, roc_auc
 from memento.memory.replay_buffer import ReplayBuffer
+from memento.memory.retrieval_policy import RetrievalPolicy
 from memento.testing import LookupEmbedder
 
 
@@ -55,10 +56,12 @@ def test_q_gate_learns_hidden_usefulness_through_the_bank(tmp_path):
     assert gate_auc >= 0.85, gate_auc
     assert abs(cos_auc - 0.5) < 0.08, cos_auc
     # retrieval by Q now prefers useful cases far more often than cosine does
-    useful_q, useful_cos = [], []
+    useful_q: list[float] = []
+    useful_cos: list[float] = []
+    runs: list[tuple[RetrievalPolicy, list[float]]] = [("q", useful_q), ("cosine", useful_cos)]
     for i in range(30):
         emb.table[f"probe {i}"] = hq[i]
-        for policy, acc in (("q", useful_q), ("cosine", useful_cos)):
+        for policy, acc in runs:
             hits = bank.retrieve(f"probe {i}", k=4, policy=policy, prefilter=40)
             acc.extend(float(sign_of[c.id] == hqs[i]) for c, _ in hits)
     assert np.mean(useful_q) > np.mean(useful_cos) + 0.25

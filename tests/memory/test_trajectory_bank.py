@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import sqlite3
 import threading
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from memento.types import Evidence, Node, ToolCall, Trajectory, Usage
 
 
 def _traj(task_text: str, *, task_id: str | None = None, body: str = "") -> Trajectory:
-    kwargs = {"task_id": task_id} if task_id else {}
+    kwargs: dict[str, Any] = {"task_id": task_id} if task_id else {}
     return Trajectory(
         task_text=task_text,
         inputs={"question": task_text},

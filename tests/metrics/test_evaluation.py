@@ -83,7 +83,7 @@ def test_metric_failure_is_recorded(lm) -> None:
         raise KeyError("answers")
 
     result = evaluate(Echo(), _examples("a"), broken)
-    assert result.examples[0].error.startswith("metric: KeyError")
+    assert (result.examples[0].error or "").startswith("metric: KeyError")
     assert result.examples[0].score == 0.0
 
 

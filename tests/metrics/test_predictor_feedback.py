@@ -3,6 +3,8 @@ its node's outcome and sources, the answer predictor format versus content error
 
 from __future__ import annotations
 
+from typing import Any
+
 import dspy
 
 from memento.metrics.predictor_feedback import PredictorFeedback, predictor_role
@@ -68,7 +70,7 @@ def test_planners_learn_which_gold_steps_no_sub_question_covered():
 
 
 def test_planners_without_gold_decomposition_use_the_coverage_assessment():
-    seen = {}
+    seen: dict[str, Any] = {}
 
     def assess(task, expected, subs):
         seen.update(task=task, expected=expected, subs=subs)

@@ -141,4 +141,4 @@ def test_answer_match_metric_feedback() -> None:
     assert em.score == 1.0 and em.feedback.startswith("Correct")
     assert "No answer" in AnswerMatch()(example, dspy.Prediction(answer="")).feedback
     with pytest.raises(ValueError):
-        AnswerMatch(score="bleu")
+        AnswerMatch(score="bleu")  # type: ignore[arg-type]  # deliberately not a score kind

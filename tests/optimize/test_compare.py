@@ -198,7 +198,8 @@ def test_report_writes_json_markdown_and_plots(tmp_path) -> None:
     for key in ("score_vs_cost", "learning_curve", "memory_growth"):
         assert written[key].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     back = CompareReport.model_validate_json((tmp_path / "results.json").read_text())
-    assert back.methods["memento"].vs_baseline.diff == pytest.approx(0.333)
+    vs_baseline = back.methods["memento"].vs_baseline
+    assert vs_baseline is not None and vs_baseline.diff == pytest.approx(0.333)
     assert json.loads((tmp_path / "results.json").read_text())["methods"]["gepa:react"]["status"] == "error"
     md = render_markdown(report)
     assert "| `memento` | done | 0.667 [0.000, 1.000] | 0/3 | +0.333 [-0.330, +1.000] | 40 (0) | 9,800 |" in md

@@ -96,7 +96,7 @@ def test_memory_runners_build_through_the_registry(data, tmp_path, monkeypatch) 
             seen.append((_method, kwargs.get("frozen"), injected))
             return _original(**kwargs)
 
-        wrapped.__signature__ = inspect.signature(original)  # the builder's own parameters
+        wrapped.__signature__ = inspect.signature(original)  # type: ignore[attr-defined]  # the builder's own parameters
         monkeypatch.setitem(registry._BUILDERS, method, wrapped)
     engine = ScriptedEngine(overrides={"sub_tasks": ["Who founded it?"], "done": True, "reward": 1.0,
                                        "answer": "Person0", "success": True})  # fmt: skip

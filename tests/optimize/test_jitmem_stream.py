@@ -67,7 +67,7 @@ def test_stream_records_task_failures(tmp_path, scripted):
     examples = [dspy.Example(question="Valid question about Lyon?"), dspy.Example(question="")]
     result = stream(agent, examples, batch_size=10, seed=0)
     assert result.items[0].error is None and result.items[0].stored
-    assert "EmptyQuestionError" in result.items[1].error
+    assert "EmptyQuestionError" in (result.items[1].error or "")
 
 
 def test_build_training_bank_gates_on_the_metric(tmp_path, scripted):

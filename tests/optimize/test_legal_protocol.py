@@ -7,6 +7,7 @@ import csv
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import dspy
 import pytest
@@ -40,7 +41,7 @@ def setup(tmp_path):
 
 
 def _protocol(settings, **kw) -> LegalProtocol:
-    options = dict(n_train=3, n_test=4, seed=42, threads=2, key={"lm": "scripted"})
+    options: dict[str, Any] = dict(n_train=3, n_test=4, seed=42, threads=2, key={"lm": "scripted"})
     options.update(kw)
     return LegalProtocol(probe=LeakageProbe(web=web_tools_factory(settings), max_steps=4), **options)
 
@@ -48,7 +49,7 @@ def _protocol(settings, **kw) -> LegalProtocol:
 def test_keeps_drops_with_evidence_and_splits_as_compare_does(setup, tmp_path):
     data, settings = setup
     engine = make_engine()
-    records = []
+    records: list[dict[str, Any]] = []
     with dspy.context(lm=scripted_lm(engine)):
         report = _protocol(settings, on_case=records.append).run(data, tmp_path / "out")
     out = tmp_path / "out"

@@ -7,6 +7,7 @@ import copy
 import filecmp
 import sys
 from pathlib import Path
+from typing import Any
 
 import dspy
 import pytest
@@ -200,7 +201,8 @@ def test_memento_method_opens_memory_frozen(tmp_path, location):
     memory.web_action.add("Quote exact names.")
     memory.commit_version(batch=1)
     program = build_program("memento", task="qa", settings=settings, memory_dir=location("mem"))
-    assert isinstance(program, Memento) and program.memory.frozen and program.memory.version == 1
+    assert isinstance(program, Memento) and isinstance(program.memory, MementoMemory)
+    assert program.memory.frozen and program.memory.version == 1
     with pytest.raises(MemoryFrozenError):
         program.memory.web_action.add("Another rule text.")
     engine = make_engine()
@@ -282,7 +284,12 @@ def test_runs_finished_before_an_interruption_are_not_run_again(tmp_path, locati
     with pytest.raises(Cancelled):
         trainer.fit(trainset[:3])
     assert memory.version == 0 and len(memory.db.checkpoints("trainer/batch/00001/run/")) == 2
-    monkeypatch.setattr(program, "forward", lambda **kwargs: asked.append(kwargs["question"]) or original(**kwargs))
+
+    def forward(**kwargs: Any) -> Any:
+        asked.append(kwargs["question"])
+        return original(**kwargs)
+
+    monkeypatch.setattr(program, "forward", forward)
     asked.clear()
     (report,) = trainer.fit(trainset[:3])
     assert asked == [trainset[2].question]  # only the run that had not finished

@@ -44,6 +44,7 @@ def _overlap(a, b) -> bool:
 
 def test_score_vs_cost_legend_outside_and_every_marker_visible(tmp_path: Path) -> None:
     fig = score_vs_cost_figure(_report())
+    assert fig is not None
     (ax,) = fig.axes
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
@@ -74,12 +75,14 @@ def test_score_vs_cost_legend_outside_and_every_marker_visible(tmp_path: Path) -
     path = plot_score_vs_cost(_report(), tmp_path / "p.png")
     from matplotlib.image import imread
 
+    assert path is not None
     height, width = imread(path).shape[:2]
     assert width > height * 1.5  # the saved image keeps the legend to the right of the axes
 
 
 def test_learning_curves_distinguish_identical_series() -> None:
     fig = learning_curves_figure(_report())
+    assert fig is not None
     (ax,) = fig.axes
     lines = ax.get_lines()
     assert [line.get_label() for line in lines] == ["aet", "memento"]

@@ -23,7 +23,7 @@ from memento.programs.registry import build_program
 from memento.testing import LookupEmbedder, OpenAICompatServer, ScriptedEngine, react_steps_done
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/programs: the agent's scripted LM
-from test_case_based_agent import make_agent, script  # noqa: E402
+from test_case_based_agent import make_agent, script  # type: ignore[import-not-found]  # noqa: E402
 
 
 def _unit(*values: float) -> np.ndarray:
@@ -67,7 +67,7 @@ def _kernel_bank(where: Any) -> tuple[CaseBank, LookupEmbedder]:
 
 def test_kernel_q_averages_the_rewards_of_a_cases_past_uses(location):
     where = location()  # on both storage backends
-    bank, _ = _kernel_bank(where)
+    bank, emb = _kernel_bank(where)
     ids = [c.id for c in bank.cases()]
     q = bank.kernel_q("new task", ids)
     assert q[0] > 0.7 and q[1] < 0.3  # the uses for similar queries dominate the cases' own rewards
@@ -77,7 +77,7 @@ def test_kernel_q_averages_the_rewards_of_a_cases_past_uses(location):
     again = CaseBank(where, bank.embedder, seed=0)
     assert np.allclose(again.kernel_q("new task", ids), q)
     # a case never used has its own episode only: its Q is its own reward
-    bank.embedder.table["unused"] = _unit(1, 0, 0, 1)
+    emb.table["unused"] = _unit(1, 0, 0, 1)
     fresh = bank.add("unused", "plan c", reward=0.25)
     assert bank.kernel_q("new task", [fresh.id])[0] == pytest.approx(0.25)
 

@@ -5,6 +5,7 @@ reaches every program build_program makes."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from memento.config import load_settings
 from memento.dating import DateFilter
@@ -13,7 +14,7 @@ from memento.programs.registry import build_program
 from memento.programs.session_memory import SessionMemory
 from memento.tasks.task import get_task
 from memento.testing import build_corpus
-from memento.types import DatingRecord, Evidence, EvidenceRecord, SourcePage, SourceRun
+from memento.types import DatingRecord, Evidence, EvidenceRecord, SearchResults, SourcePage, SourceRun
 from memento.web.web_tools import WebTools
 
 D2001, D2003, D2007 = dt.date(2001, 5, 1), dt.date(2003, 1, 1), dt.date(2007, 6, 1)
@@ -63,9 +64,13 @@ def test_web_tools_count_what_the_undated_policy_drops_and_still_fill_k(tmp_path
     ]
     corpus = build_corpus(docs, tmp_path)
     keep = WebTools(corpus, cutoff=D2003, undated="keep", k=2)
-    assert {h.url for h in keep.search("nile river").hits} == {"https://u.org/1", "https://d.org/1"}
+    kept = keep.search("nile river")
+    assert isinstance(kept, SearchResults)
+    assert {h.url for h in kept.hits} == {"https://u.org/1", "https://d.org/1"}
     drop = WebTools(corpus, cutoff=D2003, undated="drop", k=2)
-    assert {h.url for h in drop.search("nile river").hits} == {"https://d.org/1", "https://d.org/2"}  # k filled
+    dropped = drop.search("nile river")
+    assert isinstance(dropped, SearchResults)
+    assert {h.url for h in dropped.hits} == {"https://d.org/1", "https://d.org/2"}  # k filled
     assert drop.open("https://u.org/1").type == "error"
     assert drop.counts()["undated_dropped"] == 2 and keep.counts()["undated_dropped"] == 0
 
@@ -73,7 +78,10 @@ def test_web_tools_count_what_the_undated_policy_drops_and_still_fill_k(tmp_path
 def test_build_program_gives_every_program_the_one_undated_policy(tmp_path) -> None:
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"title": "x", "text": "y"}\n', encoding="utf-8")
-    flags = {"web": {"corpus": str(corpus), "undated": "drop"}, "memory": {"cutoff_filter": False}}
+    flags: dict[str, dict[str, Any]] = {
+        "web": {"corpus": str(corpus), "undated": "drop"},
+        "memory": {"cutoff_filter": False},
+    }
     settings = load_settings(flags=flags)
     for method in ("aet", "react", "closed_book"):
         program = build_program(method, task="multihop", settings=settings)

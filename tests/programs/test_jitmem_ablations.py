@@ -171,7 +171,7 @@ def test_base_executor_builds_the_training_bank_without_retrieval_or_curator(tmp
     result = build_training_bank(agent, examples, lambda ex, pred, trace=None: 1.0, base=True)
     assert [i.accepted for i in result.items] == [True, True] and len(bank) == 3
     assert not scripted.calls_matching(CURATOR) and not scripted.calls_matching(JUDGE)
-    assert all(i.prediction.jitmem["retrieved"] == [] for i in result.items)
+    assert all(i.prediction is not None and i.prediction.jitmem["retrieved"] == [] for i in result.items)
 
 
 def test_the_paper_preset_builds_the_compare_training_bank_with_the_base_executor():

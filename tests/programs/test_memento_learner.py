@@ -366,8 +366,8 @@ def test_every_run_reaches_the_distillers_through_an_openai_compatible_server(tm
     rule_prompts = [c.prompt for c in prompts if "search_log" in c.inputs or "judged_run" in c.inputs]
     craft_prompts = [c.prompt for c in prompts if "run_record" in c.inputs and "insights" in c.output_fields]
     for q in questions:
-        assert any(q["question"] in p for p in rule_prompts), q["id"]
-        assert any(q["question"] in p for p in craft_prompts), q["id"]
+        assert any(str(q["question"]) in p for p in rule_prompts), q["id"]
+        assert any(str(q["question"]) in p for p in craft_prompts), q["id"]
     assert report.examples == 10 and report.crashed_runs == 0 and report.valid_runs == 10
     for name in ("craft_insights", "web_rules", "facts"):
         assert report.distillers[name].seen == 10, name

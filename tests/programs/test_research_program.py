@@ -61,7 +61,7 @@ def test_unparseable_final_answer_is_recorded_not_raised(engine, lm):
 
 def test_deepcopy_shares_task_memory_and_roles_but_copies_predictors(lm):
     memory = object()
-    program = ClosedBook("qa", memory=memory)  # type: ignore[arg-type]
+    program = ClosedBook("qa", memory=memory)
     clone = copy.deepcopy(program)
     assert clone.memory is memory and clone.task is program.task
     assert clone.answer is not program.answer

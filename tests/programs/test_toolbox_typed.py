@@ -68,7 +68,9 @@ def test_rerank_shows_the_ranked_hits_and_records_every_hit():
     box = Toolbox(WebTools(Backend()), rerank=lambda query, results: [results.hits[1]])
     text = box.search_web("dune")
     assert text.startswith("[1] About dune") and "(1 less relevant results omitted)" in text
-    assert [h.url for h in box.calls[0].search.hits] == ["https://ex.org/dune", "https://ex.org/dune/2"]
+    search = box.calls[0].search
+    assert search is not None
+    assert [h.url for h in search.hits] == ["https://ex.org/dune", "https://ex.org/dune/2"]
 
 
 def steps_done(call) -> int:

@@ -12,6 +12,7 @@ SCRIPT = ROOT / "docs" / "render_prompts.py"
 
 def _load():
     spec = importlib.util.spec_from_file_location("render_prompts", SCRIPT)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

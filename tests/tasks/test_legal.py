@@ -67,8 +67,10 @@ def justice_fixture(tmp_path: Path) -> Path:
 
 def test_load_anonymises_and_reports_skipped_rows(justice_fixture: Path) -> None:
     task = get_task("legal")
+    assert isinstance(task, LegalTask)
     examples = task.load(justice_fixture)
     report = task.last_load_report
+    assert report is not None
     assert [e["id"] for e in examples] == ["5001", "5002", "5004"]
     assert report.rows == 6 and report.loaded == 3 and report.leaks == 0
     assert report.reasons == {
@@ -192,14 +194,14 @@ def test_llm_scrub_is_accepted_only_when_safe(justice_fixture: Path) -> None:
     dspy.configure(lm=scripted_lm(engine))
     task = LegalTask(llm_scrub=True, threads=2)
     examples = task.load(justice_fixture)
-    assert task.last_load_report.scrubbed == 3
+    assert task.last_load_report is not None and task.last_load_report.scrubbed == 3
     assert examples[0].facts.startswith("his partner had three children")
     assert any("Peter Stanley" in c.inputs["party_names"] for c in engine.calls)
     short = ScriptedEngine(overrides={"scrubbed_facts": "facts"})
     dspy.configure(lm=scripted_lm(short))
     task = LegalTask(llm_scrub=True)
     kept = task.load(justice_fixture)
-    assert task.last_load_report.scrubbed == 0
+    assert task.last_load_report is not None and task.last_load_report.scrubbed == 0
     assert kept[0].facts.startswith("Joan [the petitioner's surname]")
 
 

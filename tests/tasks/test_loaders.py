@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import dspy
@@ -14,7 +15,7 @@ from memento.tasks import get_task, task_names
 from memento.tasks.sales import months_before
 
 
-def _jsonl(path: Path, rows: list[object]) -> Path:
+def _jsonl(path: Path, rows: Sequence[object]) -> Path:
     path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     return path
 

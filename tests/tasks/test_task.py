@@ -161,7 +161,7 @@ def test_chat_adapter_renders_goal_and_every_input(task_name, signature):
     task = get_task(task_name)
     program = AdaptiveExplorationTree(task, web=web_factory)
     call = program.prepare(dict(INPUTS[task_name]))
-    values = {name: "" for name in signature.input_fields}
+    values: dict[str, object] = {name: "" for name in signature.input_fields}
     values.update(task=call.task_text, task_goal=call.task_goal)
     for name, info in signature.input_fields.items():
         if info.annotation is int:

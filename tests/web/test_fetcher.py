@@ -23,7 +23,7 @@ from memento.web.errors import (
     UndatedRefused,
     UnsupportedContent,
 )
-from memento.web.fetcher import Fetcher
+from memento.web.fetcher import Fetcher, Page
 
 BODY = "<p>" + "The quick brown fox studies the history of the river valley and its people. " * 12 + "</p>"
 
@@ -221,7 +221,7 @@ def test_cutoff_and_undated_policy(site, tmp_path):
 def test_retry_after_429_then_success(site, tmp_path):
     fetcher = make_fetcher(tmp_path, max_retry_wait=3.0)
     waits: list[float] = []
-    fetcher._sleep = waits.append  # record instead of sleeping
+    fetcher._sleep = lambda seconds: waits.append(float(seconds))  # record instead of sleeping
     page = fetcher.fetch(site.base + "/flaky")
     assert page.title == "Flaky but fine"
     assert site.hits("/flaky") == 2
@@ -294,7 +294,7 @@ def test_never_more_than_four_in_flight_from_eight_threads(site, tmp_path):
     def worker(i: int) -> None:
         for j in range(4):
             try:
-                page = fetcher.fetch(f"{site.base}/work?i={i}&j={j}")
+                page: Page | FetchError = fetcher.fetch(f"{site.base}/work?i={i}&j={j}")
             except FetchError as exc:  # pragma: no cover - would fail the assertion below
                 page = exc
             with lock:
@@ -333,7 +333,7 @@ def test_host_spacing_orders_requests(site, tmp_path):
     import memento.web.limits as limits
 
     real = limits.time.sleep
-    limits.time.sleep = slept.append
+    limits.time.sleep = lambda seconds: slept.append(float(seconds))  # record instead of sleeping
     try:
         spacer.wait("h", 0.2)
         spacer.wait("h", 0.2)
@@ -356,7 +356,7 @@ def _robots_route(site: Site, status: int, body: bytes = b"") -> None:
         else:
             original(h)
 
-    site.route = route
+    site.route = route  # type: ignore[method-assign]  # this site answers one path its own way
 
 
 def test_unreachable_robots_disallows_everything(site, tmp_path):
@@ -404,7 +404,7 @@ def test_web_tools_scrape_through_fetcher_and_url_cache(site, tmp_path):
     refused = first.scrape(site.base + "/new")
     assert refused.startswith("<data>\nerror:") and "cutoff" in refused
     blocked = first.scrape("http://169.254.169.254/latest/meta-data/")
-    assert blocked.startswith("<data>\nerror:") and first.tool_calls[-1].error.startswith("Blocked")
+    assert blocked.startswith("<data>\nerror:") and (first.tool_calls[-1].error or "").startswith("Blocked")
     second = WebTools(NoSearch(), fetcher, cutoff="2020-01-01")  # another task sharing the fetcher
     second.scrape(site.base + "/old")
     assert second.tool_calls[0].cached and second.counts()["fetch_cache_hits"] == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 
@@ -10,6 +11,7 @@ import pytest
 from memento.config import load_settings
 from memento.scrub import scrub_url
 from memento.web.factory import make_fetcher, make_web_tools
+from memento.web.search_result import SearchResult, UndatedPolicy
 from memento.web.url_cache import normalize_url
 from memento.web.web_tools import WebTools, clean_url
 
@@ -38,7 +40,9 @@ def test_passwords_never_stored_or_recorded() -> None:
     assert key != normalize_url("https://user:other@example.org/page")
 
     class Backend:
-        def search(self, query, k=10, before=None):
+        def search(
+            self, query: str, k: int = 10, before: dt.date | None = None, *, undated: UndatedPolicy = "keep"
+        ) -> list[SearchResult]:
             return []
 
     class Fetcher:

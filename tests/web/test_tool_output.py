@@ -78,6 +78,7 @@ def test_url_credentials_and_secrets_never_reach_a_record(corpus):
     register_secret("sk-lossless-secret-0123456789")
     tools = WebTools(corpus)
     page = tools.open("corpus://creds")
+    assert isinstance(page, PageResult)
     assert "hunter2" not in page.text and "***:***@mirror.example" in page.text
     recorded = ToolRecorder(None).record(
         "scrape",
@@ -88,6 +89,7 @@ def test_url_credentials_and_secrets_never_reach_a_record(corpus):
             text="sk-lossless-secret-0123456789 said",
         ),
     )
+    assert recorded.page is not None
     blob = recorded.model_dump_json() + recorded.page.text
     assert "pw123" not in blob and "sk-lossless-secret" not in blob
     assert recorded.page.url == "https://***:***@ex.org/a" and recorded.result_urls == ["https://***:***@ex.org/b"]
