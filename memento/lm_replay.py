@@ -263,11 +263,12 @@ def _recorded_error(error: str, model: str) -> Exception:
     name, _, message = error.partition(": ")
     prefix = f"[{model}] "
     cls = getattr(dx, name, None)
+    recorded: Exception
     if isinstance(cls, type) and issubclass(cls, dx.LMError):
-        if message.startswith(prefix):
-            return cls(message[len(prefix) :], model=model)
-        return cls(message)
-    return dx.LMUnexpectedError(f"{name}: {message}" if message else name)
+        recorded = cls(message[len(prefix) :], model=model) if message.startswith(prefix) else cls(message)
+    else:
+        recorded = dx.LMUnexpectedError(f"{name}: {message}" if message else name)
+    return recorded
 
 
 def replay_lm(role: Any, *, name: str, book: ReplayBook) -> Any:

@@ -147,7 +147,7 @@ def _bound(extra: Mapping[str, Any], key: str, key_from: str, inputs: Mapping[st
 
 
 def _field_schema(name: str, field: FieldInfo) -> dict[str, Any]:
-    schema = TypeAdapter(field.annotation if field.annotation is not None else str).json_schema()
+    schema: dict[str, Any] = TypeAdapter(field.annotation if field.annotation is not None else str).json_schema()
     schema = _inline(schema, schema.get("$defs", {}), ())
     if _is_open(schema):
         raise OpenSchemaError(f"output field {name!r} admits any keys; it needs a schema of its own ({SCHEMA_KEY})")

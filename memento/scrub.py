@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from typing import Any
+from typing import Any, TypeVar, overload
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = [
@@ -94,6 +94,13 @@ def scrub_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
+T = TypeVar("T")
+
+
+@overload
+def scrub(text: str) -> str: ...
+@overload
+def scrub(text: T) -> T: ...
 def scrub(text: Any) -> Any:
     """``text`` with registered secrets, key-shaped tokens and URL credentials masked (non-strings as they are)."""
     if not isinstance(text, str) or not text:
@@ -168,6 +175,10 @@ def scrub_span(span: Any) -> None:
         otel._status = Status(status.status_code, scrub(description))
 
 
+@overload
+def scrub_data(data: str) -> str: ...
+@overload
+def scrub_data(data: T) -> T: ...
 def scrub_data(data: Any) -> Any:
     """A copy of ``data`` (dicts, lists, tuples, strings) with every string scrubbed."""
     if isinstance(data, str):

@@ -144,7 +144,8 @@ class StructuredAdapter(_TypedOutputs, JSONAdapter):
         inputs: dict[str, Any],
     ) -> list[dict[str, Any]]:
         if structured_mode(lm) == "off":
-            return self._chat(lm, lm_kwargs, signature, demos, inputs)
+            replies: list[dict[str, Any]] = self._chat(lm, lm_kwargs, signature, demos, inputs)
+            return replies
         lm_kwargs = dict(lm_kwargs)
         self._choose_format(lm, lm_kwargs, signature, inputs)
         try:
@@ -155,9 +156,12 @@ class StructuredAdapter(_TypedOutputs, JSONAdapter):
 
     async def acall(self, lm: Any, *args: Any) -> list[dict[str, Any]]:  # (lm, lm_kwargs, signature, demos, inputs)
         """Async calls: the role's mode chooses the adapter (no retry with feedback; programs call synchronously)."""
+        replies: list[dict[str, Any]]
         if structured_mode(lm) == "off":
-            return await self._chat.acall(lm, *args)
-        return await super().acall(lm, *args)
+            replies = await self._chat.acall(lm, *args)
+        else:
+            replies = await super().acall(lm, *args)
+        return replies
 
     # -- response_format -----------------------------------------------------------------------------------------
     def _choose_format(
@@ -196,7 +200,8 @@ class StructuredAdapter(_TypedOutputs, JSONAdapter):
         if feedback:
             messages = [*messages, *feedback]
         outputs = self._complete(lm, messages, kwargs)
-        return self._call_postprocess(processed, signature, outputs, lm, kwargs)
+        replies: list[dict[str, Any]] = self._call_postprocess(processed, signature, outputs, lm, kwargs)
+        return replies
 
     def _complete(self, lm: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> list[Any]:
         """The LM's completions for these messages, with the schema in the form the server takes."""

@@ -96,12 +96,12 @@ class MLflowTracker:
         client = self.mlflow.tracking.MlflowClient(tracking_uri=self.uri)
         found = client.get_experiment_by_name(self.experiment)
         if found is not None:
-            return found.experiment_id
+            return str(found.experiment_id)
         location = None
         if self.uri.startswith("sqlite:///"):  # artifacts beside the database, not in the working directory
             db = Path(self.uri.split("sqlite:///", 1)[1]).expanduser().resolve()
             location = (db.parent / "mlartifacts").as_uri()
-        return client.create_experiment(self.experiment, artifact_location=location)
+        return str(client.create_experiment(self.experiment, artifact_location=location))
 
     # -- runs ----------------------------------------------------------------------------------------------------
     @contextlib.contextmanager

@@ -302,7 +302,7 @@ class Node(_Record):
     answered_seq: int | None = None  # monotone order in which answers were produced (synthesis order checks)
 
 
-def _scrub_value(value: Any) -> Any:
+def _scrub_value(value: str) -> str:
     from memento.scrub import scrub_data
 
     return scrub_data(value)

@@ -124,7 +124,7 @@ def _announce_replay(settings: Any, roles: Any) -> None:
 
 def eval_payload(path: Path) -> dict[str, Any]:
     """``results.json`` as ``--json`` prints it: without the trajectories, with its path and the report command."""
-    payload = json.loads(path.read_text(encoding="utf-8"))
+    payload: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     for row in payload.get("examples", []):
         row.pop("trajectory", None)
     payload["path"] = str(path)

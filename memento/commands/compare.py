@@ -89,7 +89,7 @@ def compare(
 
     roles = memento.configure(settings, set_default=False)
     task_obj = get_task(task, roles=roles, threads=settings.run.threads)  # the task's options to its constructor
-    kwargs: dict = {}
+    kwargs: dict[str, Any] = {}
     if data is not None:
         kwargs["data"] = task_obj.load(data, limit=limit)
         kwargs["n_train"], kwargs["n_test"] = n_train, n_test

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -17,6 +17,9 @@ from memento.commands._common import (
 from memento.commands._observe import JsonOpt, print_json
 from memento.commands._options import ConfigOpt
 from memento.config import load_settings
+
+if TYPE_CHECKING:
+    from memento.web.search_result import SearchResult
 
 __all__ = ["register", "corpus_app"]
 
@@ -112,7 +115,7 @@ def search(
     console.print(table)
 
 
-def _result_json(result: Any) -> dict[str, Any]:
+def _result_json(result: SearchResult) -> dict[str, Any]:
     return result.model_dump(mode="json")
 
 

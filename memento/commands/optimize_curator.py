@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -82,7 +82,7 @@ def optimize_curator_command(
     }
     train_set = [task_spec.preprocess(ex) for ex in examples]
     score = task_spec.make_metric(metric, roles=roles)
-    refresh: dict = {}
+    refresh: dict[str, Any] = {}
     if settings.jitmem.staged_refresh:  # half the budget, rebuild the training bank with that curator, the rest
         from memento.optimize.curator_optimizer import optimize_curator_staged
 
