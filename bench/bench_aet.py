@@ -29,7 +29,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import dspy  # noqa: E402
 
-from memento.config import Budgets, load_settings  # noqa: E402
+from memento.core.config import Budgets, load_settings  # noqa: E402
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree  # noqa: E402
 from memento.testing import ScriptedEngine, script_search_then_scrape, scripted_lm  # noqa: E402
 from memento.web.factory import web_tools_factory  # noqa: E402

@@ -540,7 +540,7 @@ def main() -> None:
         choices=["gate", "scale", "softmax", "eviction", "executor", "minilm", "threads", "online"],
         default=None,
     )
-    from memento.config import CBRSettings
+    from memento.core.config import CBRSettings
 
     cbr = CBRSettings()  # the [cbr] defaults
     parser.add_argument(

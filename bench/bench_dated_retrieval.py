@@ -1,6 +1,6 @@
 """Benchmark the cutoff filter: retrieval latency with a task's date filter against the same retrieval without one.
 
-Every memory read applies :class:`memento.dating.DateFilter` before its top-K (an SQL condition for MEMENTO's M4
+Every memory read applies :class:`memento.core.dating.DateFilter` before its top-K (an SQL condition for MEMENTO's M4
 facts, a FAISS ID selector over the eligible rows for the case bank, a mask over the BM25 scores for the JitMem
 trajectory bank) and counts what it hides. For stores of N items dated uniformly over 2000-2010 (one in ten undated),
 a cutoff of 2005-01-01 (about half the items eligible) is compared with no cutoff on the same store, in the same run:
@@ -32,12 +32,12 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from memento.dating import DateFilter  # noqa: E402
+from memento.core.dating import DateFilter  # noqa: E402
+from memento.core.types import EvidenceRecord, PageResult, SourcePage, SourceRun, ToolCall, Trajectory  # noqa: E402
 from memento.memory.case_bank import CaseBank  # noqa: E402
 from memento.memory.embedder import HashingEmbedder  # noqa: E402
 from memento.memory.memento_memory import MementoMemory  # noqa: E402
 from memento.memory.trajectory_bank import TrajectoryBank  # noqa: E402
-from memento.types import EvidenceRecord, PageResult, SourcePage, SourceRun, ToolCall, Trajectory  # noqa: E402
 
 WORDS = (
     "river city founder novel census election bridge museum treaty festival glacier harbor library railway "

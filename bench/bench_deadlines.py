@@ -1,8 +1,8 @@
 """What deadlines, the journal and pinning cost: per LM call, per finished example, per read-only memory open.
 
 * **LM call**: µs per call of a ``dspy.LM`` on an in-process scripted engine (cache off), plain against
-  :class:`memento.lm.MementoLM` (cancel check, limiter lookup, and the call run in a worker thread under its
-  deadline by :func:`memento.lm_deadline.call_with_deadline`); the ratio is the deadline's cost on the cheapest call
+  :class:`memento.llm.lm.MementoLM` (cancel check, limiter lookup, and the call run in a worker thread under its
+  deadline by :func:`memento.llm.lm_deadline.call_with_deadline`); the ratio is the deadline's cost on the cheapest call
   there is (a real provider's call takes 0.3-30 s).
 * **journal**: ms per finished example appended to the evaluation journal (one scrubbed JSON line with its
   trajectory, flush + fsync), against appending the same line with a flush only.
@@ -25,12 +25,12 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import dspy  # noqa: E402
 
-from memento.lm import MementoLM  # noqa: E402
+from memento.core.types import Node, Trajectory  # noqa: E402
+from memento.llm.lm import MementoLM  # noqa: E402
 from memento.memory.memento_memory import MementoMemory  # noqa: E402
 from memento.metrics.eval_journal import EvalJournal  # noqa: E402
 from memento.metrics.evaluation import ExampleResult  # noqa: E402
 from memento.testing import ScriptedEngine  # noqa: E402
-from memento.types import Node, Trajectory  # noqa: E402
 
 
 def per_call_us(lm: dspy.LM, calls: int) -> float:
@@ -49,7 +49,7 @@ def _record(index: int, trajectory: Trajectory) -> ExampleResult:
 
 def journal_ms(examples: int) -> tuple[float, float]:
     """ms per example: the journal (scrubbed line, flush, fsync) and a plain append of the same line (flush only)."""
-    from memento.files import scrubbed_json
+    from memento.utils.files import scrubbed_json
 
     trajectory = Trajectory(
         task_text="Which river runs through York?",

@@ -40,11 +40,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import dspy  # noqa: E402
 from litellm.litellm_core_utils.default_encoding import encoding as ENC  # noqa: E402  (cl100k_base, bundled offline)
 
+from memento.core.types import Evidence, Node, ToolCall, Trajectory  # noqa: E402
 from memento.memory.trajectory_bank import TrajectoryBank  # noqa: E402
 from memento.programs.baselines import ClosedBook  # noqa: E402
 from memento.programs.jitmem_curator import JitMemCurator, render_trajectories  # noqa: E402
 from memento.testing import ScriptedEngine, scripted_lm  # noqa: E402
-from memento.types import Evidence, Node, ToolCall, Trajectory  # noqa: E402
 
 DATA = Path("/work/shared/data")
 TEMPLATES = [

@@ -29,13 +29,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import dspy  # noqa: E402
 
-from memento.config import load_settings  # noqa: E402
+from memento.core.config import load_settings  # noqa: E402
+from memento.execution.threads import run_parallel  # noqa: E402
 from memento.optimize.compare_data import split_examples  # noqa: E402
 from memento.optimize.legal_protocol import LegalProtocol  # noqa: E402
 from memento.programs.leakage_probe import LeakageProbe  # noqa: E402
 from memento.tasks.legal import LegalTask  # noqa: E402
 from memento.testing import OpenAICompatServer, ScriptedEngine, script_search_read_finish  # noqa: E402
-from memento.threads import run_parallel  # noqa: E402
 from memento.web.factory import web_tools_factory  # noqa: E402
 
 SHARED = Path("/work/shared/data")

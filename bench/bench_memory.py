@@ -36,7 +36,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import dspy  # noqa: E402
 
-from memento.config import Budgets, load_settings  # noqa: E402
+from memento.core.config import Budgets, load_settings  # noqa: E402
+from memento.core.types import Evidence, Fact, Node, Rule, ToolCall, Trajectory  # noqa: E402
 from memento.memory.embedder import HashingEmbedder  # noqa: E402
 from memento.memory.memento_memory import MementoMemory, MemoryBudgets  # noqa: E402
 from memento.memory.sqlite_store import estimate_tokens, index_columns  # noqa: E402
@@ -44,7 +45,6 @@ from memento.optimize.memento_trainer import MementoTrainer  # noqa: E402
 from memento.optimize.run_digest import run_record, search_log  # noqa: E402
 from memento.programs.memento_program import Memento  # noqa: E402
 from memento.testing import ScriptedEngine, scripted_lm  # noqa: E402
-from memento.types import Evidence, Fact, Node, Rule, ToolCall, Trajectory  # noqa: E402
 from memento.web.factory import web_tools_factory  # noqa: E402
 
 SYLLABLES = ["ka", "ro", "mi", "tan", "vel", "or", "is", "len", "dar", "qu", "su", "pex", "no", "bri", "zal", "et"]

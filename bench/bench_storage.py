@@ -5,7 +5,7 @@ hash), case retrieval p50/p95 and recall@4 against exact search (k=4, policies c
 synthetic embeddings: the approximate index is calibrated to recall@4 >= 0.95 past its threshold), trajectory
 retrieval p50/p95, and four processes appending cases and trajectories into one memory at once (every row kept;
 batches applied under the same key by several processes applied once). PostgreSQL is a scratch server started by the
-bench (:class:`memento.local_postgres.LocalPostgres`), on the same machine. Prints markdown tables.
+bench (:class:`memento.execution.local_postgres.LocalPostgres`), on the same machine. Prints markdown tables.
 
     python bench/bench_storage.py                       # 100k cases, 2k trajectories (a few minutes per backend)
     python bench/bench_storage.py --cases 1000000 --trajectories 100000   # the sizes (hours on 2 cores)
@@ -140,7 +140,7 @@ def bench_cases(location: LocationLike, n: int, queries: int, measure_at: list[i
 
 
 def _trajectory(i: int, pages: int) -> object:
-    from memento.types import Node, PageResult, ToolCall, Trajectory
+    from memento.core.types import Node, PageResult, ToolCall, Trajectory
 
     calls = []
     for j in range(3):
@@ -328,7 +328,7 @@ def main() -> None:
     measure_at = [int(x) for x in args.measure_at.split(",") if x.strip()]
     # a run stopped by `timeout` (SIGTERM) still stops its scratch server and removes its directory
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    from memento.local_postgres import LocalPostgres
+    from memento.execution.local_postgres import LocalPostgres
 
     results: dict[str, dict[str, dict[str, str]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-storage-", dir="/tmp") as tmp:

@@ -31,10 +31,10 @@ QUESTIONS = ROOT / "examples" / "multihop" / "questions.jsonl"
 def run_mode(mode: str, args: argparse.Namespace, questions: list[str], log: Path, work: Path) -> dict[str, Any]:
     """Run the program on every question with one structured-outputs mode; returns wall time and failures."""
     import memento
-    from memento.commands.run import resolve_task
-    from memento.config import load_settings
-    from memento.lm_log import LMCallLog
+    from memento.cli.commands.run import resolve_task
+    from memento.core.config import load_settings
     from memento.programs.registry import build_program
+    from memento.records.lm_log import LMCallLog
 
     role = {"model": args.lm, "structured_outputs": mode, "cache": False}
     if args.api_base:

@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from memento.core.types import AgentStep, Node, PageResult, SearchHit, SearchResults, ToolCall, Trajectory
 from memento.memory.trajectory_bank import TrajectoryBank, disk_usage
-from memento.types import AgentStep, Node, PageResult, SearchHit, SearchResults, ToolCall, Trajectory
 
 
 def _docs(path: Path, join: int) -> list[dict]:

@@ -14,16 +14,20 @@ _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 __version__ = "0.1.0"
 
-from memento.config import Settings, load_settings  # noqa: E402
-from memento.errors import (  # noqa: E402
+from memento import _moved  # noqa: E402
+
+_moved.install()  # the old module paths, for one release (memento/_moved.py)
+
+from memento.core.config import Settings, load_settings  # noqa: E402
+from memento.core.errors import (  # noqa: E402
     ConfigError,
     DataError,
     LMNotConfiguredError,
     LMUnavailableError,
     MementoError,
 )
-from memento.lm import Roles, configure  # noqa: E402
-from memento.usage import UsageMeter  # noqa: E402
+from memento.llm.lm import Roles, configure  # noqa: E402
+from memento.records.usage import UsageMeter  # noqa: E402
 
 __all__ = [
     "__version__",

@@ -1,7 +1,7 @@
 """memento.memory: persistent stores — MEMENTO's M1–M4 (MementoMemory), the CBR case bank with its Q-gate,
 JitMem's trajectory bank — and the embedders they share. torch, faiss and sentence-transformers load lazily.
 
-Its public names are imported on first use (:mod:`memento.lazy_exports`): importing one module of the package does
+Its public names are imported on first use (:mod:`memento.utils.lazy_exports`): importing one module of the package does
 not import the others.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memento.lazy_exports import lazy_exports
+from memento.utils.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from memento.memory.canonicalizer import Canonicalizer

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from memento.errors import MemoryLockedError
+from memento.core.errors import MemoryLockedError
 from memento.memory.location import PostgresLocation
 from memento.memory.postgres_database import WRITER_LOCK, connect, lock_key
 
@@ -73,7 +73,7 @@ class AdvisoryLock:
 
     Args:
         location: The part.
-        wait: Wait for the holder (default) or raise :class:`~memento.errors.MemoryLockedError` naming it.
+        wait: Wait for the holder (default) or raise :class:`~memento.core.errors.MemoryLockedError` naming it.
         on_wait: Called once with a one-line message when the lock is busy and the caller waits (default: logged).
     """
 
@@ -130,7 +130,7 @@ class AdvisoryLock:
         (self.on_wait or logger.warning)(
             f"memory {self.location.label} is in use by {holder}; waiting for it to finish"
         )
-        from memento.cancel import check_cancelled
+        from memento.core.cancel import check_cancelled
 
         while True:  # poll, so a cancel (Ctrl-C) still stops a waiting writer
             check_cancelled()

@@ -27,7 +27,7 @@ Example:
     >>> import tempfile
     >>> from memento.memory.embedder import HashingEmbedder
     >>> from memento.memory.sqlite_store import SQLiteStore
-from memento.types import EvidenceRecord
+from memento.core.types import EvidenceRecord
     >>> canon = Canonicalizer(SQLiteStore(tempfile.mkdtemp()), embedder=HashingEmbedder())
     >>> plan = canon.plan("web_action", [Candidate(text="Quote exact titles."), Candidate(text="No data")])
     >>> [op.action for op in plan]
@@ -43,9 +43,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from memento.core.types import EvidenceRecord
 from memento.memory.memory_guard import MemoryGuard
 from memento.memory.sqlite_store import SQLiteStore
-from memento.types import EvidenceRecord
 
 __all__ = [
     "Canonicalizer",
@@ -137,7 +137,7 @@ def default_threshold(embedder: Any) -> float:
 class Candidate(BaseModel):
     """A proposed memory item: its text, provenance (the ids of the runs that back it), for facts the entity and
     sources, ``evidence``: what it was derived from as text (the backing runs' records, a fact's source pages) for
-    the check, and ``backing``: the :class:`~memento.types.EvidenceRecord` the stored item will carry (the pages
+    the check, and ``backing``: the :class:`~memento.core.types.EvidenceRecord` the stored item will carry (the pages
     the runs read, with their dates, and the runs with their cutoffs: what dates the item and names its sources).
 
     For the memory guard (never serialised): ``pages``, the texts the backing runs read (page texts, snippets,

@@ -48,9 +48,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memento.dating import DateFilter
-from memento.errors import ConfigError, DataError, MemoryFrozenError
-from memento.extras import require
+from memento.core.dating import DateFilter
+from memento.core.errors import ConfigError, DataError, MemoryFrozenError
+from memento.core.types import Case, EvidenceRecord, new_id
 from memento.memory.case_eviction import EvictionPolicy
 from memento.memory.case_gate import GATE_FILE, CaseGate
 from memento.memory.case_index import CaseIndex
@@ -61,7 +61,7 @@ from memento.memory.location import LocationLike, PostgresLocation, parse_locati
 from memento.memory.namespace_index import NamespaceIndex
 from memento.memory.retrieval_policy import RetrievalPolicy, SoftmaxOver, check_policy, pick, q_logits, sample_softmax
 from memento.memory.stored_embedder import StoredEmbedder
-from memento.types import Case, EvidenceRecord, new_id
+from memento.utils.extras import require
 
 if TYPE_CHECKING:  # torch stays unimported until a gate is needed
     from memento.memory.q_gate import QGateLearner
@@ -107,7 +107,7 @@ class CaseBank:
         eviction_slack: Fraction below ``capacity`` an eviction goes down to (amortises the Q-scoring of the bank).
         frozen: Read-only: the existing ``cases.db`` is opened read-only
             (:func:`~memento.memory.sqlite_connect.connect_sqlite`; a missing bank is a :class:`CaseBankError`,
-            never created); writes raise :class:`~memento.errors.MemoryFrozenError` (retrieval still works).
+            never created); writes raise :class:`~memento.core.errors.MemoryFrozenError` (retrieval still works).
         seed: Seed for softmax sampling (when ``retrieve`` gets no ``rng``/``seed``) and the gate.
 
     Example:
@@ -264,7 +264,7 @@ class CaseBank:
         """Store one case (its text embedded once) and return it; a failure (low reward) is stored just the same.
 
         ``evidence``: the pages the run read and the run (its task id and cutoff); the case is dated by it
-        (:class:`~memento.types.EvidenceRecord`), and a case without evidence is undated.
+        (:class:`~memento.core.types.EvidenceRecord`), and a case without evidence is undated.
         """
         case = {
             "id": case_id or new_id("case-"),
@@ -560,7 +560,7 @@ def open_case_bank(
 
     Example:
         >>> import tempfile
-        >>> from memento.config import load_settings
+        >>> from memento.core.config import load_settings
         >>> from memento.memory.embedder import HashingEmbedder
         >>> bank = open_case_bank(tempfile.mkdtemp(), load_settings(), frozen=False, embedder=HashingEmbedder(dim=8),
         ...                       missing="")

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memento.core.types import Case, utcnow
 from memento.memory.case_eviction import usefulness
 from memento.memory.case_store import CaseBankError
 from memento.memory.namespace_index import NamespaceIndex
 from memento.memory.retrieval_policy import RetrievalPolicy
-from memento.types import Case, utcnow
 
 if TYPE_CHECKING:  # torch stays unimported until a gate is needed
     from memento.memory.q_gate import QGateLearner

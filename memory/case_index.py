@@ -13,7 +13,7 @@ Example:
     >>> from pathlib import Path
     >>> import numpy as np
     >>> from memento.memory.case_store import CaseStore
-    >>> from memento.types import Case
+    >>> from memento.core.types import Case
     >>> lock, d = threading.RLock(), Path(tempfile.mkdtemp())
     >>> store = CaseStore(d, embedder_name="demo", dim=2, lock=lock, frozen=False)
     >>> _ = store.insert([Case(task_text="Who founded Acme?", plan="search", reward=1.0)], np.array([[1.0, 0.0]]), [{}])
@@ -33,11 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-from memento.dating import DateFilter
-from memento.files import atomic_write_bytes
+from memento.core.dating import DateFilter
+from memento.core.types import Case
 from memento.memory.case_store import CaseStore
 from memento.memory.namespace_index import NamespaceIndex
-from memento.types import Case
+from memento.utils.files import atomic_write_bytes
 
 __all__ = ["CaseIndex"]
 

@@ -1,6 +1,6 @@
 """A case bank's database as rows: its layout (cases with their embeddings and evidence, logged gate pairs, write
 generations, the gate's saved state, the change log), whether a bank exists at a location and which embedder
-built it, a row read back as a :class:`~memento.types.Case`, every row as a normalised record (``memory diff``),
+built it, a row read back as a :class:`~memento.core.types.Case`, every row as a normalised record (``memory diff``),
 and the one-line error of a bank that cannot be used.
 
 Example:
@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from memento.errors import DataError
+from memento.core.errors import DataError
+from memento.core.types import Case, EvidenceRecord
 from memento.memory.database import DatabaseError, open_database, part_exists
 from memento.memory.location import LocationLike, parse_location
-from memento.types import Case, EvidenceRecord
 
 __all__ = [
     "DB_NAME",

@@ -15,7 +15,7 @@ Example:
     >>> import tempfile, threading
     >>> from pathlib import Path
     >>> import numpy as np
-    >>> from memento.types import Case
+    >>> from memento.core.types import Case
     >>> d = Path(tempfile.mkdtemp())
     >>> store = CaseStore(d, embedder_name="demo", dim=2, lock=threading.RLock(), frozen=False)
     >>> case = Case(task_text="Who founded Acme?", plan="search", reward=1.0)
@@ -35,8 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from memento.dating import DateFilter, iso
-from memento.errors import DataError
+from memento.core.dating import DateFilter, iso
+from memento.core.errors import DataError
+from memento.core.types import Case, utcnow
 from memento.memory.case_rows import (
     CASE_COLS,
     DB_NAME,
@@ -51,8 +52,7 @@ from memento.memory.case_rows import (
 )
 from memento.memory.database import Database, DatabaseError, IntegrityError, open_database
 from memento.memory.location import LocationLike, PostgresLocation, parse_location
-from memento.scrub import scrub, scrub_data
-from memento.types import Case, utcnow
+from memento.utils.scrub import scrub, scrub_data
 
 __all__ = ["DB_NAME", "CaseBankError", "CaseStore", "bank_exists", "content_items", "read_embedder_info"]
 

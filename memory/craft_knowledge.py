@@ -23,9 +23,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from memento.dating import DateFilter
+from memento.core.dating import DateFilter
+from memento.core.types import CraftEntry, EvidenceRecord, new_id
 from memento.memory.sqlite_store import SQLiteStore, Transaction, index_columns
-from memento.types import CraftEntry, EvidenceRecord, new_id
 
 __all__ = ["CraftKnowledge"]
 

@@ -319,7 +319,7 @@ def writer_active(location: LocationLike) -> bool:
 def part_exists(location: LocationLike, file_name: str, table: str, *, what: str = "memory") -> bool:
     """Whether the part at ``location`` holds ``table``: its SQLite file exists (the table is then assumed), or its
     PostgreSQL schema has the table. Nothing is created."""
-    from memento.errors import DataError
+    from memento.core.errors import DataError
 
     loc = parse_location(location)
     if loc.backend == "sqlite":
@@ -344,7 +344,7 @@ def open_database(
         what: How errors name the store ("memory", "case bank", ...).
 
     Raises:
-        memento.errors.DataError: the part cannot be opened (missing when read-only, unreachable, not a database).
+        memento.core.errors.DataError: the part cannot be opened (missing when read-only, unreachable, not a database).
     """
     loc = parse_location(location)
     if loc.backend == "postgres":

@@ -26,9 +26,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from memento.errors import ConfigError, MemoryLockedError
-from memento.paths import writable_dir
-from memento.scrub import scrub
+from memento.core.errors import ConfigError, MemoryLockedError
+from memento.core.paths import writable_dir
+from memento.utils.scrub import scrub
 
 __all__ = ["DirectoryLock", "LOCK_FILE_NAME", "lock_holder", "writer_active"]
 
@@ -98,7 +98,7 @@ class DirectoryLock:
 
     Args:
         path: the directory to lock (created if missing); the lock file is ``path/.memento.lock``.
-        wait: wait for the holder to finish (default) or raise :class:`~memento.errors.MemoryLockedError`.
+        wait: wait for the holder to finish (default) or raise :class:`~memento.core.errors.MemoryLockedError`.
         on_wait: called once with a one-line message when the lock is busy and the caller waits
             (the CLI prints it); by default the message is logged.
 
@@ -173,7 +173,7 @@ class DirectoryLock:
             )
         message = f"memory directory {self.path} is in use by {holder}; waiting for it to finish"
         (self.on_wait or logger.warning)(message)
-        from memento.cancel import check_cancelled
+        from memento.core.cancel import check_cancelled
 
         while True:  # poll rather than block, so a cancel (Ctrl-C) still stops a waiting writer
             check_cancelled()

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import logging
 
-from memento.dating import DateFilter
+from memento.core.dating import DateFilter
+from memento.core.types import EvidenceRecord, Fact, new_id
 from memento.memory.sqlite_store import SQLiteStore, Transaction, estimate_tokens, index_columns
-from memento.types import EvidenceRecord, Fact, new_id
 
 __all__ = ["DomainStore"]
 

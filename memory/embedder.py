@@ -23,8 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from memento.errors import ConfigError
-from memento.extras import has_extra, install_hint, require
+from memento.core.errors import ConfigError
+from memento.utils.extras import has_extra, install_hint, require
 
 __all__ = [
     "Embedder",

@@ -1,6 +1,6 @@
 """Provenance and removal across a memory directory: which items a source taught, and forgetting them.
 
-Every stored item names the pages and runs behind it (its :class:`~memento.types.EvidenceRecord`), so a memory
+Every stored item names the pages and runs behind it (its :class:`~memento.core.types.EvidenceRecord`), so a memory
 directory can answer "what did this site teach?" (``memento memory show --source DOMAIN``) and drop it
 (``memento memory forget``). A :class:`ForgetQuery` selects items by id, by source (a page URL or a domain: its host
 and subdomains) or by text (case-insensitive). :func:`forget_items` applies it to every store of the directory:
@@ -12,7 +12,7 @@ and subdomains) or by text (case-insensitive). :func:`forget_items` applies it t
 
 Example:
     >>> query = ForgetQuery(sources=("evil.org",))
-    >>> from memento.types import EvidenceRecord, SourcePage
+    >>> from memento.core.types import EvidenceRecord, SourcePage
     >>> query.match("f-1", EvidenceRecord(pages=[SourcePage(url="https://evil.org/a")]), ["some fact"])
     'source evil.org'
 """
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memento.errors import ConfigError
+from memento.core.errors import ConfigError
+from memento.core.types import EvidenceRecord, source_matches
 from memento.memory.location import Location, parse_location
-from memento.types import EvidenceRecord, source_matches
 
 __all__ = ["ForgetQuery", "ForgottenItem", "ForgetReport", "MemoryItem", "memory_items", "forget_items"]
 

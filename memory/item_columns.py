@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from memento.dating import iso
+from memento.core.dating import iso
 
 __all__ = ["estimate_tokens", "fts_query", "rule_weight", "item_date", "index_columns"]
 
@@ -83,9 +83,9 @@ def rule_weight(support: int, contradiction: int, status: str = "active") -> flo
 
 
 def item_date(data: dict[str, Any]) -> str | None:
-    """The ISO date of a record's evidence (:class:`~memento.types.EvidenceRecord`), ``None`` when undated (a
+    """The ISO date of a record's evidence (:class:`~memento.core.types.EvidenceRecord`), ``None`` when undated (a
     record without evidence: stored before items were dated)."""
-    from memento.types import EvidenceRecord
+    from memento.core.types import EvidenceRecord
 
     evidence = data.get("evidence")
     if not evidence:

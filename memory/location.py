@@ -23,7 +23,7 @@ Example:
     >>> parse_location("postgresql://alice:secret@db/team")
     Traceback (most recent call last):
     ...
-    memento.errors.ConfigError: a memory location must not contain a password: use PGPASSWORD or ~/.pgpass
+    memento.core.errors.ConfigError: a memory location must not contain a password: use PGPASSWORD or ~/.pgpass
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from pydantic import BeforeValidator, PlainSerializer
 
-from memento.errors import ConfigError
+from memento.core.errors import ConfigError
 
 __all__ = [
     "DirectoryLocation",

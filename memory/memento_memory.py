@@ -2,7 +2,7 @@
 
 :class:`MementoMemory` opens ``<dir>/memory.db`` (or a PostgreSQL database: ``postgresql://host/db``) and exposes
 the four stores, versions (one per training batch), snapshots, diffs, rollback, freezing and a deterministic export
-to readable markdown + JSON. It implements :class:`memento.protocols.MemoryProvider`; :meth:`MementoMemory.view`
+to readable markdown + JSON. It implements :class:`memento.core.protocols.MemoryProvider`; :meth:`MementoMemory.view`
 returns a provider that hides what a given task's own run wrote and records which items it injected (the trainer
 credits them).
 
@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from memento.dating import DateFilter
-from memento.files import atomic_write_text
+from memento.core.dating import DateFilter
+from memento.core.types import CraftEntry, DatingRecord, Fact, Rule
 from memento.memory.craft_knowledge import CraftKnowledge
 from memento.memory.domain_store import DomainStore
 from memento.memory.location import LocationLike
@@ -51,7 +51,7 @@ from memento.memory.memory_diff import MemoryDiff, StoreDiff, changed_chars, vis
 from memento.memory.memory_view import MemoryView
 from memento.memory.rule_book import RuleBook
 from memento.memory.sqlite_store import SQLiteStore, Transaction, index_columns
-from memento.types import CraftEntry, DatingRecord, Fact, Rule
+from memento.utils.files import atomic_write_text
 
 if TYPE_CHECKING:
     from memento.memory.memory_contents import ItemRecord
@@ -124,7 +124,7 @@ class MementoMemory:
         stores: Iterable[str] | None = None,
         relevance: RelevanceStage | None = None,
     ) -> None:
-        from memento.errors import ConfigError
+        from memento.core.errors import ConfigError
 
         if profile not in ("budgeted", "paper"):
             raise ConfigError(f"unknown memory profile {profile!r}: use budgeted or paper")
@@ -168,7 +168,7 @@ class MementoMemory:
         return self
 
     def __getstate__(self) -> dict[str, Any]:
-        from memento.errors import DataError
+        from memento.core.errors import DataError
 
         raise DataError("MementoMemory cannot be pickled; reopen it with MementoMemory(location)")
 
@@ -467,8 +467,8 @@ class MementoMemory:
 
     def export(self, out_dir: str | Path, *, version: int | None = None) -> Path:
         """Write ``memory.json`` and one markdown file per store; deterministic (same version -> same bytes)."""
-        from memento.errors import DataError
-        from memento.paths import writable_dir
+        from memento.core.errors import DataError
+        from memento.core.paths import writable_dir
 
         out = writable_dir(out_dir, what="export directory", error=DataError)
         snap = self.snapshot(version)

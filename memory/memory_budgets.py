@@ -64,7 +64,7 @@ PAPER_CONTEXT_SHARE = 4
 
 
 def budgets_from_settings(section: Any, *, context_tokens: int | None = None) -> MemoryBudgets:
-    """The :class:`MemoryBudgets` of a ``[memory]`` settings section (:class:`memento.config.MemorySettings`);
+    """The :class:`MemoryBudgets` of a ``[memory]`` settings section (:class:`memento.core.config.MemorySettings`);
     ``context_tokens`` (the ``lm`` role's context) sets the paper profile's per-store size to a quarter of it."""
     paper = getattr(section, "paper_max_tokens", MemoryBudgets().paper_max_tokens)
     if context_tokens:

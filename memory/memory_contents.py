@@ -46,7 +46,7 @@ __all__ = [
 #: The stores a memory directory may hold, in the order they are reported.
 STORE_ORDER: tuple[str, ...] = ("M1", "M2", "M3", "M4", "cases", "gate_pairs", "trajectories")
 
-#: An id made by :func:`memento.types.new_id` (``t-3f2a9c1d0b7e``): random per run, so never compared.
+#: An id made by :func:`memento.core.types.new_id` (``t-3f2a9c1d0b7e``): random per run, so never compared.
 _RANDOM_ID = re.compile(r"\b[a-z]+-[0-9a-f]{12}\b")
 #: Keys whose values are times or durations of the run that wrote an item, never compared.
 _VOLATILE = frozenset({"created_at", "updated_at", "timings", "ms", "latency_s", "seconds", "wall_seconds"})
@@ -81,7 +81,7 @@ class ItemRecord:
 
     def summary(self, width: int = 110) -> str:
         """A one-line summary: the item's text (or task) when it has one, else its JSON."""
-        from memento.text import one_line
+        from memento.utils.text import one_line
 
         data = json.loads(self.content)
         text = next((data[k] for k in ("text", "task_text", "query") if isinstance(data.get(k), str)), self.content)
@@ -155,7 +155,7 @@ def memory_items(directory: str | Path | Location) -> list[ItemRecord]:
     Raises:
         DataError: the location holds no memory store at all.
     """
-    from memento.errors import DataError
+    from memento.core.errors import DataError
     from memento.memory.location import parse_location
 
     root = parse_location(directory)

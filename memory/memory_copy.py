@@ -34,7 +34,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memento.errors import DataError
+from memento.core.errors import DataError
 from memento.memory.database import Database, open_database
 from memento.memory.location import DirectoryLocation, Location, LocationLike, parse_location
 
@@ -226,7 +226,7 @@ def _check_empty(part: _Part, dst: Location) -> None:
 
 def _copy_gate(part_copy: PartCopy, src: Location, dst: Location, dst_db: Database) -> None:
     """qgate.pt <-> gate_state (a PostgreSQL bank's row is copied with the table)."""
-    from memento.files import atomic_write_bytes
+    from memento.utils.files import atomic_write_bytes
 
     if isinstance(src, DirectoryLocation):
         path = src.path / "qgate.pt"

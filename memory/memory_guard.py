@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from memento.types import Trajectory
+    from memento.core.types import Trajectory
 
 __all__ = ["MemoryGuard", "COPY_CHECKED_STORES", "texts_read"]
 

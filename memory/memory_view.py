@@ -14,11 +14,11 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from memento.dating import DateFilter
+from memento.core.dating import DateFilter
+from memento.core.types import CraftEntry, DatingRecord
 from memento.memory.memory_budgets import STORES, RelevanceStage
 from memento.memory.rule_book import RuleBook
 from memento.memory.sqlite_store import estimate_tokens
-from memento.types import CraftEntry, DatingRecord
 
 if TYPE_CHECKING:
     from memento.memory.memento_memory import MementoMemory
@@ -28,13 +28,13 @@ __all__ = ["MemoryView"]
 
 
 class MemoryView:
-    """A :class:`~memento.protocols.MemoryProvider` over a memory for one task instance.
+    """A :class:`~memento.core.protocols.MemoryProvider` over a memory for one task instance.
 
     Hides items whose provenance includes ``exclude_task_id`` and items the task's date filter forbids (dated on or
     after its cutoff; undated ones under ``drop``), before any ranking or budget; reads nothing from a masked store
     (``search`` included) and records what it injected in :attr:`injected` (store -> item ids), which the trainer
     reads to credit rules, and every item it shows (with its date) and how many each store hid in ``dating``
-    (the trajectory's :class:`~memento.types.DatingRecord`: what the leakage audit counts). Under the ``budgeted``
+    (the trajectory's :class:`~memento.core.types.DatingRecord`: what the leakage audit counts). Under the ``budgeted``
     profile each store is injected within its token budget; under ``paper`` M1-M3 are injected whole (every live item
     the task may see, heaviest first; M4 by relevance, within its budget), as MEMENTO does, unless a store outgrows
     ``budgets.paper_max_tokens`` (what fits the model's context): then its heaviest items that fit are injected and
@@ -44,7 +44,7 @@ class MemoryView:
         memory: the memory read.
         exclude_task_id: the task whose own items are hidden.
         relevance: the M1 relevance stage ``relevance(task, entries) -> numbers | None`` (None: prefilter only).
-        dates: the task's :class:`~memento.dating.DateFilter` (None: no cutoff).
+        dates: the task's :class:`~memento.core.dating.DateFilter` (None: no cutoff).
         dating: where shown items and hidden counts are recorded (None: not recorded).
     """
 

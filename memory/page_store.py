@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from memento.core.types import Trajectory
 from memento.memory.database import Database
-from memento.scrub import scrub
-from memento.types import Trajectory
+from memento.utils.scrub import scrub
 
 __all__ = ["PageStore", "page_str", "pages_of"]
 

@@ -28,11 +28,11 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memento.errors import DataError
-from memento.extras import require
+from memento.core.errors import DataError
 from memento.memory.database import Cursor, Database, DatabaseError, IntegrityError, WriterLock
 from memento.memory.location import PostgresLocation, parse_location
-from memento.text import error_line
+from memento.utils.extras import require
+from memento.utils.text import error_line
 
 __all__ = ["PostgresDatabase", "TX_LOCK", "WRITER_LOCK", "connect", "lock_key"]
 

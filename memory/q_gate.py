@@ -35,10 +35,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from memento.files import atomic_path
 from memento.memory.embedder import apply_compute_threads
 from memento.memory.replay_buffer import ReplayBuffer
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD
+from memento.utils.files import atomic_path
 
 __all__ = ["QGate", "QGateLearner", "roc_auc", "gate_report"]
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-from memento.dating import DateFilter
+from memento.core.dating import DateFilter
+from memento.core.types import EvidenceRecord, Rule, RuleStatus, new_id
 from memento.memory.sqlite_store import SQLiteStore, Transaction, estimate_tokens, index_columns, rule_weight
-from memento.types import EvidenceRecord, Rule, RuleStatus, new_id
 
 __all__ = ["RuleBook", "RuleStats"]
 

@@ -19,7 +19,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from memento.errors import DataError
+from memento.core.errors import DataError
 from memento.memory.database import Cursor, Database, DatabaseError, IntegrityError, WriterLock
 from memento.memory.location import DirectoryLocation
 from memento.memory.sqlite_connect import connect_sqlite

@@ -37,8 +37,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from memento.dating import DateFilter
-from memento.errors import DataError, MemoryFrozenError
+from memento.core.dating import DateFilter
+from memento.core.errors import DataError, MemoryFrozenError
 from memento.memory.database import Database, DatabaseError, open_database
 from memento.memory.item_columns import estimate_tokens, fts_query, index_columns, item_date, rule_weight
 from memento.memory.location import DirectoryLocation, LocationLike, PostgresLocation, parse_location
@@ -77,7 +77,7 @@ class SQLiteStore:
 
     One connection guarded by a re-entrant lock serves every thread; other processes (``memento memory stats``,
     another machine's run) read committed data while a trainer writes. ``frozen`` makes every write raise
-    :class:`~memento.errors.MemoryFrozenError`. (The name is historical: the backend is chosen by the location.)
+    :class:`~memento.core.errors.MemoryFrozenError`. (The name is historical: the backend is chosen by the location.)
 
     A read-only handle is **pinned** to the version that is the head when it opens (:attr:`pinned`): every read
     sees exactly that version for the handle's whole life, whatever a writer commits meanwhile. The handle holds a
@@ -467,7 +467,7 @@ class SQLiteStore:
         if tx is None:
             with self.transaction(batch=batch) as own:
                 return self.commit_version(batch=batch, note=note, tx=own)
-        from memento.scrub import scrub
+        from memento.utils.scrub import scrub
 
         conn = tx.conn
         version = int(conn.execute("SELECT coalesce(max(version), 0) FROM versions").fetchone()[0]) + 1

@@ -83,9 +83,10 @@ class Transaction:
         op: str | None = None,
     ) -> None:
         """Insert or replace an item; logs ``add`` or ``update`` (or ``op``) with the before/after records.
-        Secrets and URL passwords never enter memory (:func:`memento.scrub.scrub_data`). ``dated``: the ISO date of
+        Secrets and URL passwords never enter memory (:func:`memento.utils.scrub.scrub_data`). ``dated``: the ISO date
+        of
         the item's evidence (:func:`index_columns` computes it), ``None`` when undated."""
-        from memento.scrub import scrub, scrub_data
+        from memento.utils.scrub import scrub, scrub_data
 
         data, text = scrub_data(data), scrub(text)
         before = self.get(store, item_id)
@@ -115,7 +116,7 @@ class Transaction:
     def set_checkpoint(self, key: str, value: Any, *, version: int | None = None) -> None:
         """Write a resumable checkpoint atomically with the memory changes of this transaction (secrets scrubbed:
         a trainer's checkpoint holds its runs, whose predictions may echo what a provider sent)."""
-        from memento.scrub import scrub, scrub_data
+        from memento.utils.scrub import scrub, scrub_data
 
         self.conn.defer(
             "INSERT INTO checkpoints (key, version, value) VALUES (?, ?, ?) "

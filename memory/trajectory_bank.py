@@ -2,10 +2,10 @@
 
 Just-in-time memory keeps raw experience and decides what matters only at read time, when the task is known.
 :class:`TrajectoryBank` is therefore a plain store: nothing is summarised or clipped at write time. Each accepted
-:class:`memento.types.Trajectory` is kept whole in one SQLite file (WAL, one transaction per write): its record as
+:class:`memento.core.types.Trajectory` is kept whole in one SQLite file (WAL, one transaction per write): its record as
 JSON (every tool call with every search hit, every agent step with its thought), and the full text of every page it
 read in a ``pages`` table keyed by the text's sha256, so a page read by many trajectories is stored once. The
-record carries each page's hash and length (:class:`memento.types.PageResult` excludes its text from JSON); pages
+record carries each page's hash and length (:class:`memento.core.types.PageResult` excludes its text from JSON); pages
 are written in the same transaction as the trajectory that read them, and the bank puts their text back into the
 trajectories it returns, so the curator reads what the agent read. Banks written before pages were stored (tool
 results clipped to 300 characters in ``ToolCall.result``) open and read as before; a writable open adds the
@@ -29,7 +29,7 @@ may see) and :mod:`~memento.memory.trajectory_items` (memory items: entries, for
 
 Example:
     >>> from memento.memory.trajectory_bank import TrajectoryBank
-    >>> from memento.types import Trajectory
+    >>> from memento.core.types import Trajectory
     >>> bank = TrajectoryBank("/tmp/jitmem-bank")  # doctest: +SKIP
     >>> bank.add(Trajectory(task_text="Who founded the city of Lyon?"), accepted=True)  # doctest: +SKIP
     >>> [(t.task_text, label) for t, label, _ in bank.retrieve("When was Lyon founded?", k=3)]  # doctest: +SKIP
@@ -48,9 +48,9 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from memento.bm25 import BM25Engine, check_engine
-from memento.dating import DateFilter, iso, parse_iso
-from memento.errors import ConfigError, DataError
+from memento.core.dating import DateFilter, iso, parse_iso
+from memento.core.errors import ConfigError, DataError
+from memento.core.types import Trajectory
 from memento.memory.database import DatabaseError, open_database
 from memento.memory.location import LocationLike, PostgresLocation, parse_location
 from memento.memory.page_store import PageStore, pages_of
@@ -81,8 +81,8 @@ from memento.memory.trajectory_storage import (
     evidence_of,
     staged_row,
 )
-from memento.scrub import scrub
-from memento.types import Trajectory
+from memento.utils.bm25 import BM25Engine, check_engine
+from memento.utils.scrub import scrub
 
 __all__ = [
     "TrajectoryBank",

@@ -1,5 +1,5 @@
 """Which stored trajectories a task may see: forgotten ones never, and those its date filter hides
-(:class:`memento.dating.DateFilter`: dated on or after its cutoff, undated under ``drop``), masked before the
+(:class:`memento.core.dating.DateFilter`: dated on or after its cutoff, undated under ``drop``), masked before the
 top ``k`` are taken.
 
 Example:
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from memento.dating import DateFilter
+from memento.core.dating import DateFilter
 from memento.memory.database import Database
 from memento.memory.trajectory_index import TrajectoryIndex
 

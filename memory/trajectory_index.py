@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memento.bm25 import BM25Engine, RankBM25Scorer
+from memento.utils.bm25 import BM25Engine, RankBM25Scorer
 
 if TYPE_CHECKING:
     from memento.memory.trajectory_bank import TrajectoryBank
@@ -44,7 +44,7 @@ def tokenize(texts: list[str]) -> list[list[str]]:
 
 class TrajectoryIndex:
     """A BM25 index over task texts plus the sequence number and task id of each indexed row: a ``bm25s`` model
-    (persisted) or a :class:`~memento.bm25.RankBM25Scorer` (the reference engine, rebuilt in memory)."""
+    (persisted) or a :class:`~memento.utils.bm25.RankBM25Scorer` (the reference engine, rebuilt in memory)."""
 
     def __init__(self, model: Any, seqs: np.ndarray, task_ids: list[str]) -> None:
         self.model = model

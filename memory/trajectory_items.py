@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from memento.dating import parse_iso
+from memento.core.dating import parse_iso
+from memento.core.types import EvidenceRecord, utcnow
 from memento.memory.trajectory_records import BankEntry, item_id
-from memento.types import EvidenceRecord, utcnow
 
 if TYPE_CHECKING:
     from memento.memory.trajectory_bank import TrajectoryBank

@@ -13,8 +13,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from memento.errors import DataError, MemoryFrozenError
-from memento.types import EvidenceRecord, Trajectory
+from memento.core.errors import DataError, MemoryFrozenError
+from memento.core.types import EvidenceRecord, Trajectory
 
 __all__ = [
     "BankPolicy",

@@ -1,7 +1,7 @@
 """memento.metrics: DSPy metrics returning ``dspy.Prediction(score, feedback)``, LLM judges, statistics and
 evaluation.
 
-Its public names are imported on first use (:mod:`memento.lazy_exports`): importing one module of the package does
+Its public names are imported on first use (:mod:`memento.utils.lazy_exports`): importing one module of the package does
 not import the others.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memento.lazy_exports import lazy_exports
+from memento.utils.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from memento.metrics.answer_match import AnswerMatch, exact_match, token_f1

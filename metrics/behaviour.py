@@ -14,7 +14,7 @@ The same figures serve the trainer's batch report (:mod:`memento.optimize.batch_
 question (as the paper counts it).
 
 Example:
-    >>> from memento.types import Node, Trajectory
+    >>> from memento.core.types import Node, Trajectory
     >>> t = Trajectory(task_text="t", nodes=[Node(id="root", parent_id=None, wave=-1, question="t"),
     ...     Node(id="q1", parent_id="root", wave=0, question="Who?", answer="Ann", status="answered", steps=3)])
     >>> behaviour_of(t)["steps"], behaviour_of(t)["scratchpad_chars"]

@@ -22,7 +22,7 @@ from typing import Any
 
 import dspy
 
-from memento.errors import DataError
+from memento.core.errors import DataError
 
 __all__ = ["repair_distribution", "total_variation", "kl_divergence", "DistributionMetric", "EPSILON"]
 

@@ -32,7 +32,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memento.errors import ConfigError, DataError
+from memento.core.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     from memento.metrics.evaluation import ExampleResult
@@ -50,7 +50,8 @@ class EvalJournal:
 
     Args:
         path: the journal file (created with its directory at the first append).
-        run_key: what identifies the run (:func:`memento.provenance.run_key`): a journal written under another key
+        run_key: what identifies the run (:func:`memento.records.provenance.run_key`): a journal written under another
+        key
             is refused in one line when read or appended to, so no run resumes another's examples.
     """
 
@@ -85,7 +86,7 @@ class EvalJournal:
             raise ConfigError(f"{self.path} is not an evaluation journal; use another --out or --fresh")
         if self.run_key is None:
             return
-        from memento.provenance import key_mismatch
+        from memento.records.provenance import key_mismatch
 
         old = header.get("run_key")
         diff = key_mismatch(old, self.run_key) if isinstance(old, dict) else "no run key"
@@ -102,8 +103,8 @@ class EvalJournal:
         Raises:
             ConfigError: the file is not a journal, or belongs to a run with another key.
         """
+        from memento.core.types import Trajectory
         from memento.metrics.evaluation import ExampleResult
-        from memento.types import Trajectory
 
         if not self.path.exists():
             return []
@@ -147,7 +148,7 @@ class EvalJournal:
         return self._file
 
     def _write_line(self, data: dict[str, Any]) -> None:
-        from memento.files import scrubbed_json
+        from memento.utils.files import scrubbed_json
 
         self._file.write(scrubbed_json(data) + "\n")
         self._file.flush()

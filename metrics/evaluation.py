@@ -1,10 +1,10 @@
 """Evaluate a program on examples with a metric: per-example records, mean with a bootstrap 95% CI, usage.
 
 Each example runs the program (``program(**example.inputs())``) and then the metric, each under its own
-:class:`memento.usage.UsageMeter`, so the program's LM calls and the judge's calls are reported apart. A program or
-metric failure on one example is recorded on that example (score 0) and the run goes on; only a fatal error
-(:class:`memento.errors.FatalError`, e.g. an LM that cannot be used at all; see :func:`memento.errors.handle_error`)
-stops it.
+:class:`memento.records.usage.UsageMeter`, so the program's LM calls and the judge's calls are reported apart. A program
+or metric failure on one example is recorded on that example (score 0) and the run goes on; only a fatal error
+(:class:`memento.core.errors.FatalError`, e.g. an LM that cannot be used at all; see
+:func:`memento.core.errors.handle_error`) stops it.
 
 Example:
     >>> from memento.metrics.evaluation import evaluate, write_results
@@ -28,17 +28,17 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, Field
 
-from memento.dating import parse_iso
-from memento.errors import Cancelled, FatalError, handle_error
-from memento.files import atomic_write_text
-from memento.leakage import LeakageAudit
+from memento.core.dating import parse_iso
+from memento.core.errors import Cancelled, FatalError, handle_error
+from memento.core.types import Trajectory, Usage, utcnow
+from memento.execution.threads import run_parallel
 from memento.metrics.behaviour import behaviour_of, summarize_behaviour
 from memento.metrics.eval_journal import EvalJournal
 from memento.metrics.stats import bootstrap_ci
-from memento.text import error_line
-from memento.threads import run_parallel
-from memento.types import Trajectory, Usage, utcnow
-from memento.usage import UsageMeter
+from memento.records.leakage import LeakageAudit
+from memento.records.usage import UsageMeter
+from memento.utils.files import atomic_write_text
+from memento.utils.text import error_line
 
 __all__ = [
     "ExampleResult",
@@ -72,7 +72,7 @@ class ExampleResult(BaseModel):
     usage: Usage = Field(default_factory=Usage)  # the program's usage (LM calls, tokens, web)
     judge_usage: Usage = Field(default_factory=Usage)  # the metric's LM usage (judges)
     seconds: float = 0.0
-    leakage: LeakageAudit | None = None  # what it was shown dated on/after its cutoff (memento.leakage)
+    leakage: LeakageAudit | None = None  # what it was shown dated on/after its cutoff (memento.records.leakage)
     node: str | None = None  # the Ray node that ran it (--executor ray); None: this process
     trajectory: Trajectory | None = Field(default=None, exclude=True)
 
@@ -101,14 +101,14 @@ class EvalResult(BaseModel):
     error: str | None = None
     total: int = 0  # examples the run was given (``n`` of them finished)
     resumed: int = 0  # finished examples reused from an earlier, interrupted run with the same run key
-    run_key: dict[str, Any] | None = None  # what changes answers (memento.provenance.run_key): resume when equal
+    run_key: dict[str, Any] | None = None  # what changes answers (records.provenance.run_key): resume when equal
     # the memory every example read, pinned when the program was built (memento.memory.pins.memory_pins): the
     # MEMENTO memory version and the banks' high-water marks
     memory: dict[str, Any] | None = None
-    provenance: dict[str, Any] | None = None  # settings, models, versions, data hashes, times (memento.provenance)
+    provenance: dict[str, Any] | None = None  # settings, models, versions, data hashes, times (records.provenance)
     # JitMem's stream protocol: mean ± std over orderings, the cold-start curve (jitmem_stream.run_orderings)
     stream: dict[str, Any] | None = None
-    leakage: LeakageAudit | None = None  # the leakage audit's totals over the examples (memento.leakage)
+    leakage: LeakageAudit | None = None  # the leakage audit's totals over the examples (memento.records.leakage)
     examples: list[ExampleResult] = Field(default_factory=list)
 
     @property
@@ -173,8 +173,8 @@ def score_example(
 ) -> ExampleResult:
     """Run ``program`` on one example and score it: the record of example ``index`` (failures recorded on it).
 
-    The program and the metric each run under their own :class:`memento.usage.UsageMeter`; only a fatal error
-    (:class:`memento.errors.FatalError`) or a cancel leaves this function.
+    The program and the metric each run under their own :class:`memento.records.usage.UsageMeter`; only a fatal error
+    (:class:`memento.core.errors.FatalError`) or a cancel leaves this function.
     """
     inputs = dict(example.inputs()) if hasattr(example, "inputs") else dict(example)
     record = ExampleResult(index=index, id=_example_id(example, index), inputs=_jsonable(inputs))
@@ -249,7 +249,7 @@ def evaluate(
         previous: finished examples of an interrupted run with the same run key: those (same index and id,
             no error) are kept and not run again.
         labels: extra fields of the result (``run_key``, ``provenance``), written into partial results too.
-        remote: runs ``(index, example)`` pairs elsewhere (the Ray executor's :meth:`~memento.ray_executor.
+        remote: runs ``(index, example)`` pairs elsewhere (the Ray executor's :meth:`~memento.execution.ray_executor.
             RayExecutor.examples`: :func:`score_example` on the cluster) and hands each finished record to its second
             argument; ``None``: ``threads`` threads of this process.
         journal: where each finished example is appended the moment it finishes (:class:`EvalJournal`), so a
@@ -393,7 +393,7 @@ def _num(value: float) -> str:
 
 def render_markdown(result: EvalResult) -> str:
     """``results.md`` of an evaluation: the score, usage, and the leakage audit in total and per example."""
-    from memento.leakage import audit_lines
+    from memento.records.leakage import audit_lines
 
     lines = [
         f"# memento eval: {result.task} · {result.method}",

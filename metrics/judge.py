@@ -3,7 +3,8 @@
 A judge runs one signature under the ``judge_lm`` role (``dspy.context(lm=roles.judge_lm)``), memoises its replies
 per input (so re-scoring the same example and prediction, which optimisers do often, costs no LM call), and turns
 a reply it cannot use (unparseable, out of range) into a recorded *judge error* instead of an exception. Only an
-LM that cannot be used at all (unreachable server, refused key) raises, as :class:`memento.errors.LMUnavailableError`.
+LM that cannot be used at all (unreachable server, refused key) raises, as
+:class:`memento.core.errors.LMUnavailableError`.
 
 Example:
     >>> from memento.metrics.verdict_judge import VerdictJudge
@@ -24,9 +25,9 @@ from typing import Any, ClassVar
 
 import dspy
 
-from memento.errors import ParseError, handle_error
-from memento.lm import role_lm
-from memento.untrusted import quote_data
+from memento.core.errors import ParseError, handle_error
+from memento.core.untrusted import quote_data
+from memento.llm.lm import role_lm
 
 __all__ = ["LLMJudge", "JudgeError", "as_data"]
 
@@ -38,7 +39,7 @@ class JudgeError(ParseError):
 
 
 #: judged text made safe to embed as a field value: the project's one data marking
-#: (:func:`memento.untrusted.quote_data`: a ``<data>`` block with DSPy field markers and the block's own delimiters
+#: (:func:`memento.core.untrusted.quote_data`: a ``<data>`` block with DSPy field markers and the block's own delimiters
 #: escaped), so a judged answer can neither close its field and open a fake one (``[[ ## score ## ]]``) nor instruct
 #: the judge; every judge signature carries the shared data rule (``signatures/_fields.reads_data``)
 as_data = quote_data

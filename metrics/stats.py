@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from memento.errors import DataError
+from memento.core.errors import DataError
 
 __all__ = ["bootstrap_ci", "paired_bootstrap", "judge_agreement", "cohen_kappa", "pearson"]
 

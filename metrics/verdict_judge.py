@@ -16,9 +16,9 @@ from typing import Any
 
 import dspy
 
+from memento.core.untrusted import quote_data
 from memento.metrics.judge import JudgeError, LLMJudge
 from memento.signatures.judge_verdict import JudgeVerdict
-from memento.untrusted import quote_data
 
 __all__ = ["VerdictJudge"]
 

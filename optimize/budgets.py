@@ -3,7 +3,7 @@
 A comparison is only fair when every learner spends a fixed, reported budget. :class:`CompareBudget` holds them
 all: GEPA's ``max_metric_calls``; MIPROv2's ``num_candidates``/``num_trials``/``minibatch_size`` (clamped to the
 validation set, which MIPROv2 requires); BootstrapFewShot's demo counts; the memory methods' batch size and
-training-set limit. It is the ``[compare]`` settings section (:mod:`memento.config`: ``memento config show``,
+training-set limit. It is the ``[compare]`` settings section (:mod:`memento.core.config`: ``memento config show``,
 ``MEMENTO_COMPARE_<FIELD>``, a ``[compare]`` TOML table, ``memento compare --budget/--gepa-max-metric-calls ...``);
 :func:`budget_from_settings` reads it. :func:`resolve_budget` starts from a preset (``tiny``, ``light``,
 ``medium``) and applies explicit overrides, which win.
@@ -21,8 +21,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from memento.config import COMPARE_PRESETS, BudgetPreset, CompareBudget
-from memento.errors import ConfigError
+from memento.core.config import COMPARE_PRESETS, BudgetPreset, CompareBudget
+from memento.core.errors import ConfigError
 
 __all__ = ["BudgetPreset", "CompareBudget", "PRESETS", "resolve_budget", "budget_from_settings"]
 
@@ -61,7 +61,7 @@ def budget_from_settings(
     environment or file, still win), then ``overrides`` apply.
 
     Example:
-        >>> from memento.config import load_settings
+        >>> from memento.core.config import load_settings
         >>> budget_from_settings(load_settings(flags={"compare": {"preset": "tiny"}})).gepa_max_metric_calls
         24
     """

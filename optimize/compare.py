@@ -8,8 +8,8 @@ One task, one metric, one seeded train/test split, the same LM roles for every m
 2. **test**: the program is rebuilt *from the artefact* (so what is scored is exactly what was saved, with memory
    frozen) and evaluated on the test set.
 
-Each phase runs under a :class:`memento.usage.UsageMeter`, so its LM calls, tokens and judge calls are counted by
-role, plus searches, fetches and wall time (:class:`memento.optimize.costs.PhaseCost`). The report
+Each phase runs under a :class:`memento.records.usage.UsageMeter`, so its LM calls, tokens and judge calls are counted
+by role, plus searches, fetches and wall time (:class:`memento.optimize.costs.PhaseCost`). The report
 (:mod:`memento.optimize.report`) adds each method's bootstrap 95% CI and the paired-bootstrap difference against a
 baseline method.
 
@@ -48,11 +48,12 @@ from typing import Any
 
 import dspy
 
-from memento.config import Settings
-from memento.errors import Cancelled, ConfigError, LMUnavailableError, MementoError
-from memento.files import atomic_write_text
-from memento.leakage import LeakageAudit
-from memento.lm import raise_if_fatal
+from memento.core.config import Settings
+from memento.core.errors import Cancelled, ConfigError, LMUnavailableError, MementoError
+from memento.core.presets import apply_preset
+from memento.core.types import utcnow
+from memento.llm.lm import raise_if_fatal
+from memento.llm.structured_adapter import StructuredAdapter
 from memento.optimize.budgets import CompareBudget, budget_from_settings, resolve_budget
 from memento.optimize.compare_context import (
     CompareContext,
@@ -76,11 +77,10 @@ from memento.optimize.runners import (
     runner_for,
 )
 from memento.optimize.web_tally import CountingWeb, Tallied, WebTally
-from memento.presets import apply_preset
-from memento.structured_adapter import StructuredAdapter
+from memento.records.leakage import LeakageAudit
 from memento.tasks.task import Task, get_task
-from memento.text import error_line
-from memento.types import utcnow
+from memento.utils.files import atomic_write_text
+from memento.utils.text import error_line
 
 __all__ = [
     "compare",
@@ -431,7 +431,7 @@ def compare(
         methods: ``"closed_book,aet,gepa:react"`` or a list. The baseline is added when missing.
         out_dir: the comparison directory (created; an existing one is resumed).
         settings: effective settings (LM roles, web, budgets of a research session, threads, seed).
-        roles: the LM roles; built from ``settings`` with :func:`memento.lm.configure` when ``None``.
+        roles: the LM roles; built from ``settings`` with :func:`memento.llm.lm.configure` when ``None``.
         data: examples to split with ``seed`` into ``n_train``/``n_test``; or give ``trainset`` and ``testset``.
         budget: ``None`` (the ``[compare]`` settings section: its preset and explicit values), a preset name
             (``tiny``/``light``/``medium``: replaces the section's preset) or a :class:`CompareBudget`.
@@ -446,9 +446,10 @@ def compare(
         progress: called with one line per step (the CLI prints them).
         embedder: the text embedder of the memory methods' stores (default: theirs, MiniLM when available).
         observer: follows phases, examples and finished methods (progress bars, MLflow tracking).
-        provenance: what produced the comparison (:func:`memento.provenance.provenance`); stored in the report,
+        provenance: what produced the comparison (:func:`memento.records.provenance.provenance`); stored in the report,
             its ``ended_at`` updated when the comparison ends.
-        executor: a started :class:`memento.ray_executor.RayExecutor`: each method's test examples and MEMENTO's
+        executor: a started :class:`memento.execution.ray_executor.RayExecutor`: each method's test examples and
+        MEMENTO's
             training forward passes run on the cluster (``metric`` must then be a name, not a callable);
             ``None``: threads of this process.
         embedder_name: the ``--embedder`` name the Ray workers load (``embedder`` is this process's object).
@@ -460,7 +461,7 @@ def compare(
         ConfigError: bad methods, sizes or budget, or a directory holding another comparison.
         LMUnavailableError: the LM cannot be reached (the comparison stops; finished methods stay recorded).
     """
-    from memento.lm import configure
+    from memento.llm.lm import configure
 
     log = progress or (lambda line: logger.info("%s", line))
     settings = settings or Settings()
@@ -488,7 +489,7 @@ def compare(
     _check_overlap(trainset, testset, task_obj, log)
     models = role_models(roles)
     # preprocessing (e.g. an LLM PII scrub) happens once, before any method sees an example; its cost is reported
-    # structured outputs for every role (memento.structured_adapter), unless the caller installed an adapter
+    # structured outputs for every role (memento.llm.structured_adapter), unless the caller installed an adapter
     adapter = dspy.settings.adapter or StructuredAdapter()
     lm = getattr(roles, "lm", None) or dspy.settings.lm
     with dspy.context(lm=lm, adapter=adapter), metered(roles) as (meter, clock):
@@ -498,7 +499,7 @@ def compare(
     metric_name = "default" if metric is None else metric if isinstance(metric, str) else ""
     metric_fn = _resolve_metric(task_obj, metric, roles)
     metric_name = f"{task_obj.name}:{metric_name or getattr(metric_fn, '__name__', type(metric_fn).__name__)}"
-    from memento.paths import writable_dir
+    from memento.core.paths import writable_dir
 
     out = writable_dir(out_dir, what="comparison directory")
     out.mkdir(parents=True, exist_ok=True)

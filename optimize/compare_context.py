@@ -20,13 +20,13 @@ from typing import Any, Protocol
 
 import dspy
 
-from memento.config import Settings
+from memento.core.config import Settings
 from memento.optimize.budgets import CompareBudget
 from memento.optimize.method_spec import MethodSpec
 from memento.optimize.optimizers import optimize_program
 from memento.optimize.report import MethodResult
+from memento.records.usage import UsageMeter
 from memento.tasks.task import Task
-from memento.usage import UsageMeter
 
 __all__ = [
     "CompareContext",
@@ -178,8 +178,8 @@ class MethodRunner(Protocol):
     A runner with its own test protocol may also define ``test(ctx, spec, method_dir, models)`` returning
     ``(scores, failed, measures, PhaseCost, info)`` (or ``None`` to be evaluated the usual way); JitMem's test stream
     does. ``remote(ctx, spec, method_dir)`` gives the fields a Ray worker builds the loaded program from
-    (:class:`memento.forward_worker.WorkerSpec`: method, memory, frozen, program_state); every built-in runner has
-    it.
+    (:class:`memento.execution.forward_worker.WorkerSpec`: method, memory, frozen, program_state); every built-in runner
+    has it.
     """
 
     def train(self, ctx: CompareContext, spec: MethodSpec, method_dir: Path) -> TrainOutcome: ...

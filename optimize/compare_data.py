@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import dspy
 
-from memento.errors import ConfigError
+from memento.core.errors import ConfigError
 from memento.tasks.task import Task
 
 __all__ = ["example_id", "split_examples"]

@@ -15,7 +15,10 @@ import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
-from memento.dating import held_pages
+from memento.core.dating import held_pages
+from memento.core.types import EvidenceRecord, SourcePage, SourceRun, Trajectory
+from memento.core.untrusted import quote_data
+from memento.execution.threads import run_parallel
 from memento.memory.canonicalizer import Candidate, is_no_data
 from memento.optimize import run_digest
 from memento.optimize.batch_report import DistillerStats
@@ -30,10 +33,7 @@ from memento.optimize.trainer_records import (
     run_backing,
 )
 from memento.programs.memento_program import injected_items
-from memento.text import one_line
-from memento.threads import run_parallel
-from memento.types import EvidenceRecord, SourcePage, SourceRun, Trajectory
-from memento.untrusted import quote_data
+from memento.utils.text import one_line
 
 if TYPE_CHECKING:
     from memento.optimize.memento_trainer import MementoTrainer

@@ -1,13 +1,13 @@
 """The cost of one phase (training or test) of one compared method: LM calls, tokens, judge calls, web, time, dollars.
 
-LM numbers come from a :class:`memento.usage.UsageMeter` wrapped around the phase (every role, thread-safe);
+LM numbers come from a :class:`memento.records.usage.UsageMeter` wrapped around the phase (every role, thread-safe);
 searches and fetches from the programs' trajectories; dollars from litellm's local model cost map when every role
 that spent tokens has a known price, else ``None`` (tokens only). The prices are litellm's local model cost map,
 read from the JSON file litellm ships (importing litellm itself takes about ten seconds).
 
 Example:
     >>> from memento.optimize.costs import PhaseCost
-    >>> from memento.types import Usage
+    >>> from memento.core.types import Usage
     >>> cost = PhaseCost.from_usage(Usage(lm_calls=3, prompt_tokens=90, completion_tokens=12), wall_seconds=1.5)
     >>> cost.lm_calls, cost.dollars is None
     (3, True)
@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memento.types import StageUsage, Usage
+from memento.core.types import StageUsage, Usage
 
 __all__ = ["PhaseCost", "MethodCosts", "role_models", "price_usage", "model_price"]
 
@@ -119,7 +119,7 @@ class MethodCosts(BaseModel):
 
 
 def role_models(roles: Any) -> dict[str, str]:
-    """``{role: model string}`` of a :class:`memento.lm.Roles` (empty for ``None``)."""
+    """``{role: model string}`` of a :class:`memento.llm.lm.Roles` (empty for ``None``)."""
     if roles is None:
         return {}
     return {name: str(getattr(lm, "model", "")) for name, lm in roles.items()}
@@ -164,7 +164,7 @@ def price_usage(usage: Usage, models: dict[str, str]) -> float | None:
     """Dollars spent by a usage, pricing each role's tokens at its model's price (``None`` when any is unknown).
 
     Roles are the keys of ``usage.by_role``; a key that is not in ``models`` is taken to be a model string itself
-    (that is how :class:`memento.usage.UsageMeter` reports an LM outside the role map).
+    (that is how :class:`memento.records.usage.UsageMeter` reports an LM outside the role map).
     """
     total = 0.0
     for role, stage in usage.by_role.items():

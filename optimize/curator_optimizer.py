@@ -29,11 +29,11 @@ from typing import Any, Generic, Literal, TypeVar
 
 import dspy
 
-from memento.errors import ConfigError
+from memento.core.errors import ConfigError
 from memento.optimize.optimizers import optimizer_output
 from memento.programs.jitmem_agent import JitMemAgent
 from memento.programs.jitmem_curator import JitMemCurator
-from memento.usage import NamedPredictors
+from memento.records.usage import NamedPredictors
 
 __all__ = ["optimize_curator", "optimize_curator_staged", "CuratorUnderTraining", "feedback_metric"]
 

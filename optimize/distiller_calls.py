@@ -15,16 +15,16 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from memento.dating import DateFilter
-from memento.errors import handle_error
+from memento.core.dating import DateFilter
+from memento.core.errors import handle_error
+from memento.core.types import Trajectory
 from memento.memory.canonicalizer import Candidate, CanonicalOp
 from memento.memory.rule_book import RuleBook
 from memento.memory.sqlite_store import estimate_tokens
 from memento.optimize import run_digest
 from memento.optimize.batch_report import DistillerStats, GuardRejection
 from memento.optimize.trainer_records import BatchCheckpoint, RunRecord
-from memento.text import one_line
-from memento.types import Trajectory
+from memento.utils.text import one_line
 
 if TYPE_CHECKING:
     from memento.optimize.memento_trainer import MementoTrainer

@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from memento.errors import ConfigError, handle_error
+from memento.core.errors import ConfigError, handle_error
+from memento.core.types import Trajectory, new_id
+from memento.execution.threads import run_parallel
 from memento.metrics.behaviour import behaviour_of, summarize_behaviour
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
 from memento.optimize.stream_journal import append_batch, restore_batches, tasks_digest
 from memento.optimize.stream_records import StreamItem, StreamResult
-from memento.threads import run_parallel
-from memento.types import Trajectory, new_id
 
 if TYPE_CHECKING:
     from memento.programs.jitmem_agent import JitMemAgent
@@ -297,9 +297,9 @@ class OrderingsResult:
         """The :class:`~memento.metrics.evaluation.EvalResult` of the stream (``results.json`` like any evaluation):
         an example's score is its mean over the orderings, its usage the sum, its prediction and trajectory those of
         its last ordering, its error set only when every ordering failed; ``stream`` holds the summary."""
-        from memento.leakage import LeakageAudit
+        from memento.core.types import Usage
         from memento.metrics.evaluation import ExampleResult, aggregate, prediction_fields
-        from memento.types import Usage
+        from memento.records.leakage import LeakageAudit
 
         records = []
         for index, (example, runs) in enumerate(zip(tasks, self.runs, strict=True)):
@@ -387,7 +387,7 @@ def run_orderings(
     import shutil
     import statistics
 
-    from memento.files import atomic_write_text
+    from memento.utils.files import atomic_write_text
 
     if orderings < 1:
         raise ConfigError(f"orderings must be >= 1, got {orderings}")

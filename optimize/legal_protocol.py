@@ -42,10 +42,10 @@ from typing import Any
 
 import dspy
 
-from memento.errors import ConfigError, DataError, handle_error
-from memento.files import atomic_write_text
-from memento.scrub import scrub
+from memento.core.errors import ConfigError, DataError, handle_error
 from memento.tasks.legal import LegalTask, row_id, term_cutoff
+from memento.utils.files import atomic_write_text
+from memento.utils.scrub import scrub
 
 __all__ = ["LegalProtocol", "LegalProtocolReport", "MIN_TERM", "JOURNAL", "case_year"]
 
@@ -107,7 +107,7 @@ def _csv_reader(text: str) -> csv.DictReader[str]:
 
 def _read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
     """The header and rows of a JUSTICE CSV (values as written)."""
-    from memento.paths import read_text
+    from memento.core.paths import read_text
 
     reader = _csv_reader(read_text(path, what="JUSTICE file"))
     rows: list[dict[str, str]] = []
@@ -122,7 +122,7 @@ def _read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
 
 def _rows_by_id(path: Path) -> dict[str, dict[str, str]]:
     """The rows of a CSV file by the id the legal loader gives them (:func:`memento.tasks.legal.row_id`)."""
-    from memento.paths import read_text
+    from memento.core.paths import read_text
 
     reader = _csv_reader(read_text(path, what="JUSTICE file"))
     rows: dict[str, dict[str, str]] = {}
@@ -146,7 +146,7 @@ class _Journal:
     case finishes; a case's last verdict wins, and a torn line (a kill mid-write) is ignored."""
 
     def __init__(self, path: Path, key: dict[str, Any], *, fresh: bool) -> None:
-        from memento.provenance import key_mismatch
+        from memento.records.provenance import key_mismatch
 
         self.path = path
         self.records: dict[str, dict[str, Any]] = {}
@@ -255,7 +255,7 @@ class LegalProtocol:
     # -- 1. the candidates -----------------------------------------------------------------------------------------
     def prepare(self, data: str | Path, out_dir: str | Path, *, limit: int | None = None, fresh: bool = False) -> _Plan:
         """Select the recent cases, write ``candidates.csv``, load them, open the journal (see :meth:`run`)."""
-        from memento.provenance import file_sha256
+        from memento.records.provenance import file_sha256
 
         started = time.perf_counter()
         data, out = Path(data), Path(out_dir)
@@ -284,8 +284,8 @@ class LegalProtocol:
     # -- 2. the leakage filter -------------------------------------------------------------------------------------
     def screen(self, plan: _Plan) -> None:
         """Screen every case left in ``plan.todo``, appending each verdict to the journal as it finishes."""
-        from memento.threads import run_parallel
-        from memento.usage import UsageMeter
+        from memento.execution.threads import run_parallel
+        from memento.records.usage import UsageMeter
 
         def one(example: dspy.Example) -> None:
             record = self._verdict(example)

@@ -50,8 +50,10 @@ from typing import Any
 
 import dspy
 
-from memento.errors import ConfigError, DataError, LMUnavailableError, handle_error
-from memento.lm_failures import LMFailureWatch
+from memento.core.errors import ConfigError, DataError, LMUnavailableError, handle_error
+from memento.core.types import EvidenceRecord
+from memento.execution.threads import run_parallel
+from memento.llm.lm_failures import LMFailureWatch
 from memento.memory.canonicalizer import Canonicalizer
 from memento.memory.memento_memory import MementoMemory
 from memento.memory.memory_guard import MemoryGuard
@@ -87,9 +89,7 @@ from memento.optimize.trainer_records import (
     run_backing,
 )
 from memento.programs.memento_learner import MementoLearner
-from memento.threads import run_parallel
-from memento.types import EvidenceRecord
-from memento.usage import UsageMeter
+from memento.records.usage import UsageMeter
 
 __all__ = [
     "MementoTrainer",
@@ -200,8 +200,8 @@ class MementoTrainer:
         self.calls = DistillerCalls(self)
         self.consolidation = ConsolidationPhase(self)
         self.reflection = ReflectionPhase(self)
-        # the Ray executor's forward pass (memento.ray_executor.RayExecutor.forward_runs): takes (inputs, cutoff,
-        # task id) per example and returns their RunRecords, run on the cluster against this memory's version;
+        # the Ray executor's forward pass (memento.execution.ray_executor.RayExecutor.forward_runs): takes (inputs,
+        # cutoff, task id) per example and returns their RunRecords, run on the cluster against this memory's version;
         # on_result(j, run) is called here as each run returns (its checkpoint)
         self.remote_forward: Callable[..., list[RunRecord]] | None = None
 
@@ -209,7 +209,7 @@ class MementoTrainer:
     def from_settings(
         cls, program: Any, metric: Callable[..., Any], memory: MementoMemory, settings: Any, **kwargs: Any
     ) -> MementoTrainer:
-        """A trainer configured by the ``[trainer]`` and ``[run]`` sections of :class:`memento.config.Settings`."""
+        """A trainer configured by the ``[trainer]`` and ``[run]`` sections of :class:`memento.core.config.Settings`."""
         section = settings.trainer
         options: dict[str, Any] = {
             "threads": settings.run.threads,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memento.errors import ConfigError
+from memento.core.errors import ConfigError
 from memento.optimize.optimizers import OPTIMIZERS, require_optimizer_extras
 
 __all__ = ["MethodSpec", "parse_methods", "reads_memory_of"]

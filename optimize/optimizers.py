@@ -36,9 +36,9 @@ from typing import Any
 
 import dspy
 
-from memento.errors import ConfigError
-from memento.extras import require
+from memento.core.errors import ConfigError
 from memento.optimize.budgets import CompareBudget
+from memento.utils.extras import require
 
 __all__ = [
     "OPTIMIZERS",
@@ -267,7 +267,7 @@ def optimize_program(
         trainset: labelled examples; GEPA and MIPROv2 hold out ``budget.val_fraction`` of them (seeded) as valset,
             BootstrapFewShot uses them all.
         metric: the task's metric ``(example, pred, trace, pred_name, pred_trace) -> Prediction(score, feedback)``.
-        roles: the LM roles (:class:`memento.lm.Roles`); ``reflection_lm`` proposes for GEPA and MIPROv2.
+        roles: the LM roles (:class:`memento.llm.lm.Roles`); ``reflection_lm`` proposes for GEPA and MIPROv2.
         budget: the comparison's budget.
         threads: evaluation threads inside the optimiser.
         seed: seed of the hold-out split and of the optimiser.

@@ -14,6 +14,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from memento.core.types import EvidenceRecord
+from memento.core.untrusted import quote_data
+from memento.execution.threads import run_parallel
 from memento.memory.canonicalizer import Candidate
 from memento.metrics.success import succeeded
 from memento.optimize import run_digest
@@ -29,10 +32,7 @@ from memento.optimize.trainer_records import (
     run_backing,
 )
 from memento.programs.memento_program import injected_items
-from memento.text import one_line
-from memento.threads import run_parallel
-from memento.types import EvidenceRecord
-from memento.untrusted import quote_data
+from memento.utils.text import one_line
 
 if TYPE_CHECKING:
     from memento.optimize.memento_trainer import MementoTrainer

@@ -26,12 +26,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memento.extras import has_extra, install_hint
-from memento.files import atomic_path, atomic_write_text
-from memento.leakage import LeakageAudit, audit_lines
+from memento.core.types import utcnow
 from memento.metrics.behaviour import describe_behaviour
 from memento.optimize.costs import MethodCosts, PhaseCost
-from memento.types import utcnow
+from memento.records.leakage import LeakageAudit, audit_lines
+from memento.utils.extras import has_extra, install_hint
+from memento.utils.files import atomic_path, atomic_write_text
 
 __all__ = [
     "BaselineDiff",
@@ -113,7 +113,7 @@ class CompareReport(BaseModel):
     preprocess: PhaseCost = Field(default_factory=PhaseCost)  # the task's preprocessing of the split (LLM scrubs)
     totals: PhaseCost = Field(default_factory=PhaseCost)
     created_at: dt.datetime = Field(default_factory=utcnow)
-    provenance: dict[str, Any] | None = None  # settings, models, versions, data hashes, times (memento.provenance)
+    provenance: dict[str, Any] | None = None  # settings, models, versions, data hashes, times (records.provenance)
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from memento.core.types import EvidenceRecord
 from memento.memory.canonicalizer import Candidate
 from memento.memory.rule_book import RuleBook
 from memento.optimize.trainer_records import RuleVote
-from memento.types import EvidenceRecord
 
 __all__ = ["numbered_rules", "split_ops", "apply_votes"]
 

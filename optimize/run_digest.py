@@ -7,7 +7,7 @@ from the middle of a concatenation: a text over its budget is first rendered wit
 (:data:`TITLE_LADDER`), then summarised by the caller (a recorded LLM step).
 
 Example:
-    >>> from memento.types import Node, SearchHit, SearchResults, ToolCall, Trajectory
+    >>> from memento.core.types import Node, SearchHit, SearchResults, ToolCall, Trajectory
     >>> traj = Trajectory(task_text="Where was Ed Wood born?", nodes=[
     ...     Node(id="root", question="Where was Ed Wood born?"),
     ...     Node(id="n1", parent_id="root", question="Ed Wood birthplace?", answer="Poughkeepsie", status="answered")])
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from memento.core.types import Node, ToolCall, Trajectory
 from memento.memory.memory_guard import texts_read
-from memento.text import one_line
-from memento.types import Node, ToolCall, Trajectory
+from memento.utils.text import one_line
 
 __all__ = [
     "run_record",

@@ -16,11 +16,11 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from memento.errors import handle_error
+from memento.core.errors import handle_error
+from memento.execution.threads import run_parallel
 from memento.optimize import run_digest
 from memento.optimize.trainer_records import BatchCheckpoint, RunDigest, RunRecord, is_recorded
-from memento.text import one_line
-from memento.threads import run_parallel
+from memento.utils.text import one_line
 
 if TYPE_CHECKING:
     from memento.optimize.memento_trainer import MementoTrainer

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from memento.errors import ConfigError
-from memento.types import Trajectory
+from memento.core.errors import ConfigError
+from memento.core.types import Trajectory
 
 if TYPE_CHECKING:
     from memento.programs.jitmem_agent import JitMemAgent
@@ -73,7 +73,7 @@ def append_batch(path: Path, meta: dict[str, Any], items: list[StreamItem], rows
     ``rows`` are the bank writes staged by the batch, kept so that a crash before the bank applied them can be
     repaired on restore.
     """
-    from memento.files import scrubbed_json
+    from memento.utils.files import scrubbed_json
 
     record = {**meta, "items": [item_record(item) for item in items], "rows": rows}
     line = scrubbed_json(record)  # no secret reaches the file

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from memento.optimize.batch_report import BatchReport
 from memento.optimize.trainer_records import BatchCheckpoint, RunRecord
-from memento.text import one_line
+from memento.utils.text import one_line
 
 if TYPE_CHECKING:
     from memento.optimize.memento_trainer import MementoTrainer

@@ -18,13 +18,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from memento.dating import run_evidence
-from memento.errors import handle_error
+from memento.core.dating import run_evidence
+from memento.core.errors import handle_error
+from memento.core.types import EvidenceRecord, Trajectory
 from memento.memory.canonicalizer import CanonicalOp
 from memento.optimize import run_digest
 from memento.optimize.batch_report import BatchReport, DistillerStats, GuardRejection
 from memento.programs.memento_program import injected_items
-from memento.types import EvidenceRecord, Trajectory
 
 __all__ = [
     "PHASES",

@@ -17,7 +17,7 @@ from typing import Any
 
 import dspy
 
-from memento.types import Usage
+from memento.core.types import Usage
 
 __all__ = ["WebTally", "Tallied", "CountingWeb"]
 

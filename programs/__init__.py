@@ -1,7 +1,7 @@
 """memento.programs: the research programs (dspy.Modules) — AET, its sub-question agent, baselines, Memento,
 the case-based agent and JitMem — the method registry, and the legal protocol's leakage agent.
 
-Its public names are imported on first use (:mod:`memento.lazy_exports`): importing one module of the package does
+Its public names are imported on first use (:mod:`memento.utils.lazy_exports`): importing one module of the package does
 not import the others.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memento.lazy_exports import lazy_exports
+from memento.utils.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree

@@ -17,12 +17,12 @@ One call answers one task instance:
    parallel); the root's synthesis feeds the task's final-answer predictor.
 
 Memory inputs (M1 craft knowledge and M2 decomposition rules for Decompose/Reflect, M3 web-action rules and M4 known
-facts for the agent) come from ``memory`` (a :class:`memento.protocols.MemoryProvider`) and are "" without one.
+facts for the agent) come from ``memory`` (a :class:`memento.core.protocols.MemoryProvider`) and are "" without one.
 Stages carry ``usage_stage`` names (decompose, reflect, solve, synthesize, answer), so the trajectory's usage is
 broken down per stage.
 
 Example:
-    >>> from memento.config import Budgets, load_settings
+    >>> from memento.core.config import Budgets, load_settings
     >>> from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree
     >>> from memento.web.factory import web_tools_factory
     >>> settings = load_settings(flags={"web": {"corpus": "examples/multihop/corpus.jsonl"}})
@@ -45,7 +45,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import dspy
 
-from memento.errors import handle_error
+from memento.core.errors import handle_error
+from memento.core.types import Evidence, Node
+from memento.core.untrusted import quote_data
+from memento.execution.threads import run_parallel
 from memento.programs.registry import register_method
 from memento.programs.research_program import ResearchCall, ResearchProgram
 from memento.programs.session_memory import SessionMemory
@@ -54,14 +57,11 @@ from memento.signatures.decompose import Decompose
 from memento.signatures.final_answer import answer_signature
 from memento.signatures.reflect import EXPLORE_UNTIL_BUDGET, STOP_WHEN_ESTABLISHED, Reflect
 from memento.signatures.synthesize_node import SynthesizeNode
-from memento.text import one_line
-from memento.threads import run_parallel
-from memento.types import Evidence, Node
-from memento.untrusted import quote_data
+from memento.utils.text import one_line
 
 if TYPE_CHECKING:
-    from memento.config import Settings
-    from memento.lm import Roles
+    from memento.core.config import Settings
+    from memento.llm.lm import Roles
     from memento.tasks.task import Task
 
 __all__ = ["AdaptiveExplorationTree", "TreeEvent", "render_tree"]

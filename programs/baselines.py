@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from memento.errors import ConfigError
+from memento.core.errors import ConfigError
+from memento.core.untrusted import quote_data
 from memento.programs.registry import register_method
 from memento.programs.research_program import ResearchCall, ResearchProgram
 from memento.signatures.final_answer import answer_signature
-from memento.untrusted import quote_data
 
 if TYPE_CHECKING:
-    from memento.config import Settings
-    from memento.lm import Roles
+    from memento.core.config import Settings
+    from memento.llm.lm import Roles
     from memento.memory.location import Location
     from memento.programs.react_agent import ReActAgent
     from memento.tasks.task import Task

@@ -8,7 +8,7 @@ threads may run one module at once, and GEPA/MIPROv2 see the same two predictors
 ``dspy.ReAct``; ``save``/``load`` work unchanged.
 
 Every observation a bound tool returns (its text, or the error it raised) enters the trajectory as quoted data
-(:func:`memento.untrusted.quote_data`), and the agent's instructions end with the shared data rule, so a page that
+(:func:`memento.core.untrusted.quote_data`), and the agent's instructions end with the shared data rule, so a page that
 says "ignore your instructions" or carries ``[[ ## completed ## ]]`` is read as data: it can neither instruct the
 agent nor open a field of its prompt.
 
@@ -32,9 +32,9 @@ import dspy
 from dspy.adapters.types.tool import Tool
 from dspy.utils.exceptions import ContextWindowExceededError, format_error_for_lm
 
-from memento.errors import handle_error
-from memento.output_schema import SCHEMA_KEY, tool_args_schema
-from memento.untrusted import DATA_RULE, has_rule, quote_data, with_rule
+from memento.core.errors import handle_error
+from memento.core.untrusted import DATA_RULE, has_rule, quote_data, with_rule
+from memento.llm.output_schema import SCHEMA_KEY, tool_args_schema
 
 __all__ = ["BoundReAct", "tool_spec", "window", "FINISH", "StepHook"]
 

@@ -49,8 +49,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import dspy
 
-from memento.dating import DateFilter, read_pages, run_evidence
-from memento.errors import ConfigError, MemoryFrozenError, handle_error
+from memento.core.dating import DateFilter, read_pages, run_evidence
+from memento.core.errors import ConfigError, MemoryFrozenError, handle_error
+from memento.core.types import Case, CBRDetails, EvidenceRecord, Node, Trajectory, new_id
+from memento.core.untrusted import quote_data
+from memento.execution.threads import run_parallel
 from memento.memory.case_bank import CaseBank, RetrievalPolicy, open_case_bank
 from memento.memory.location import Location
 from memento.memory.retrieval_policy import POLICIES, SoftmaxOver
@@ -70,14 +73,11 @@ from memento.signatures.final_answer import answer_signature
 from memento.signatures.judge_task_reward import JudgeTaskReward
 from memento.signatures.plan_from_cases import PlanFromCases
 from memento.tasks.task import Task
-from memento.text import one_line
-from memento.threads import run_parallel
-from memento.types import Case, CBRDetails, EvidenceRecord, Node, Trajectory, new_id
-from memento.untrusted import quote_data
+from memento.utils.text import one_line
 
 if TYPE_CHECKING:
-    from memento.config import Settings
-    from memento.lm import Roles
+    from memento.core.config import Settings
+    from memento.llm.lm import Roles
 
 __all__ = [
     "CaseBasedAgent",

@@ -29,8 +29,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import dspy
 
-from memento.dating import run_evidence
-from memento.errors import ConfigError
+from memento.core.dating import run_evidence
+from memento.core.errors import ConfigError
+from memento.core.types import Case
+from memento.core.untrusted import quote_data
 from memento.memory.case_bank import CaseBank, RetrievalPolicy, open_case_bank
 from memento.memory.location import Location
 from memento.memory.retrieval_policy import SoftmaxOver
@@ -39,12 +41,10 @@ from memento.programs.baselines import ClosedBook, FewShot, _join_context
 from memento.programs.case_based_agent import record_cases, render_cases
 from memento.programs.registry import register_method
 from memento.programs.research_program import ResearchCall
-from memento.types import Case
-from memento.untrusted import quote_data
 
 if TYPE_CHECKING:
-    from memento.config import Settings
-    from memento.lm import Roles
+    from memento.core.config import Settings
+    from memento.llm.lm import Roles
     from memento.tasks.task import Task
 
 __all__ = ["CaseMemoryBaseline", "CASES_LABEL"]

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from memento.core.types import Case, Node, Plan, PlanStep, ToolCall
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD, succeeded
-from memento.text import one_line
-from memento.types import Case, Node, Plan, PlanStep, ToolCall
+from memento.utils.text import one_line
 
 __all__ = ["RESULT_CHARS", "render_cases", "render_tool_plan", "executed_plan", "render_findings", "render_outputs"]
 

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memento.errors import ConfigError
-from memento.threads import run_parallel
-from memento.types import new_id
+from memento.core.errors import ConfigError
+from memento.core.types import new_id
+from memento.execution.threads import run_parallel
 
 if TYPE_CHECKING:
     from memento.programs.case_based_agent import CaseBasedAgent

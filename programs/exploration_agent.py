@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from memento.errors import handle_error
+from memento.core.errors import handle_error
 from memento.memory.canonicalizer import is_no_data
 from memento.programs.bound_react import BoundReAct
 from memento.programs.toolbox import SCRAPE, SEARCH_WEB, Toolbox
 from memento.signatures.explore_research_craft import ExploreResearchCraft
 
 if TYPE_CHECKING:
-    from memento.types import AgentStep, ToolCall
+    from memento.core.types import AgentStep, ToolCall
     from memento.web.web_tools import WebTools
 
 __all__ = ["ExplorationAgent"]

@@ -37,8 +37,10 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from memento.dating import DateFilter
-from memento.errors import ConfigError, handle_error
+from memento.core.dating import DateFilter
+from memento.core.errors import ConfigError, handle_error
+from memento.core.types import DatingRecord, JitMemDetails, Trajectory, Usage, new_id
+from memento.core.untrusted import quote_data
 from memento.memory.location import Location
 from memento.memory.memory_guard import MemoryGuard, texts_read
 from memento.memory.trajectory_bank import BankPolicy, TrajectoryBank
@@ -51,15 +53,13 @@ from memento.programs.jitmem_curator import (
 )
 from memento.programs.registry import register_method
 from memento.programs.research_program import CONTROL_ARGS, EmptyQuestionError
+from memento.records.usage import NamedPredictors, UsageMeter
 from memento.signatures.judge_success import JudgeSuccess
 from memento.tasks.task import Task
-from memento.types import DatingRecord, JitMemDetails, Trajectory, Usage, new_id
-from memento.untrusted import quote_data
-from memento.usage import NamedPredictors, UsageMeter
 
 if TYPE_CHECKING:
-    from memento.config import Settings
-    from memento.lm import Roles
+    from memento.core.config import Settings
+    from memento.llm.lm import Roles
 
 __all__ = ["JitMemAgent", "JudgeFn"]
 
@@ -372,7 +372,7 @@ def _lm_copy(roles: Roles | None, role: str, **changes: Any) -> Any:
 def _curator_lm(roles: Roles | None, settings: Settings) -> Any:
     """The curator's LM with the ``curator_lm`` role's sampling values as the settings give them now (a run preset
     may set them after the roles were built: JitMem's curator at temperature 0.6, top-p 0.95, top-k 20)."""
-    from memento.lm import top_k_kwargs
+    from memento.llm.lm import top_k_kwargs
 
     role = settings.role("curator_lm")
     lm = getattr(roles, "curator_lm", None) if roles is not None else None

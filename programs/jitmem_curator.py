@@ -25,15 +25,15 @@ from typing import Any
 
 import dspy
 
-from memento.errors import ConfigError
+from memento.core.errors import ConfigError
+from memento.core.types import AgentStep, ToolCall, Trajectory
+from memento.core.untrusted import quote_data
 from memento.memory.sqlite_store import estimate_tokens  # the estimate every memory budget uses (re-exported)
+from memento.records.usage import NamedPredictors
 from memento.signatures.curate_memory import CurateMemory
 from memento.signatures.curate_memory_blind import CurateMemoryBlind
 from memento.signatures.distill_trajectory import DistillTrajectory
-from memento.text import one_line
-from memento.types import AgentStep, ToolCall, Trajectory
-from memento.untrusted import quote_data
-from memento.usage import NamedPredictors
+from memento.utils.text import one_line
 from memento.web.tool_output import call_line
 
 __all__ = [

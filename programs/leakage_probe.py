@@ -27,11 +27,11 @@ from typing import Any
 
 import dspy
 
-from memento.errors import ConfigError
+from memento.core.errors import ConfigError
+from memento.core.types import Evidence, ToolCall
 from memento.programs.bound_react import BoundReAct
 from memento.programs.toolbox import SCRAPE, SEARCH_WEB, Toolbox, clean_url
 from memento.signatures.find_case_outcome import FindCaseOutcome
-from memento.types import Evidence, ToolCall
 
 __all__ = ["LeakageProbe", "outcome_leaked", "quote_support"]
 
@@ -69,7 +69,7 @@ def quote_support(quote: str, calls: list[ToolCall]) -> Evidence | None:
     or the quote is shorter than :data:`MIN_QUOTE_WORDS` words. Pages are checked before snippets.
 
     Example:
-        >>> from memento.types import PageResult
+        >>> from memento.core.types import PageResult
         >>> page = PageResult.of_text(url="corpus://d1", title="T", text="The Court reversed the judgment below.")
         >>> quote_support("the Court reversed the judgment", [ToolCall(kind="scrape", page=page)]).url
         'corpus://d1'
@@ -113,7 +113,7 @@ class LeakageProbe(dspy.Module):
 
     A call (``facts=``, ``cutoff=``) returns ``found``, ``winning_party`` (``petitioner``/``respondent``/
     ``unknown``), ``disposition``, ``quote``, ``source`` (what the agent claims), ``support`` (the
-    :class:`~memento.types.Evidence` whose text holds the quote, or ``None``), ``tool_calls`` and ``steps``.
+    :class:`~memento.core.types.Evidence` whose text holds the quote, or ``None``), ``tool_calls`` and ``steps``.
 
     Example:
         >>> probe = LeakageProbe(web=web_tools_factory(settings))  # doctest: +SKIP

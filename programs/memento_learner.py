@@ -30,8 +30,10 @@ from typing import Any
 
 import dspy
 
-from memento.errors import handle_error
+from memento.core.errors import handle_error
+from memento.core.untrusted import quote_data, strip_marking
 from memento.programs.exploration_agent import ExplorationAgent
+from memento.records.usage import NamedPredictors
 from memento.signatures.assess_coverage import AssessCoverage
 from memento.signatures.check_candidate import CheckCandidate
 from memento.signatures.distill_craft_insights import DistillCraftInsights
@@ -41,8 +43,6 @@ from memento.signatures.extract_facts import ExtractFacts
 from memento.signatures.judge_relevance import JudgeRelevance
 from memento.signatures.merge_canonical import MergeCanonical
 from memento.signatures.summarize_run import SummarizeRun
-from memento.untrusted import quote_data, strip_marking
-from memento.usage import NamedPredictors
 
 __all__ = ["MementoLearner", "LEARNING_STAGES"]
 
@@ -66,7 +66,7 @@ class MementoLearner(dspy.Module, metaclass=NamedPredictors):
     """The learning stages of MEMENTO as named predictors, with the LM role each one runs under.
 
     Args:
-        roles: LM roles (:class:`memento.lm.Roles`); distillers and canonicaliser use ``reflection_lm``, the
+        roles: LM roles (:class:`memento.llm.lm.Roles`); distillers and canonicaliser use ``reflection_lm``, the
             relevance check and the exploration agent use ``lm``. ``None`` uses the configured LM.
         explore_steps: the exploration agent's hard cap on steps per call.
         max_insights: insights kept per exploration.

@@ -36,17 +36,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from memento.errors import ConfigError, DataError, handle_error
+from memento.core.errors import ConfigError, DataError, handle_error
+from memento.core.types import Exploration
 from memento.memory.location import Location
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree, _TreeRun
 from memento.programs.exploration_agent import ExplorationAgent
 from memento.programs.registry import register_method
 from memento.programs.research_program import ResearchCall
-from memento.types import Exploration
 
 if TYPE_CHECKING:
-    from memento.config import Settings
-    from memento.lm import Roles
+    from memento.core.config import Settings
+    from memento.llm.lm import Roles
     from memento.tasks.task import Task
 
 __all__ = ["Memento", "LearningStages", "injected_items"]

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from memento.errors import ConfigError
+from memento.core.errors import ConfigError
+from memento.core.types import Node, SearchHit, SearchResults
+from memento.core.untrusted import quote_data
 from memento.memory.location import Location
 from memento.programs.bound_react import BoundReAct
 from memento.programs.registry import register_method
@@ -32,13 +34,11 @@ from memento.programs.toolbox import SCRAPE, SEARCH_WEB, Toolbox
 from memento.signatures.final_answer import answer_signature
 from memento.signatures.rerank_results import RerankResults
 from memento.signatures.rewrite_query import RewriteQuery
-from memento.types import Node, SearchHit, SearchResults
-from memento.untrusted import quote_data
 from memento.web.tool_output import render_search
 
 if TYPE_CHECKING:
-    from memento.config import Settings
-    from memento.lm import Roles
+    from memento.core.config import Settings
+    from memento.llm.lm import Roles
     from memento.tasks.task import Task
 
 __all__ = ["ReActAgent"]

@@ -5,13 +5,13 @@ A builder is ``fn(*, task, settings, roles, trainset=None, memory_dir=None) -> d
 ``build_program("aet", ...)`` works without importing anything else.
 
 One builder per method serves ``run``, ``eval``, ``train`` and ``compare`` alike: every knob comes from the
-:class:`~memento.config.Settings`; ``frozen`` picks test time (memory read-only) or training (memory written), and
+:class:`~memento.core.config.Settings`; ``frozen`` picks test time (memory read-only) or training (memory written), and
 objects a caller injects (``embedder``, ``web``, ``reward_fn``) reach the builders that take them. What a method is
 (:class:`MethodInfo`: whether it keeps memory, whose memory it reads, whether a run writes it) is declared when it
 is registered, so the commands and the compare harness need no list of methods of their own.
 
 Example:
-    >>> from memento.config import load_settings
+    >>> from memento.core.config import load_settings
     >>> from memento.programs.registry import build_program
     >>> program = build_program("closed_book", task="qa", settings=load_settings())
     >>> type(program).__name__
@@ -28,15 +28,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from memento.errors import ConfigError
+from memento.core.errors import ConfigError
 from memento.memory.location import LocationLike, parse_location
 from memento.tasks.task import Task, get_task
 
 if TYPE_CHECKING:
     import dspy
 
-    from memento.config import Settings
-    from memento.lm import Roles
+    from memento.core.config import Settings
+    from memento.llm.lm import Roles
 
 __all__ = [
     "MethodInfo",
@@ -130,7 +130,7 @@ def register_method(
     """Register a program builder under ``name`` (a decorator).
 
     The builder is called as ``fn(*, task, settings, roles, trainset=None, memory_dir=None)``, plus ``frozen`` and
-    the :data:`INJECTED` objects when it takes them. ``extras`` names the optional extras (:mod:`memento.extras`)
+    the :data:`INJECTED` objects when it takes them. ``extras`` names the optional extras (:mod:`memento.utils.extras`)
     the method cannot run without: building it without them is one line naming the extra to install. ``memory``,
     ``reads`` and ``writes`` describe the method (:class:`MethodInfo`).
     """
@@ -192,9 +192,10 @@ def method_info(method: str) -> MethodInfo | None:
 
 
 def require_method_extras(method: str) -> None:
-    """Raise :class:`~memento.extras.MissingExtraError` when a registered ``method`` needs an extra that is missing
+    """Raise :class:`~memento.utils.extras.MissingExtraError` when a registered ``method`` needs an extra that is
+    missing
     (nothing for an unknown method: :func:`build_program` reports that)."""
-    from memento.extras import require
+    from memento.utils.extras import require
 
     _load_methods(method)
     info = _INFO.get(method)
@@ -238,7 +239,7 @@ def build_program(
     if unknown:
         raise ConfigError(f"build_program takes no {', '.join(unknown)}; injected objects are {', '.join(INJECTED)}")
     task_obj = get_task(task) if isinstance(task, str) else task
-    from memento.presets import apply_preset
+    from memento.core.presets import apply_preset
 
     settings = apply_preset(settings, method, task_obj.name)  # [run] preset: the method's paper setup
     params = inspect.signature(builder).parameters
@@ -259,9 +260,9 @@ def build_program(
 
 def apply_dating(program: Any, settings: Settings, task: Task) -> None:
     """Give a built program (and every research program inside it: a JitMem executor) the one undated policy
-    (``[web] undated`` wins over the task's default: :func:`memento.dating.resolve_undated`) and the memory date
+    (``[web] undated`` wins over the task's default: :func:`memento.core.dating.resolve_undated`) and the memory date
     filter switch (``[memory] cutoff_filter``)."""
-    from memento.dating import resolve_undated
+    from memento.core.dating import resolve_undated
 
     policy = resolve_undated(settings.web.undated, task).policy
     modules = [program]

@@ -5,7 +5,7 @@ and called as ``program(**example.inputs())``. :class:`ResearchProgram` implemen
 input fields out of the keyword arguments (extra keys such as labels are ignored), reads the control arguments
 ``cutoff`` (a date or an ISO string), ``task_id`` and ``context`` (extra guidance for the prompts), builds the
 per-call :class:`memento.web.web_tools.WebTools` from the ``web`` factory, runs :meth:`ResearchProgram.research`
-under a :class:`memento.usage.UsageMeter`, and returns ``dspy.Prediction(<task output fields>, trajectory=...)``
+under a :class:`memento.records.usage.UsageMeter`, and returns ``dspy.Prediction(<task output fields>, trajectory=...)``
 with the usage (LM calls and tokens per stage and role, plus the web counts) and timings filled in.
 
 Example:
@@ -30,16 +30,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, get_origin
 
 import dspy
 
-from memento.config import Budgets
-from memento.dating import DateFilter, resolve_undated
-from memento.errors import ConfigError, RecoverableError, handle_error
+from memento.core.config import Budgets
+from memento.core.dating import DateFilter, resolve_undated
+from memento.core.errors import ConfigError, RecoverableError, handle_error
+from memento.core.types import AgentStep, DatingRecord, ToolCall, Trajectory, Usage
+from memento.records.usage import NamedPredictors, UsageMeter
 from memento.tasks.task import Task, get_task
-from memento.types import AgentStep, DatingRecord, ToolCall, Trajectory, Usage
-from memento.usage import NamedPredictors, UsageMeter
 
 if TYPE_CHECKING:
-    from memento.lm import Roles
-    from memento.protocols import MemoryProvider
+    from memento.core.protocols import MemoryProvider
+    from memento.llm.lm import Roles
     from memento.web.web_tools import WebTools
 
 __all__ = ["ResearchProgram", "ResearchCall", "EmptyQuestionError", "WebFactory", "CONTROL_ARGS", "empty_outputs"]
@@ -132,12 +132,12 @@ class ResearchProgram(dspy.Module, metaclass=NamedPredictors):
         task: the task spec (or its registered name); its signature fixes the program's inputs and outputs.
         web: a factory ``f(cutoff, undated_policy) -> WebTools`` (see
             :func:`memento.web.factory.web_tools_factory`); required by programs that use tools.
-        budgets: hard limits (questions, steps); defaults to :class:`memento.config.Budgets`.
+        budgets: hard limits (questions, steps); defaults to :class:`memento.core.config.Budgets`.
         threads: how many sub-questions (or tasks) run in parallel inside one call.
         memory: attached persistent memory (MEMENTO's M1-M4), or ``None`` for empty memory inputs.
         roles: the LM role map, so usage is attributed to roles (``lm``, ``judge_lm``...).
         undated: the undated policy (``keep``/``drop``) of web results, pages and memory items; without one, the
-            task's declared default, else ``keep`` (:func:`memento.dating.resolve_undated`; ``build_program`` sets
+            task's declared default, else ``keep`` (:func:`memento.core.dating.resolve_undated`; ``build_program`` sets
             the ``[web] undated`` setting, which wins).
         cutoff_filter: ``False`` switches the memory date filter off (``[memory] cutoff_filter``: to measure
             leakage; the audit then reports what was shown after the cutoff).
@@ -238,7 +238,8 @@ class ResearchProgram(dspy.Module, metaclass=NamedPredictors):
         """Run the program on the task's inputs (plus optional ``cutoff``, ``task_id``, ``context``).
 
         Returns:
-            ``dspy.Prediction`` with the task's output fields and ``trajectory`` (a :class:`memento.types.Trajectory`).
+            ``dspy.Prediction`` with the task's output fields and ``trajectory`` (a
+            :class:`memento.core.types.Trajectory`).
 
         Raises:
             EmptyQuestionError: a task input is missing or blank.
@@ -273,7 +274,7 @@ class ResearchProgram(dspy.Module, metaclass=NamedPredictors):
         """The attached memory as this call may see it (made once per call): a memory with views
         (:meth:`memento.memory.memento_memory.MementoMemory.view`) hides what the task's own run wrote and every
         item its cutoff forbids, and records what it shows in the trajectory's dating record; any other
-        :class:`~memento.protocols.MemoryProvider` is used as it is. ``options`` (``relevance``) go to the view."""
+        :class:`~memento.core.protocols.MemoryProvider` is used as it is. ``options`` (``relevance``) go to the view."""
         if call.view is None and self.memory is not None:
             make = getattr(self.memory, "view", None)
             call.view = (

@@ -8,8 +8,8 @@ the trajectory's dating record counts it (store ``session``).
 
 Example:
     >>> from memento.programs.session_memory import SessionMemory
-    >>> from memento.dating import DateFilter
-from memento.types import DatingRecord, Evidence
+    >>> from memento.core.dating import DateFilter
+from memento.core.types import DatingRecord, Evidence
     >>> memory = SessionMemory()
     >>> memory.add("n1", "Who wrote Dune?", "Frank Herbert", [Evidence(url="https://example.org/dune")])
     >>> memory.search("Who is the author of Dune?")[0].answer
@@ -22,8 +22,8 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-from memento.dating import DateFilter
-from memento.types import DatingRecord, Evidence
+from memento.core.dating import DateFilter
+from memento.core.types import DatingRecord, Evidence
 
 __all__ = ["SessionEntry", "SessionMemory"]
 

@@ -4,7 +4,7 @@ A ``dspy.ReAct`` agent (:class:`memento.programs.bound_react.BoundReAct`) over `
 plus any attached declarative memory, consulted before the web), ``search_web`` and ``scrape``. Its step count is
 capped at ``max_steps`` (``budgets.steps_per_question``) and counted. It never raises for a failed sub-question:
 an unparseable reply, a tool crash or running out of steps yields ``status="failed"`` with the error, while an LM
-that cannot be reached at all (:class:`memento.errors.LMUnavailableError`) propagates to stop the run.
+that cannot be reached at all (:class:`memento.core.errors.LMUnavailableError`) propagates to stop the run.
 
 M3 web-action rules arrive in the ``web_action_rules`` input, M4 known facts in ``known_facts`` and task-level
 caller guidance (e.g. a JitMem payload) in ``context``.
@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from memento.errors import ConfigError, handle_error
+from memento.core.errors import ConfigError, handle_error
+from memento.core.types import AgentStep, ToolCall
+from memento.core.untrusted import quote_data
 from memento.programs.bound_react import BoundReAct
 from memento.programs.toolbox import SCRAPE, SEARCH_MEMORY, SEARCH_WEB, Toolbox
 from memento.signatures.solve_sub_question import SolveSubQuestion
-from memento.types import AgentStep, ToolCall
-from memento.untrusted import quote_data
 
 if TYPE_CHECKING:
+    from memento.core.protocols import MemoryProvider
     from memento.programs.session_memory import SessionMemory
-    from memento.protocols import MemoryProvider
     from memento.web.web_tools import WebTools
 
 __all__ = ["SubQuestionAgent"]
@@ -50,7 +50,7 @@ class SubQuestionAgent(dspy.Module):
         signature: the agent's signature (default :class:`memento.signatures.solve_sub_question.SolveSubQuestion`).
 
     Calling it returns a ``dspy.Prediction`` with ``answer`` (str or None), ``sources`` (cited URLs), ``evidence``
-    (:class:`memento.types.Evidence` for cited URLs that were actually seen), ``steps``, ``status``
+    (:class:`memento.core.types.Evidence` for cited URLs that were actually seen), ``steps``, ``status``
     (``answered``/``failed``), ``error``, ``warnings`` (e.g. cited URLs no tool returned, dropped) and ``tool_calls``
     (``search_memory`` calls among them, with what they found).
     """

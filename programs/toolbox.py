@@ -5,13 +5,13 @@ A :class:`Toolbox` is made for one agent run (one sub-question, or one flat ReAc
 its typed calls (``search``, ``open``), records each call whole through a
 :class:`memento.web.tool_output.ToolRecorder` made with this run's node id, and gives the agent the text of the one
 renderer (:mod:`memento.web.tool_output`). It answers ``search_memory`` from the session memory and any attached
-:class:`memento.protocols.MemoryProvider`, optionally rewrites queries and reranks the typed hits through
+:class:`memento.core.protocols.MemoryProvider`, optionally rewrites queries and reranks the typed hits through
 callables, records the agent's steps (:meth:`Toolbox.step`, thought, tool, arguments and the call that answered)
 and remembers every URL seen with its title/date/snippet so the agent's cited sources become
-:class:`memento.types.Evidence` (taken from the typed results: no tool text is parsed). URLs the LM writes with
+:class:`memento.core.types.Evidence` (taken from the typed results: no tool text is parsed). URLs the LM writes with
 punctuation around them (``corpus://d1.``, ``(https://...)``) are cleaned before they are opened or matched, and a
 web layer that raises becomes an ``error:`` observation the agent reads: a tool never raises into the agent (only a
-fatal error propagates, to stop the run; see :func:`memento.errors.handle_error`).
+fatal error propagates, to stop the run; see :func:`memento.core.errors.handle_error`).
 
 Example:
     >>> from memento.programs.toolbox import Toolbox
@@ -28,17 +28,17 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from memento.errors import Failure, handle_error
+from memento.core.errors import Failure, handle_error
+from memento.core.types import AgentStep, Evidence, PageResult, SearchHit, SearchResults, ToolCall, ToolError
 from memento.programs.bound_react import tool_spec
-from memento.scrub import scrub_url
-from memento.text import one_line
-from memento.types import AgentStep, Evidence, PageResult, SearchHit, SearchResults, ToolCall, ToolError
+from memento.utils.scrub import scrub_url
+from memento.utils.text import one_line
 from memento.web.tool_output import ToolRecorder, render_result
 from memento.web.web_tools import clean_url as web_clean_url
 
 if TYPE_CHECKING:
+    from memento.core.protocols import MemoryProvider
     from memento.programs.session_memory import SessionMemory
-    from memento.protocols import MemoryProvider
     from memento.web.web_tools import WebTools
 
 __all__ = ["Toolbox", "SEARCH_MEMORY", "SEARCH_WEB", "SCRAPE", "clean_url", "Reranker"]

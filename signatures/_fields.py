@@ -2,9 +2,9 @@
 prompt that uses it, and a rule decorator appends one shared paragraph to a signature's instructions.
 
 Untrusted text (pages, tool results, stored trajectories, past cases, memory facts, agent answers) travels in
-:func:`data_input` fields, whose values callers wrap with :func:`memento.untrusted.quote_data`; a signature with such
-a field is decorated with :func:`reads_data` (the shared :data:`~memento.untrusted.DATA_RULE`). Learned rules and
-craft knowledge are guidance by design: their fields say so (:data:`~memento.untrusted.GUIDANCE_NOTE`) and the
+:func:`data_input` fields, whose values callers wrap with :func:`memento.core.untrusted.quote_data`; a signature with
+such a field is decorated with :func:`reads_data` (the shared :data:`~memento.core.untrusted.DATA_RULE`). Learned rules
+and craft knowledge are guidance by design: their fields say so (:data:`~memento.core.untrusted.GUIDANCE_NOTE`) and the
 signature is decorated with :func:`takes_guidance`.
 
 Example:
@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import dspy
 
-from memento.untrusted import DATA_NOTE, DATA_RULE, GUIDANCE_NOTE, GUIDANCE_RULE, with_rule
+from memento.core.untrusted import DATA_NOTE, DATA_RULE, GUIDANCE_NOTE, GUIDANCE_RULE, with_rule
 
 __all__ = [
     "caller_context",
@@ -58,7 +58,7 @@ def takes_guidance(signature: S) -> S:
 
 
 def data_input(desc: str) -> Any:
-    """An input field whose value is untrusted text, passed through :func:`memento.untrusted.quote_data`."""
+    """An input field whose value is untrusted text, passed through :func:`memento.core.untrusted.quote_data`."""
     head, sep, tail = desc.rpartition("; may be empty")
     if sep and not tail:
         return dspy.InputField(desc=f"{head} ({DATA_NOTE}); may be empty")

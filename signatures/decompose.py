@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-from memento.output_schema import limit
+from memento.llm.output_schema import limit
 from memento.signatures._fields import caller_context, craft_knowledge, decomposition_rules, takes_guidance, task_goal
 
 __all__ = ["Decompose"]

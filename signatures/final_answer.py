@@ -20,8 +20,8 @@ import threading
 
 import dspy
 
+from memento.core.untrusted import DATA_NOTE, DATA_RULE, GUIDANCE_NOTE, GUIDANCE_RULE, with_rule
 from memento.tasks.task import Task
-from memento.untrusted import DATA_NOTE, DATA_RULE, GUIDANCE_NOTE, GUIDANCE_RULE, with_rule
 
 __all__ = ["answer_signature"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dspy
 from pydantic import BaseModel, Field
 
-from memento.output_schema import limit
+from memento.llm.output_schema import limit
 from memento.signatures._fields import (
     caller_context,
     craft_knowledge,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-from memento.output_schema import limit
+from memento.llm.output_schema import limit
 from memento.signatures._fields import data_input, reads_data
 
 __all__ = ["SummarizeRun"]

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from memento.errors import DataError
+from memento.core.errors import DataError
 
 __all__ = ["jsonl_rows", "answer_list"]
 
@@ -23,7 +23,7 @@ def jsonl_rows(path: str | Path, *, kind: str, required: Sequence[str] = ()) -> 
             names the file and line and says it is not a ``kind`` row), a required key is null or blank, or an
             ``id`` repeats an earlier row's.
     """
-    from memento.paths import read_text
+    from memento.core.paths import read_text
 
     text = read_text(path, what="data file")  # missing, directory, binary, not UTF-8: one line naming the file
     article = "an" if kind[:1].lower() in "aeiou" else "a"

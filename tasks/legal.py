@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 import dspy
 
-from memento.errors import ConfigError, DataError
+from memento.core.errors import ConfigError, DataError
 from memento.tasks.task import Task, register_task
 
 __all__ = [
@@ -196,7 +196,7 @@ class LegalTask(Task):
         report = LegalLoadReport(path=str(path))
         pending: list[tuple[dict[str, Any], str, str]] = []
         ids: dict[str, int] = {}  # id of a loaded row -> its line
-        from memento.paths import read_text
+        from memento.core.paths import read_text
 
         text = read_text(path, what="JUSTICE file")  # missing, directory, binary, not UTF-8: one line
         with io.StringIO(text, newline="") as handle:
@@ -257,9 +257,9 @@ class LegalTask(Task):
         return examples
 
     def _scrub(self, pending: list[tuple[dict[str, Any], str, str]], report: LegalLoadReport) -> None:
-        from memento.lm import role_lm
+        from memento.execution.threads import run_parallel
+        from memento.llm.lm import role_lm
         from memento.tasks.pii_scrub import PartyNameScrubber
-        from memento.threads import run_parallel
 
         scrubber = PartyNameScrubber()
         lm = role_lm(self.roles, "lm")

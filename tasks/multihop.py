@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import dspy
 
-from memento.errors import ConfigError, DataError
+from memento.core.errors import ConfigError, DataError
 from memento.tasks._jsonl import answer_list, jsonl_rows
 from memento.tasks.task import Task, register_task
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import dspy
 
-from memento.errors import ConfigError, DataError
+from memento.core.errors import ConfigError, DataError
 from memento.tasks._jsonl import jsonl_rows
 from memento.tasks.task import Task, register_task
 

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal
 
 import dspy
 
-from memento.errors import ConfigError
+from memento.core.errors import ConfigError
 
 __all__ = ["Task", "register_task", "get_task", "task_names", "signature_goal"]
 
@@ -39,7 +39,7 @@ class Task:
     name: ClassVar[str] = ""
     signature: ClassVar[type[dspy.Signature]]
     #: the task's default for undated pages and memory items, declared only where its paper states one (none of
-    #: the shipped tasks does); ``[web] undated`` wins over it (:func:`memento.dating.resolve_undated`)
+    #: the shipped tasks does); ``[web] undated`` wins over it (:func:`memento.core.dating.resolve_undated`)
     undated_policy: ClassVar[Literal["keep", "drop"] | None] = None
     #: the task's answer is short (a span): the research programs' final predictor reasons over the findings first
     #: (a ``reasoning`` output added there, never to the task signature, so baselines and saved programs keep shape)

@@ -80,7 +80,7 @@ def _offline_env(
     _blocked.clear()
     # the structured adapter remembers each server's response_format dialect by its URL: a test server reusing an
     # earlier test's port must not inherit that server's dialect
-    from memento import structured_adapter
+    from memento.llm import structured_adapter
 
     structured_adapter._dialects.clear()
     yield
@@ -128,7 +128,7 @@ def _fail_or_skip(message: str) -> None:
 
 @pytest.fixture(scope="session")
 def postgres_server():
-    """A scratch PostgreSQL server (:class:`memento.local_postgres.LocalPostgres`) for the whole session.
+    """A scratch PostgreSQL server (:class:`memento.execution.local_postgres.LocalPostgres`) for the whole session.
 
     Started as the ``postgres`` user under root, listening on 127.0.0.1, its files in a directory of ``/tmp`` that
     user can reach (not pytest's 0700 folders). Without the server binaries or psycopg the PostgreSQL tests skip,
@@ -137,9 +137,9 @@ def postgres_server():
     import shutil
     import tempfile
 
-    from memento.errors import ConfigError
-    from memento.extras import has_extra
-    from memento.local_postgres import LocalPostgres
+    from memento.core.errors import ConfigError
+    from memento.execution.local_postgres import LocalPostgres
+    from memento.utils.extras import has_extra
 
     if not has_extra("postgres"):
         message = 'PostgreSQL tests need psycopg: pip install "memento-dspy[postgres]"'

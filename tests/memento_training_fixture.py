@@ -11,9 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from memento.core.untrusted import strip_marking
 from memento.memory.canonicalizer import text_overlap
 from memento.testing import ScriptedEngine
-from memento.untrusted import strip_marking
 
 DOCS = [
     {

@@ -1,6 +1,6 @@
 """memento.web: search backends (offline corpus, ddgs, SearXNG), the polite cached fetcher, and the agent tools.
 
-Its public names are imported on first use (:mod:`memento.lazy_exports`): importing one module of the package does
+Its public names are imported on first use (:mod:`memento.utils.lazy_exports`): importing one module of the package does
 not import the others.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memento.lazy_exports import lazy_exports
+from memento.utils.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from memento.web.ddgs_backend import DDGSBackend

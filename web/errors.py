@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from memento.errors import ConfigError, DataError, RecoverableError
-from memento.scrub import scrub, scrub_url
+from memento.core.errors import ConfigError, DataError, RecoverableError
+from memento.utils.scrub import scrub, scrub_url
 
 __all__ = [
     "WebError",

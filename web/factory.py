@@ -5,7 +5,7 @@ a ``.jsonl``/``.json`` source whose index is built on first use under ``<cache_d
 ``ddgs`` (the live web, no key needed); ``web.backend`` forces one.
 
 Example:
-    >>> from memento.config import load_settings
+    >>> from memento.core.config import load_settings
     >>> from memento.web.factory import web_tools_factory
     >>> make = web_tools_factory(load_settings(flags={"web": {"corpus": "examples/multihop/corpus.jsonl"}}))
     >>> tools = make(None, "keep")  # doctest: +SKIP
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from memento.config import Settings
+from memento.core.config import Settings
 from memento.web.errors import WebConfigError
 from memento.web.search_result import SearchBackend, UndatedPolicy
 from memento.web.web_tools import WebTools
@@ -175,7 +175,7 @@ def make_web_tools(
 def web_tools_factory(settings: Settings, **options: Any) -> Callable[[dt.date | str | None, str | None], WebTools]:
     """A function ``f(cutoff, undated) -> WebTools`` whose tools all share ONE backend and ONE fetcher (hence
     their concurrency limits and URL cache). The backend is opened on the first call. ``undated`` is the program's
-    policy (:func:`memento.dating.resolve_undated`; ``None``: ``settings.web.undated``, else ``keep``). Extra
+    policy (:func:`memento.core.dating.resolve_undated`; ``None``: ``settings.web.undated``, else ``keep``). Extra
     ``options`` (``k``, ``page_chars``) go to every :class:`WebTools`."""
     lock = threading.Lock()
     shared: dict[str, Any] = {}

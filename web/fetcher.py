@@ -52,8 +52,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-from memento.scrub import scrub_url
-from memento.text import error_line
+from memento.utils.scrub import scrub_url
+from memento.utils.text import error_line
 from memento.web.address_policy import AddressPolicy, literal_ip
 from memento.web.errors import (
     AfterCutoff,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import email.utils
 
-from memento.text import error_line
+from memento.utils.text import error_line
 from memento.web.errors import FetchError, FetchFailed, TooLarge, UnsupportedContent
 from memento.web.request_deadline import Deadline
 

@@ -42,7 +42,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memento.bm25 import BM25Engine, RankBM25Scorer, check_engine
+from memento.utils.bm25 import BM25Engine, RankBM25Scorer, check_engine
 from memento.web.errors import AfterCutoff, CorpusError, CorpusFormatError, UndatedRefused
 from memento.web.search_result import SearchResult, UndatedPolicy, coerce_date, parse_date, passes_cutoff
 
@@ -353,7 +353,7 @@ class OfflineCorpus:
         import numpy as np
 
         start = time.perf_counter()
-        from memento.paths import writable_dir
+        from memento.core.paths import writable_dir
 
         out = writable_dir(out_dir, what="corpus index directory", error=CorpusError)
         if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not cls.is_index(out))):

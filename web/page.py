@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from memento.scrub import scrub_url
+from memento.utils.scrub import scrub_url
 from memento.web.search_result import parse_date
 
 __all__ = ["Page", "page_from_cache"]

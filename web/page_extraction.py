@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from memento.scrub import scrub_url
+from memento.utils.scrub import scrub_url
 from memento.web.errors import UnsupportedContent
 from memento.web.http_answer import RawAnswer
 from memento.web.page import Page

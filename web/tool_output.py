@@ -1,14 +1,14 @@
 """The one renderer of tool results (what an agent, a curator or a report reads) and the one tool-call recorder.
 
-Web tools return typed results (:class:`~memento.types.SearchResults`, :class:`~memento.types.PageResult`,
-:class:`~memento.types.ToolError`, see :meth:`memento.web.web_tools.WebTools.search` and ``.open``). Text is made
+Web tools return typed results (:class:`~memento.core.types.SearchResults`, :class:`~memento.core.types.PageResult`,
+:class:`~memento.core.types.ToolError`, see :meth:`memento.web.web_tools.WebTools.search` and ``.open``). Text is made
 from them only here, at the moment a prompt needs it: a search is a numbered list (each snippet clipped to
 ``snippet_chars``), a page its header and text clipped to ``page_chars``. Records are made only by
-:class:`ToolRecorder`, which writes the whole typed result into a :class:`~memento.types.ToolCall` tagged with the
+:class:`ToolRecorder`, which writes the whole typed result into a :class:`~memento.core.types.ToolCall` tagged with the
 node that made the call (known when the recorder is built: nothing is matched up afterwards).
 
 Example:
-    >>> from memento.types import SearchHit, SearchResults
+    >>> from memento.core.types import SearchHit, SearchResults
     >>> hit = SearchHit(url="corpus://dune", title="Dune", snippet="A 1965 novel.")
     >>> print(render_result(SearchResults(query="dune", hits=[hit])))
     [1] Dune
@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from memento.text import one_line
-from memento.types import PageResult, SearchHit, SearchResults, ToolCall, ToolError, ToolResult
+from memento.core.types import PageResult, SearchHit, SearchResults, ToolCall, ToolError, ToolResult
+from memento.utils.text import one_line
 
 __all__ = [
     "PAGE_CHARS",
@@ -139,7 +139,7 @@ def call_line(call: ToolCall, *, result_chars: int | None = 300) -> str:
 
 
 class ToolRecorder:
-    """Writes one :class:`~memento.types.ToolCall` per tool call, whole and typed, into a sink.
+    """Writes one :class:`~memento.core.types.ToolCall` per tool call, whole and typed, into a sink.
 
     Args:
         sink: called with each record (a trajectory's ``add_tool_call``, a list's ``append``).
@@ -162,7 +162,7 @@ class ToolRecorder:
     ) -> ToolCall:
         """Record a call's outcome (typed result, error, or a text result such as ``search_memory``'s).
 
-        ``extra`` sets other :class:`~memento.types.ToolCall` fields (``result_urls`` of a text result, ``error``).
+        ``extra`` sets other :class:`~memento.core.types.ToolCall` fields (``result_urls`` of a text result, ``error``).
         """
         fields: dict[str, Any] = {"kind": kind, "args": dict(args), "node_id": self.node_id}
         if started is not None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from memento.scrub import scrub_url
+from memento.utils.scrub import scrub_url
 
 __all__ = ["URLCache", "normalize_url"]
 

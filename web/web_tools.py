@@ -1,9 +1,9 @@
 """The agent's web tools: typed ``search``/``open`` calls, and ``search_web``/``scrape`` text tools for ``dspy.ReAct``.
 
 A :class:`WebTools` is made per task (it carries that task's date cutoff and undated policy). The typed calls
-return :class:`~memento.types.SearchResults` (every hit, whole snippets), :class:`~memento.types.PageResult` (the
-full scrubbed page text) or :class:`~memento.types.ToolError`; they count searches and fetches and record nothing.
-The text tools are thin wrappers: typed call, then the one renderer (:mod:`memento.web.tool_output`, page text
+return :class:`~memento.core.types.SearchResults` (every hit, whole snippets), :class:`~memento.core.types.PageResult`
+(the full scrubbed page text) or :class:`~memento.core.types.ToolError`; they count searches and fetches and record
+nothing. The text tools are thin wrappers: typed call, then the one renderer (:mod:`memento.web.tool_output`, page text
 clipped to ``page_chars`` there and only there), then the one recorder into ``tool_calls`` (node-less calls;
 agents of a tree record through their own :class:`~memento.web.tool_output.ToolRecorder`, see
 :class:`memento.programs.toolbox.Toolbox`). Tools never raise into the agent: a failure is an ``error:`` text
@@ -18,10 +18,10 @@ import threading
 import time
 from typing import Any
 
-from memento.errors import DataError, handle_error
-from memento.scrub import scrub_url
-from memento.types import PageResult, SearchHit, SearchResults, ToolCall, ToolError, ToolResult
-from memento.untrusted import quote_data
+from memento.core.errors import DataError, handle_error
+from memento.core.types import PageResult, SearchHit, SearchResults, ToolCall, ToolError, ToolResult
+from memento.core.untrusted import quote_data
+from memento.utils.scrub import scrub_url
 from memento.web.errors import UndatedRefused
 from memento.web.search_result import SearchBackend, UndatedPolicy, coerce_date, filter_by_cutoff
 from memento.web.tool_output import PAGE_CHARS, SNIPPET_CHARS, ToolRecorder, render_result, render_search
@@ -209,7 +209,8 @@ class WebTools:
 
     def tools(self) -> list[Any]:
         """The tool functions, for ``dspy.ReAct(signature, tools=web_tools.tools())``; their text is quoted data
-        (:func:`memento.untrusted.quote_data`): add :data:`memento.untrusted.DATA_RULE` to the agent's instructions."""
+        (:func:`memento.core.untrusted.quote_data`): add :data:`memento.core.untrusted.DATA_RULE` to the agent's
+        instructions."""
         return [self.search_web, self.scrape]
 
     # --------------------------------------------------------------- internals

@@ -18,7 +18,7 @@ sys.path.insert(0, str(HERE.parents[1] / "tests"))
 from core.test_html_report import CHROMEDRIVER, CHROMIUM, make_compare, make_memory, make_trajectory  # noqa: E402
 from selenium import webdriver  # noqa: E402
 
-from memento.html_report import write_report  # noqa: E402
+from memento.records.html_report import write_report  # noqa: E402
 
 
 def main() -> None:

@@ -8,7 +8,7 @@ has its own runner; :func:`register_runner` plugs in another.
 
 from __future__ import annotations
 
-from memento.errors import ConfigError
+from memento.core.errors import ConfigError
 from memento.optimize.compare_context import MethodRunner
 from memento.optimize.method_spec import MethodSpec
 from memento.optimize.runners.case_bank_runner import CaseBankRunner

@@ -40,7 +40,7 @@ class CaseMemoryRunner:
         shared = ctx.out_dir / source
         if (shared / "done").exists() and (shared / MEMORY_DIR / "cbr").is_dir():
             return reused_memory(source)
-        from memento.threads import run_parallel
+        from memento.execution.threads import run_parallel
 
         ctx.fresh_bank(method_dir)
         program = ctx.build(spec.name, memory_dir=method_dir / MEMORY_DIR, frozen=False)

@@ -15,10 +15,10 @@ from typing import Any
 
 import dspy
 
-from memento.files import save_program
 from memento.optimize.compare_context import PROGRAM_FILE, CompareContext, TrainOutcome, saved_program_fields
 from memento.optimize.method_spec import MethodSpec
 from memento.optimize.web_tally import Tallied, WebTally
+from memento.utils.files import save_program
 
 __all__ = ["OptimizerRunner"]
 

@@ -12,7 +12,7 @@ import dspy
 import pytest
 
 import memento.tasks.multihop  # noqa: F401  (registers the task)
-from memento.config import Budgets, load_settings
+from memento.core.config import Budgets, load_settings
 from memento.memory.canonicalizer import Canonicalizer
 from memento.memory.embedder import HashingEmbedder
 from memento.memory.memento_memory import MementoMemory

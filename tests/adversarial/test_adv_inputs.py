@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.errors import DataError
+from memento.core.errors import DataError
 from memento.tasks.task import get_task
 
 LM = ["--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1"]  # never reached: bad input fails first

@@ -72,7 +72,7 @@ def test_run_never_prints_or_saves_an_echoed_key(tmp_path, leaked_in):
 
 def test_memory_items_never_hold_a_registered_secret_or_url_password(tmp_path, leaked_in):
     from memento.memory.memento_memory import MementoMemory
-    from memento.scrub import register_secret
+    from memento.utils.scrub import register_secret
 
     register_secret(KEY)
     memory = MementoMemory(tmp_path / "mem")

@@ -56,7 +56,7 @@ def test_compare_refuses_identical_train_and_test_before_any_work(tmp_path):
 
 
 def test_compare_refuses_a_test_set_inside_the_training_set(tmp_path):
-    from memento.errors import ConfigError
+    from memento.core.errors import ConfigError
     from memento.optimize.compare import compare
     from memento.tasks.task import get_task
 
@@ -81,7 +81,7 @@ def test_compare_refuses_unknown_methods_and_baselines_before_any_work(tmp_path,
 
 
 def test_an_all_invalid_justice_file_lists_the_reasons(tmp_path):
-    from memento.errors import DataError
+    from memento.core.errors import DataError
     from memento.tasks.task import get_task
 
     header = "ID,docket,term,first_party,second_party,facts,first_party_winner\n"
@@ -94,7 +94,7 @@ def test_an_all_invalid_justice_file_lists_the_reasons(tmp_path):
 
 
 def test_a_null_answer_is_not_the_gold_string_none(tmp_path):
-    from memento.errors import DataError
+    from memento.core.errors import DataError
     from memento.tasks.task import get_task
 
     path = tmp_path / "rows.jsonl"
@@ -170,8 +170,8 @@ def test_garbage_qgate_file_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("watermark", ["[1, 2]", '{"max_seq": 1, "count": null}', '"text"', "{not json"])
 def test_a_jitmem_index_watermark_of_the_wrong_type_is_rebuilt(tmp_path, watermark):
+    from memento.core.types import Trajectory
     from memento.memory.trajectory_bank import TrajectoryBank
-    from memento.types import Trajectory
 
     bank = TrajectoryBank(tmp_path / "bank")
     bank.add(Trajectory(task_text="Which river runs through York?", prediction={"answer": "Ouse"}), accepted=True)

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from memento.config import load_settings
-from memento.types import Trajectory
+from memento.core.config import load_settings
+from memento.core.types import Trajectory
 from memento.web.errors import Blocked, FetchFailed
 from memento.web.factory import make_fetcher
 from memento.web.fetcher import Fetcher

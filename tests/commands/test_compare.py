@@ -17,16 +17,16 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.config import load_settings
-from memento.errors import ConfigError
-from memento.lm import configure
+from memento.core.config import load_settings
+from memento.core.errors import ConfigError
+from memento.core.untrusted import data_blocks
+from memento.llm.lm import configure
 from memento.metrics.evaluation import evaluate
 from memento.optimize.compare import compare
 from memento.optimize.report import CompareReport
 from memento.programs.registry import build_program
 from memento.tasks.task import get_task
 from memento.testing import OpenAICompatServer, ScriptedEngine
-from memento.untrusted import data_blocks
 
 MARKER = "IMPROVED"
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "multihop" / "questions.jsonl"

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-import memento.commands.compare as compare_command
+import memento.cli.commands.compare as compare_command
 
 
 def test_progress_lines_are_printed_literally(monkeypatch) -> None:

@@ -11,7 +11,7 @@ import dspy
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.config import load_settings
+from memento.core.config import load_settings
 from memento.optimize.compare import compare
 from memento.tasks.task import get_task
 from memento.testing import OpenAICompatServer

@@ -93,7 +93,7 @@ def test_eval_unknown_metric_is_one_line_error(tmp_path: Path) -> None:
 
 
 def test_eval_loads_a_saved_program_state(tmp_path: Path) -> None:
-    from memento.config import load_settings
+    from memento.core.config import load_settings
     from memento.programs.registry import build_program
 
     data, _ = _fixture(tmp_path, n=2)

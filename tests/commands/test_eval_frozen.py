@@ -8,11 +8,11 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from memento.cli import app
+from memento.core.types import Trajectory
 from memento.memory.case_bank import CaseBank
 from memento.memory.embedder import HashingEmbedder
 from memento.memory.trajectory_bank import TrajectoryBank
 from memento.testing import OpenAICompatServer, ScriptedEngine
-from memento.types import Trajectory
 
 QUESTIONS = [
     {"id": "q1", "question": "Which river flows through Ardenford?", "answers": ["Lune"]},

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.errors import ConfigError, LMUnavailableError
+from memento.core.errors import ConfigError, LMUnavailableError
 from memento.metrics.answer_match import AnswerMatch
 from memento.metrics.evaluation import evaluate
 from memento.metrics.verdict_judge import VerdictJudge

@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.config import load_settings
-from memento.errors import ConfigError
+from memento.core.config import load_settings
+from memento.core.errors import ConfigError
 from memento.testing import OpenAICompatServer, ScriptedEngine
 
 REPO = Path(__file__).resolve().parents[2]

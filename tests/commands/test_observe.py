@@ -66,14 +66,14 @@ def test_log_lm_records_retries_and_cache_hits(tmp_path: Path, caplog) -> None:
 
     import dspy
 
-    from memento.lm_log import LMCallLog
+    from memento.records.lm_log import LMCallLog
 
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=True)  # the next test's fixture resets it
     log_path = tmp_path / "calls.jsonl"
     with OpenAICompatServer(ScriptedEngine(overrides={"answer": "Paris"}), status_sequence=[429]) as server:
         lm = dspy.LM("openai/x", api_base=server.api_base, api_key="k", cache=True, num_retries=2)
         predict = dspy.Predict("question -> answer")
-        with caplog.at_level(logging.INFO, logger="memento.lm_log"), LMCallLog(log_path) as log:
+        with caplog.at_level(logging.INFO, logger="memento.records.lm_log"), LMCallLog(log_path) as log:
             assert predict(question="capital of France?", lm=lm).answer == "Paris"
             assert predict(question="capital of France?", lm=lm).answer == "Paris"  # served by DSPy's cache
         assert len(server.requests) == 2  # the 429, then the answer
@@ -192,10 +192,10 @@ def test_retries_are_logged_at_info_without_a_call_log(tmp_path: Path, caplog) -
     data, _ = _questions(tmp_path, 1)
     with OpenAICompatServer(ScriptedEngine(), status_sequence=[503]) as server:
         # -v makes INFO visible on the console; caplog stands in for that handler here
-        with caplog.at_level(logging.INFO, logger="memento.lm_log"):
+        with caplog.at_level(logging.INFO, logger="memento.records.lm_log"):
             result = CliRunner().invoke(app, _eval_args(data, server, tmp_path / "out"), env={"COLUMNS": "200"})
         assert len(server.requests) == 2  # the 503, then the answer
     assert result.exit_code == 0, result.output
-    (record,) = [r for r in caplog.records if r.name == "memento.lm_log"]
+    (record,) = [r for r in caplog.records if r.name == "memento.records.lm_log"]
     assert record.levelno == logging.INFO and "LM call retry 1 after" in record.getMessage()
     assert "503" in record.getMessage()

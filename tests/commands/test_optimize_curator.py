@@ -8,9 +8,9 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from memento.cli import app
+from memento.core.types import Trajectory
 from memento.memory.trajectory_bank import TrajectoryBank
 from memento.testing import OpenAICompatServer, ScriptedEngine
-from memento.types import Trajectory
 
 BETTER = "ALWAYS CITE the founding date found in past runs"
 CITIES = ["Lyon", "Paris", "Marseille", "Nice"]

@@ -1,4 +1,4 @@
-"""The CLI's options are defined once (memento/commands/_options.py) and reach the settings the same way in every
+"""The CLI's options are defined once (memento/cli/commands/_options.py) and reach the settings the same way in every
 command that takes them."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.commands._options import FLAGS, GROUPS, Flags, with_flags
+from memento.cli.commands._options import FLAGS, GROUPS, Flags, with_flags
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMANDS = [*sorted((ROOT / "memento" / "commands").glob("*.py")), ROOT / "memento" / "cli.py"]
+COMMANDS = [*sorted((ROOT / "memento" / "cli" / "commands").glob("*.py")), ROOT / "memento" / "cli" / "app.py"]
 
 
 def test_every_option_is_declared_in_one_place() -> None:
-    """No command declares an option of the shared table again: `"--cbr-k"` is written only in _options.py."""
+    """No command declares an option of the shared table again: `"--cbr-k"` is written only in cli/flags.py."""
     declared = {name for flag in FLAGS.values() for name in flag.option_names()}
     declared |= {"--task", "--metric", "--embedder", "--corpus", "--no-wait"}  # (`memory show --limit` differs)
     assert {"--cbr-k", "--cbr-prefilter", "--warm", "--cold", "--budget", "--log-lm"} <= declared
@@ -27,7 +27,7 @@ def test_every_option_is_declared_in_one_place() -> None:
         strings = set(re.findall(r'typer\.Option\(\s*"([^"]+)"', path.read_text()))
         names = {n for decl in strings for n in decl.split("/")}
         again = sorted(names & declared)
-        assert not again, f"{path.name} declares {again} again; use memento.commands._options"
+        assert not again, f"{path.name} declares {again} again; use memento.cli.commands._options"
     text = "\n".join(p.read_text() for p in COMMANDS if p.name != "_options.py")
     assert "settings_from_flags" not in text and "load_settings(config, flags=" not in text
 

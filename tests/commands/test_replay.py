@@ -163,10 +163,10 @@ def test_a_bad_log_file_is_refused_before_any_call(tmp_path: Path) -> None:
 
 
 def test_calls_cached_when_logged_are_replayed_unbilled_and_others_with_their_tokens(tmp_path: Path) -> None:
-    from memento.config import load_settings
-    from memento.lm import configure
-    from memento.lm_log import LMCallLog
-    from memento.usage import UsageMeter
+    from memento.core.config import load_settings
+    from memento.llm.lm import configure
+    from memento.records.lm_log import LMCallLog
+    from memento.records.usage import UsageMeter
 
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=True)  # the next test's fixture resets it
     log = tmp_path / "calls.jsonl"
@@ -230,9 +230,9 @@ def test_memory_diff_against_names_what_only_one_memory_holds(tmp_path: Path) ->
 def test_an_explicit_request_call_is_logged_readably_and_replayed(tmp_path: Path) -> None:
     from dspy.lm15 import Message, Request
 
-    from memento.config import load_settings
-    from memento.lm import configure
-    from memento.lm_log import LMCallLog
+    from memento.core.config import load_settings
+    from memento.llm.lm import configure
+    from memento.records.lm_log import LMCallLog
 
     log = tmp_path / "calls.jsonl"
     request = Request(model="openai/x", messages=(Message.user("capital of France?"),), system="Answer in one word.")

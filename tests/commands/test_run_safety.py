@@ -148,7 +148,7 @@ def test_run_takes_any_task_inputs(tmp_path: Path) -> None:
 
 
 def test_first_live_web_search_says_so_once(monkeypatch, capsys) -> None:
-    from memento.config import load_settings
+    from memento.core.config import load_settings
     from memento.web import factory
     from memento.web.ddgs_backend import DDGSBackend
 

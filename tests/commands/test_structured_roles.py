@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.extras import has_extra
 from memento.testing import OpenAICompatServer, ScriptedEngine, schema_problem
+from memento.utils.extras import has_extra
 
 ROLES = {
     "lm": "openai/agent",

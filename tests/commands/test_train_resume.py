@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.errors import DataError
+from memento.core.errors import DataError
 from memento.memory.memento_memory import MementoMemory
 from memento.testing import OpenAICompatServer
 

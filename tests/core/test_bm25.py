@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memento.bm25 import RankBM25Scorer, check_engine
-from memento.config import load_settings
-from memento.errors import ConfigError
+from memento.core.config import load_settings
+from memento.core.errors import ConfigError
+from memento.core.types import Trajectory
 from memento.memory.trajectory_bank import TrajectoryBank
-from memento.types import Trajectory
+from memento.utils.bm25 import RankBM25Scorer, check_engine
 from memento.web.offline_corpus import OfflineCorpus, tokenize
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "multihop"

@@ -10,13 +10,13 @@ from typing import Any
 
 import dspy
 
-from memento import local_lm
-from memento.lm_log import LMCallLog
-from memento.lm_replay import ReplayBook
-from memento.local_lm import LocalEngine
+from memento.core.types import Usage
+from memento.llm import local_lm
+from memento.llm.lm_replay import ReplayBook
+from memento.llm.local_lm import LocalEngine
+from memento.records.lm_log import LMCallLog
+from memento.records.usage import UsageMeter
 from memento.testing import ScriptedEngine, scripted_lm
-from memento.types import Usage
-from memento.usage import UsageMeter
 
 
 class _FakeLlama:

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from memento import cancel
-from memento.errors import Cancelled
+from memento.core import cancel
+from memento.core.errors import Cancelled
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.config import load_settings
+from memento.core.config import load_settings
 
 
 def test_config_show_lists_the_cbr_and_jitmem_sections() -> None:
@@ -63,7 +63,7 @@ def test_run_cbr_trains_with_the_cbr_flags(tmp_path) -> None:
 
 
 def test_cbr_prefilter_reaches_the_case_bank(tmp_path) -> None:
-    from memento.config import load_settings as _load
+    from memento.core.config import load_settings as _load
     from memento.memory.embedder import HashingEmbedder
     from memento.programs.registry import build_program
 

@@ -1,6 +1,6 @@
 """One error policy: the same fault injected into the toolbox, the AET, CBR, the MEMENTO trainer and the JitMem
 stream is handled the same way (a recoverable one is recorded and the run goes on; a fatal one stops the run with
-one line), all through :func:`memento.errors.handle_error`."""
+one line), all through :func:`memento.core.errors.handle_error`."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import dspy
 import pytest
 
 import memento.tasks.multihop  # noqa: F401  (registers the task)
-from memento.config import Budgets
-from memento.errors import (
+from memento.core.config import Budgets
+from memento.core.errors import (
     ConfigError,
     FatalError,
     LMUnavailableError,
@@ -26,6 +26,7 @@ from memento.errors import (
     handle_error,
     is_fatal,
 )
+from memento.core.types import Trajectory
 from memento.memory.case_bank import CaseBank
 from memento.memory.embedder import HashingEmbedder
 from memento.memory.memento_memory import MementoMemory
@@ -41,7 +42,6 @@ from memento.programs.memento_program import Memento
 from memento.programs.toolbox import Toolbox
 from memento.tasks.task import get_task
 from memento.testing import ScriptedEngine, scripted_lm
-from memento.types import Trajectory
 from memento.web.errors import FetchFailed, SearchError, WebConfigError
 from memento.web.search_result import SearchResult
 from memento.web.web_tools import WebTools

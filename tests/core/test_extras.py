@@ -82,9 +82,9 @@ def test_cbr_names_its_extra_in_one_line(without, openai_server, tmp_path) -> No
 
 
 def test_miprov2_and_plots_name_their_extras(without, tmp_path, caplog) -> None:
-    from memento.extras import MissingExtraError
     from memento.optimize.compare import parse_methods
     from memento.optimize.report import CompareReport, write_report
+    from memento.utils.extras import MissingExtraError
 
     with pytest.raises(
         MissingExtraError, match=r"MIPROv2 needs the 'miprov2' extra: pip install \"memento-dspy\[miprov2\]\""
@@ -101,8 +101,8 @@ def test_miprov2_and_plots_name_their_extras(without, tmp_path, caplog) -> None:
 
 
 def test_hashing_fallback_is_said_once_and_a_minilm_store_refuses_to_open(without, caplog) -> None:
-    from memento.extras import MissingExtraError
     from memento.memory.embedder import HashingEmbedder, default_embedder, embedder_for
+    from memento.utils.extras import MissingExtraError
 
     with caplog.at_level(logging.WARNING, logger="memento.memory.embedder"):
         first, second = default_embedder(), default_embedder()
@@ -121,7 +121,7 @@ def test_a_case_bank_built_with_minilm_refuses_to_open_without_the_embeddings_ex
     without, openai_server, tmp_path
 ) -> None:
     """The cbr extra is installed, the embeddings extra is not: the bank's recorded embedder is named."""
-    from memento.extras import has_extra
+    from memento.utils.extras import has_extra
 
     if not has_extra("cbr"):
         pytest.skip("the cbr extra is not installed")

@@ -1,4 +1,4 @@
-"""memento.files: atomic writes, and saved programs never carry a secret (hardening: "secrets never land in saved
+"""memento.utils.files: atomic writes, and saved programs never carry a secret (hardening: "secrets never land in saved
 programs")."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 import dspy
 import pytest
 
-from memento.files import save_program
-from memento.scrub import register_secret
+from memento.utils.files import save_program
+from memento.utils.scrub import register_secret
 
 
 def test_a_saved_program_has_its_secrets_scrubbed_and_still_loads(tmp_path):

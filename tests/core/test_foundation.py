@@ -14,12 +14,12 @@ from typer.testing import CliRunner
 
 import memento
 from memento.cli import app
-from memento.config import load_settings
-from memento.errors import ConfigError, LMNotConfiguredError
-from memento.lm import configure, explain_lm_error
+from memento.core.config import load_settings
+from memento.core.errors import ConfigError, LMNotConfiguredError
+from memento.execution.threads import run_parallel
+from memento.llm.lm import configure, explain_lm_error
+from memento.records.usage import UsageMeter
 from memento.testing import OpenAICompatServer, ScriptedEngine, scripted_lm, seq
-from memento.threads import run_parallel
-from memento.usage import UsageMeter
 
 runner = CliRunner()
 
@@ -221,7 +221,7 @@ def test_cli_closed_port_is_one_line_saying_unreachable(tmp_path: Path) -> None:
 def test_local_api_base_gets_a_placeholder_key_remote_keeps_the_provider_variable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from memento.lm import build_lm
+    from memento.llm.lm import build_lm
 
     local = build_lm(load_settings(flags={"lm": {"model": "openai/x", "api_base": "http://127.0.0.1:8000/v1"}}).lm)
     assert local.kwargs.get("api_key") == "not-needed"

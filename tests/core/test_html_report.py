@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.html_report import report_kind, write_report
-from memento.types import Evidence, Node, ToolCall, Trajectory, Usage
+from memento.core.types import Evidence, Node, ToolCall, Trajectory, Usage
+from memento.records.html_report import report_kind, write_report
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

@@ -3,8 +3,8 @@ thought behind each call; a trajectory read back from a results file says its pa
 
 from __future__ import annotations
 
-from memento.html_report import trajectory_section
-from memento.types import AgentStep, Node, PageResult, SearchHit, SearchResults, ToolCall, Trajectory
+from memento.core.types import AgentStep, Node, PageResult, SearchHit, SearchResults, ToolCall, Trajectory
+from memento.records.html_report import trajectory_section
 
 
 def _trajectory() -> Trajectory:

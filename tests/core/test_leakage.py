@@ -6,12 +6,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from memento.html_report import write_report
-from memento.leakage import LeakageAudit
+from memento.core.types import DatingRecord, PageResult, SearchHit, SearchResults, ShownItem, ToolCall, Trajectory
 from memento.metrics.evaluation import EvalResult, ExampleResult, render_markdown
 from memento.optimize.report import CompareReport, MethodResult
 from memento.optimize.report import render_markdown as compare_markdown
-from memento.types import DatingRecord, PageResult, SearchHit, SearchResults, ShownItem, ToolCall, Trajectory
+from memento.records.html_report import write_report
+from memento.records.leakage import LeakageAudit
 
 C = dt.date(2003, 1, 1)
 

@@ -1,4 +1,5 @@
-"""The cluster's LM budget (memento.lm_budget.LMBudget, the class behind the budget actor): permits are leases, so a
+"""The cluster's LM budget (memento.execution.lm_budget.LMBudget, the class behind the budget actor): permits are
+leases, so a
 holder that dies with a permit does not hold it for the rest of the run."""
 
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
-from memento.lm_budget import LMBudget
+from memento.execution.lm_budget import LMBudget
 
 
 def test_a_permit_never_released_is_taken_back_when_its_lease_ends_and_its_late_release_is_ignored():

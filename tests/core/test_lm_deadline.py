@@ -9,12 +9,12 @@ import time
 import pytest
 
 import memento
-from memento import cancel
-from memento.config import load_settings
-from memento.errors import Cancelled, LMDeadlineExceeded, is_fatal
-from memento.lm import MementoLM
-from memento.lm_deadline import call_deadline, call_with_deadline, check_deadline, wait_before_retry
-from memento.lm_log import LMCallLog
+from memento.core import cancel
+from memento.core.config import load_settings
+from memento.core.errors import Cancelled, LMDeadlineExceeded, is_fatal
+from memento.llm.lm import MementoLM
+from memento.llm.lm_deadline import call_deadline, call_with_deadline, check_deadline, wait_before_retry
+from memento.records.lm_log import LMCallLog
 from memento.testing import OpenAICompatServer, ScriptedEngine
 
 

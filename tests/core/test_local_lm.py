@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from memento import lm as lm_module
-from memento.config import load_settings
-from memento.errors import ConfigError
-from memento.extras import MissingExtraError
-from memento.lm import build_lm
-from memento.local_lm import LocalEngine, bundled_model_path, is_local_model, local_model_path
-from memento.structured_adapter import is_self_hosted
+from memento.core.config import load_settings
+from memento.core.errors import ConfigError
+from memento.llm import lm as lm_module
+from memento.llm.lm import build_lm
+from memento.llm.local_lm import LocalEngine, bundled_model_path, is_local_model, local_model_path
+from memento.llm.structured_adapter import is_self_hosted
+from memento.utils.extras import MissingExtraError
 
 
 def _gguf(path: Path) -> Path:
@@ -95,8 +95,8 @@ def test_a_local_role_is_a_memento_lm_with_the_engine(
         )
     # bare `local`: the bundled model, with a one-line note that its answers are a smoke test (once per process)
     monkeypatch.setattr(lm_module, "_smoke_test_noted", False)
-    monkeypatch.setattr("memento.local_lm.bundled_model_path", lambda: model)
-    with caplog.at_level(logging.WARNING, logger="memento.lm"):
+    monkeypatch.setattr("memento.llm.local_lm.bundled_model_path", lambda: model)
+    with caplog.at_level(logging.WARNING, logger="memento.llm.lm"):
         first = build_lm(load_settings(flags={"lm": "local"}).role("lm"))
         build_lm(load_settings(flags={"lm": "local"}).role("judge_lm"), name="judge_lm")
     notes = [r.getMessage() for r in caplog.records if "smoke test" in r.getMessage()]
@@ -127,7 +127,7 @@ def test_a_request_maps_onto_llama_cpp_options() -> None:
 def test_configuring_a_local_model_imports_no_heavy_library(tmp_path: Path) -> None:
     model = _gguf(tmp_path / "m.gguf")
     code = (
-        "import sys, memento; from memento.config import load_settings; "
+        "import sys, memento; from memento.core.config import load_settings; "
         f"memento.configure(load_settings(flags={{'lm': 'local/{model}'}})); "
         "print(','.join(m for m in ('litellm', 'torch', 'faiss', 'sentence_transformers', 'llama_cpp') "
         "if m in sys.modules))"

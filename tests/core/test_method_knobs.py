@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.config import Settings, load_settings
-from memento.errors import ConfigError
+from memento.core.config import Settings, load_settings
+from memento.core.errors import ConfigError
 from memento.programs.registry import build_program, method_names
 from memento.tasks.task import get_task
 
@@ -21,7 +21,7 @@ from memento.tasks.task import get_task
 METHOD_SECTIONS = ("budgets", "memory", "cbr", "jitmem", "trainer", "baselines", "compare")
 ROOT = Path(__file__).resolve().parents[2]
 #: Where methods, their runners and the commands read knobs.
-KNOB_READERS = ("programs", "optimize", "memory", "memento/commands")
+KNOB_READERS = ("programs", "optimize", "memory", "memento/cli/commands")
 
 #: The standard builder parameters (given by build_program), not knobs.
 _STANDARD = {"task", "settings", "roles", "trainset", "memory_dir", "frozen"}
@@ -271,7 +271,7 @@ def test_task_options_go_to_the_constructor() -> None:
 def test_commands_set_no_task_attributes() -> None:
     """No command assigns options to a task object after building it (they go to the constructor)."""
     compare = [*(ROOT / "optimize").glob("compare*.py"), *(ROOT / "optimize" / "runners").glob("*.py")]
-    for path in [*(ROOT / "memento" / "commands").glob("*.py"), *compare]:
+    for path in [*(ROOT / "memento" / "cli" / "commands").glob("*.py"), *compare]:
         text = path.read_text()
         for attr in ("llm_scrub", "threads"):
             assert f"task_spec.{attr} =" not in text and f"task_obj.{attr} =" not in text, (path, attr)

@@ -8,7 +8,7 @@ import dspy
 import pytest
 from pydantic import BaseModel
 
-from memento.output_schema import (
+from memento.llm.output_schema import (
     CHARS_PER_TOKEN,
     MAX_CHARS,
     SCHEMA_KEY,

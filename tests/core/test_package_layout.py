@@ -20,6 +20,18 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ("programs", "signatures", "memory", "metrics", "optimize", "web", "tasks")
 
 
+def _glue(folder: Path, name: str) -> list[str]:
+    """The glue package's own subpackages under ``folder`` (real folders, not the layer symlinks)."""
+    found = []
+    for sub in sorted(folder.iterdir()):
+        if sub.is_dir() and not sub.is_symlink() and (sub / "__init__.py").is_file():
+            found += [f"{name}.{sub.name}", *_glue(sub, f"{name}.{sub.name}")]
+    return found
+
+
+GLUE = tuple(_glue(ROOT / "memento", "memento"))
+
+
 def _modules(folder: Path) -> set[str]:
     return {p.name for p in folder.glob("*.py")}
 
@@ -72,7 +84,7 @@ def test_each_layer_is_a_relative_symlink_and_no_package_dir_mapping() -> None:
         for sub in (ROOT / layer).iterdir()
         if (sub / "__init__.py").is_file()
     }  # fmt: skip  (memento.optimize.runners)
-    assert set(tool["packages"]) == {"memento", "memento.commands", *(f"memento.{layer}" for layer in LAYERS), *nested}
+    assert set(tool["packages"]) == {"memento", *GLUE, *(f"memento.{layer}" for layer in LAYERS), *nested}
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +116,7 @@ def test_wheel_holds_every_module_as_a_real_file_with_the_source_bytes(dists: tu
     infos = {i.filename: i for i in zf.infolist()}
     assert not [n for n, i in infos.items() if stat.S_ISLNK(i.external_attr >> 16)]
     assert "memento/py.typed" in infos
-    for folder, package in [("memento", "memento"), ("memento/commands", "memento/commands")] + [
+    for folder, package in [("memento", "memento")] + [(g.replace(".", "/"),) * 2 for g in GLUE] + [
         (layer, f"memento/{layer}") for layer in LAYERS
     ]:
         for module in _modules(ROOT / folder):

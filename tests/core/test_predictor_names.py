@@ -12,10 +12,10 @@ import dspy
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.lm_log import LMCallLog
 from memento.programs.registry import method_names
+from memento.records.lm_log import LMCallLog
+from memento.records.usage import NamedPredictors, UsageMeter, predictor_name
 from memento.testing import OpenAICompatServer, ScriptedEngine
-from memento.usage import NamedPredictors, UsageMeter, predictor_name
 
 GENERIC = "StringSignature"
 

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.config import load_settings
-from memento.presets import apply_preset, family, preset_values
+from memento.core.config import load_settings
+from memento.core.presets import apply_preset, family, preset_values
 
 # (method, task, setting, value, the quote)
 QUOTED = [

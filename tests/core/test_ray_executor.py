@@ -224,10 +224,10 @@ def test_train_on_ray_leaves_the_memory_a_threads_run_leaves(tmp_path: Path) -> 
 
 
 def test_a_sqlite_memory_is_refused_on_a_cluster_of_several_nodes(tmp_path: Path) -> None:
-    from memento.config import Settings
-    from memento.errors import ConfigError
-    from memento.ray_cluster import RayNode
-    from memento.ray_executor import RayExecutor
+    from memento.core.config import Settings
+    from memento.core.errors import ConfigError
+    from memento.execution.ray_cluster import RayNode
+    from memento.execution.ray_executor import RayExecutor
 
     executor = RayExecutor(Settings())
     executor.nodes = [RayNode("a", "127.0.0.2", 4), RayNode("b", "127.0.0.3", 4)]

@@ -10,8 +10,9 @@ import dspy
 import pytest
 
 import memento
-from memento.config import load_settings
-from memento.scrub import (
+from memento.core.config import load_settings
+from memento.testing import OpenAICompatServer
+from memento.utils.scrub import (
     contains_secret,
     install_record_scrubber,
     register_secret,
@@ -19,7 +20,6 @@ from memento.scrub import (
     scrub_span,
     split_credentials,
 )
-from memento.testing import OpenAICompatServer
 
 
 @pytest.mark.parametrize(

@@ -7,10 +7,10 @@ import dspy
 import pytest
 from dspy.utils.exceptions import AdapterParseError
 
-from memento.config import load_settings
-from memento.lm import build_lm
-from memento.lm_log import LMCallLog
-from memento.structured_adapter import StructuredAdapter, is_self_hosted
+from memento.core.config import load_settings
+from memento.llm.lm import build_lm
+from memento.llm.structured_adapter import StructuredAdapter, is_self_hosted
+from memento.records.lm_log import LMCallLog
 from memento.testing import OpenAICompatServer, ScriptedEngine, schema_problem, scripted_lm
 
 LLAMA_CPP_OPENAPI = {  # the part of llama-cpp-python's /openapi.json that says how it takes a schema

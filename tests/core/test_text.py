@@ -1,4 +1,4 @@
-"""memento.text: the one shared helper for folding, clipping and naming errors (no private copies left)."""
+"""memento.utils.text: the one shared helper for folding, clipping and naming errors (no private copies left)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-import memento.text
-from memento.text import clip, error_line, one_line
+import memento.utils.text
+from memento.utils.text import clip, error_line, one_line
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_doctests() -> None:
-    assert doctest.testmod(memento.text).failed == 0
+    assert doctest.testmod(memento.utils.text).failed == 0
 
 
 @pytest.mark.parametrize(

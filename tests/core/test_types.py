@@ -10,11 +10,11 @@ from pathlib import Path
 import dspy
 
 import memento.programs.case_based_agent as case_based_agent
+from memento.core.types import CBRDetails, JitMemDetails, Plan, PlanStep, Trajectory
 from memento.memory.trajectory_bank import TrajectoryBank
 from memento.programs.baselines import ClosedBook
 from memento.programs.jitmem_agent import JitMemAgent
 from memento.programs.jitmem_curator import JitMemCurator
-from memento.types import CBRDetails, JitMemDetails, Plan, PlanStep, Trajectory
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared fixture
 from programs.test_case_based_agent import make_agent, script  # noqa: E402

@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.extras import has_extra, install_hint
+from memento.utils.extras import has_extra, install_hint
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "examples" / "multihop" / "corpus.jsonl"
@@ -99,7 +99,7 @@ def test_greedy_decoding_under_a_schema_gives_llama_cpp_own_tokens() -> None:
     llama-cpp-python's own sampler (the whole vocabulary filtered at every token) writes, token for token."""
     from llama_cpp import Llama
 
-    from memento.local_lm import _engine_llama, _GreedyGrammarSampler, bundled_model_path
+    from memento.llm.local_lm import _engine_llama, _GreedyGrammarSampler, bundled_model_path
 
     schema = {
         "type": "object",

@@ -11,10 +11,10 @@ import sys
 import numpy as np
 import pytest
 
-from memento.errors import ConfigError, MemoryFrozenError
+from memento.core.errors import ConfigError, MemoryFrozenError
+from memento.execution.threads import run_parallel
 from memento.memory.case_bank import CaseBank, CaseBankError, q_logits, sample_softmax
 from memento.memory.embedder import HashingEmbedder
-from memento.threads import run_parallel
 
 TOPICS = [
     "founder of the Acme corporation",

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.config import load_settings
-from memento.errors import DataError, MemoryFrozenError
+from memento.core.config import load_settings
+from memento.core.errors import DataError, MemoryFrozenError
 from memento.memory.case_bank import DB_NAME, CaseBank, CaseBankError, StoredEmbedder
 from memento.memory.database import DatabaseError
 from memento.memory.embedder import HashingEmbedder

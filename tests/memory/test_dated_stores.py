@@ -10,13 +10,8 @@ import sqlite3
 
 import pytest
 
-from memento.dating import DateFilter, run_evidence, trajectory_evidence
-from memento.memory.case_bank import CaseBank
-from memento.memory.embedder import HashingEmbedder
-from memento.memory.memento_memory import MementoMemory
-from memento.memory.sqlite_store import SQLiteStore
-from memento.memory.trajectory_bank import TrajectoryBank
-from memento.types import (
+from memento.core.dating import DateFilter, run_evidence, trajectory_evidence
+from memento.core.types import (
     EvidenceRecord,
     PageResult,
     SearchHit,
@@ -26,6 +21,11 @@ from memento.types import (
     ToolCall,
     Trajectory,
 )
+from memento.memory.case_bank import CaseBank
+from memento.memory.embedder import HashingEmbedder
+from memento.memory.memento_memory import MementoMemory
+from memento.memory.sqlite_store import SQLiteStore
+from memento.memory.trajectory_bank import TrajectoryBank
 
 D2001, D2003, D2007, D2008 = dt.date(2001, 5, 1), dt.date(2003, 1, 1), dt.date(2007, 6, 1), dt.date(2008, 1, 1)
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from memento.cancel import request_cancel, reset_cancel
-from memento.errors import Cancelled, MemoryLockedError
+from memento.core.cancel import request_cancel, reset_cancel
+from memento.core.errors import Cancelled, MemoryLockedError
 from memento.memory.dir_lock import LOCK_FILE_NAME, DirectoryLock, lock_holder
 
 HOLDER = """

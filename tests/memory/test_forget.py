@@ -10,13 +10,13 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.errors import ConfigError
+from memento.core.errors import ConfigError
+from memento.core.types import EvidenceRecord, PageResult, SourcePage, SourceRun, ToolCall, Trajectory
 from memento.memory.case_bank import CaseBank
 from memento.memory.embedder import HashingEmbedder
 from memento.memory.forget import ForgetQuery, forget_items, memory_items
 from memento.memory.memento_memory import MementoMemory
 from memento.memory.trajectory_bank import TrajectoryBank
-from memento.types import EvidenceRecord, PageResult, SourcePage, SourceRun, ToolCall, Trajectory
 
 D2001 = dt.date(2001, 5, 1)
 

@@ -1,4 +1,5 @@
-"""The README's command for a local PostgreSQL memory: `python -m memento.local_postgres start DIR` starts a server
+"""The README's command for a local PostgreSQL memory: `python -m memento.execution.local_postgres start DIR` starts a
+server
 and prints a location that `--memory` takes; `stop` and `destroy` end it and remove its files."""
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from memento.memory.memento_memory import MementoMemory
 def _module(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMENTO_")}
     return subprocess.run(
-        [sys.executable, "-m", "memento.local_postgres", *args], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "memento.execution.local_postgres", *args],
+        env=env, capture_output=True, text=True, timeout=300,
     )
 
 

@@ -10,11 +10,11 @@ import threading
 
 import pytest
 
-from memento.errors import DataError, MemoryFrozenError
+from memento.core.errors import DataError, MemoryFrozenError
+from memento.core.protocols import MemoryProvider
+from memento.core.untrusted import data_blocks
 from memento.memory.memento_memory import MementoMemory, MemoryBudgets
 from memento.memory.sqlite_store import SQLiteStore, estimate_tokens
-from memento.protocols import MemoryProvider
-from memento.untrusted import data_blocks
 
 
 def _fill(memory: MementoMemory, batch: int, tag: str) -> None:
@@ -300,8 +300,8 @@ def test_craft_relevance_check_keeps_what_the_llm_selects(location):
 def test_craft_entries_tied_on_similarity_and_support_rank_by_batch_then_text_not_by_random_id(location):
     """Two runs that learn the same M1 entries (threads vs Ray, a rerun) give them different random ids: the re-rank
     must not depend on them, or the relevance prompt lists the same entries in another order."""
+    from memento.core.types import CraftEntry
     from memento.memory.embedder import HashingEmbedder
-    from memento.types import CraftEntry
 
     memory = MementoMemory(location(), embedder=HashingEmbedder())
     search, open_page = "Search each named person separately.", "Open the encyclopedia page of the entity."

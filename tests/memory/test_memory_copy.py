@@ -7,13 +7,13 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.errors import DataError
+from memento.core.errors import DataError
+from memento.core.types import Node, PageResult, ToolCall, Trajectory
 from memento.memory.case_bank import CaseBank
 from memento.memory.embedder import HashingEmbedder
 from memento.memory.memento_memory import MementoMemory
 from memento.memory.memory_copy import copy_memory, gate_bytes, table_digests
 from memento.memory.trajectory_bank import TrajectoryBank
-from memento.types import Node, PageResult, ToolCall, Trajectory
 
 PAGE = "Lugdunum was founded in 43 BC by Lucius Munatius Plancus.\x00 " * 50  # a NUL: PostgreSQL TEXT cannot hold it
 

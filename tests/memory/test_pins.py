@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from memento.config import load_settings
+from memento.core.config import load_settings
+from memento.core.types import Trajectory
 from memento.memory.case_bank import CaseBank
 from memento.memory.dir_lock import DirectoryLock
 from memento.memory.embedder import HashingEmbedder
@@ -17,7 +18,6 @@ from memento.memory.pins import memory_pins
 from memento.memory.trajectory_bank import TrajectoryBank
 from memento.programs.registry import build_program
 from memento.tasks.task import get_task
-from memento.types import Trajectory
 
 RULE_1 = "Search the exact title of the paper in quotes."
 RULE_2 = "Check the ruling date against the court register."
@@ -113,8 +113,8 @@ def test_memory_pins_reports_what_a_program_reads(tmp_path: Path) -> None:
 
 
 def test_a_ray_worker_reading_another_state_than_the_driver_pinned_refuses(tmp_path: Path) -> None:
-    from memento.errors import DataError
-    from memento.forward_worker import WorkerSpec, _Built
+    from memento.core.errors import DataError
+    from memento.execution.forward_worker import WorkerSpec, _Built
 
     writer = _version_1(tmp_path / "mem")
     settings = load_settings(flags={"lm": "openai/x"})

@@ -15,9 +15,9 @@ from pathlib import Path
 import dspy
 import pytest
 
+from memento.core.untrusted import strip_marking
 from memento.memory.embedder import HashingEmbedder, SentenceTransformerEmbedder
 from memento.testing import judge_reach, load_rule_pairs, scripted_lm
-from memento.untrusted import strip_marking
 
 PAIRS = Path(__file__).resolve().parents[1] / "data" / "rule_pairs.jsonl"
 
@@ -80,7 +80,7 @@ def test_three_runs_stating_one_rule_in_different_words_give_support_3(tmp_path,
     from memento_training_fixture import make_engine, write_data
 
     import memento.tasks.multihop  # noqa: F401  (registers the task)
-    from memento.config import Budgets, load_settings
+    from memento.core.config import Budgets, load_settings
     from memento.memory.canonicalizer import Canonicalizer
     from memento.memory.memento_memory import MementoMemory
     from memento.optimize.memento_trainer import MementoTrainer

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from memento.core.types import Trajectory
 from memento.memory.case_bank import CaseBank
 from memento.memory.embedder import HashingEmbedder
 from memento.memory.sqlite_connect import connect_sqlite
 from memento.memory.sqlite_store import SQLiteStore
 from memento.memory.trajectory_bank import TrajectoryBank
-from memento.types import Trajectory
 
 
 def _files(directory: Path) -> set[str]:

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from memento.errors import ConfigError, DataError
+from memento.core.errors import ConfigError, DataError
+from memento.core.types import Evidence, Node, ToolCall, Trajectory, Usage
 from memento.memory.trajectory_bank import TrajectoryBank, TrajectoryBankError
-from memento.types import Evidence, Node, ToolCall, Trajectory, Usage
 
 
 def _traj(task_text: str, *, task_id: str | None = None, body: str = "") -> Trajectory:

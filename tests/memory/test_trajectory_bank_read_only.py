@@ -10,14 +10,14 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.config import load_settings
-from memento.errors import ConfigError, DataError, MemoryFrozenError
+from memento.core.config import load_settings
+from memento.core.errors import ConfigError, DataError, MemoryFrozenError
+from memento.core.types import Trajectory
 from memento.memory.trajectory_bank import TrajectoryBank
 from memento.programs.baselines import ClosedBook
 from memento.programs.jitmem_agent import JitMemAgent, build_jitmem
 from memento.programs.jitmem_curator import JitMemCurator
 from memento.testing import OpenAICompatServer, ScriptedEngine
-from memento.types import Trajectory
 
 
 def _traj(text: str, task_id: str) -> Trajectory:

@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
+from memento.core.types import AgentStep, Node, PageResult, SearchHit, SearchResults, ToolCall, Trajectory, text_sha256
 from memento.memory.trajectory_bank import SCHEMA_VERSION, TrajectoryBank, disk_usage
 from memento.programs.jitmem_curator import render_trajectory
-from memento.types import AgentStep, Node, PageResult, SearchHit, SearchResults, ToolCall, Trajectory, text_sha256
 
 PAGE = "Lugdunum was founded in 43 BC by Lucius Munatius Plancus. " * 200  # 11,600 characters
 
@@ -122,7 +122,7 @@ def test_an_old_bank_with_clipped_results_still_loads_and_is_migrated(tmp_path):
 
 
 def test_url_credentials_and_secrets_never_reach_the_bank_files(tmp_path):
-    from memento.scrub import register_secret
+    from memento.utils.scrub import register_secret
 
     register_secret("sk-bank-secret-0123456789")
     text = "Mirror https://admin:hunter2@mirror.example/x and key sk-bank-secret-0123456789. " * 50

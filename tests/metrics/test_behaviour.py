@@ -12,14 +12,14 @@ from typer.testing import CliRunner
 
 import memento.tasks.multihop  # noqa: F401  (registers the task)
 from memento.cli import app
-from memento.config import Budgets, load_settings
+from memento.core.config import Budgets, load_settings
+from memento.core.types import Node, Trajectory, Usage
 from memento.metrics.behaviour import behaviour_of, describe_behaviour, summarize_behaviour
 from memento.metrics.evaluation import evaluate
 from memento.optimize.report import CompareReport, MethodResult, render_markdown
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree
 from memento.tasks.task import get_task
 from memento.testing import OpenAICompatServer, scripted_lm
-from memento.types import Node, Trajectory, Usage
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared fixture
 from memento_training_fixture import make_engine, write_data  # noqa: E402

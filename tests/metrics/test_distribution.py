@@ -7,7 +7,7 @@ import math
 import dspy
 import pytest
 
-from memento.errors import DataError
+from memento.core.errors import DataError
 from memento.metrics.distribution import DistributionMetric, kl_divergence, repair_distribution, total_variation
 
 

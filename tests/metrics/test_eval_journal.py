@@ -7,11 +7,11 @@ import json
 import dspy
 import pytest
 
-from memento.errors import ConfigError
+from memento.core.errors import ConfigError
+from memento.core.types import Trajectory
 from memento.metrics.eval_journal import EvalJournal
 from memento.metrics.evaluation import ExampleResult, evaluate
-from memento.scrub import register_secret
-from memento.types import Trajectory
+from memento.utils.scrub import register_secret
 
 KEY = {"task": "qa", "method": "closed_book"}
 
@@ -83,7 +83,7 @@ def test_evaluate_appends_each_example_before_reporting_it(tmp_path) -> None:
 
 
 def test_a_journal_that_cannot_be_written_is_one_line(tmp_path) -> None:
-    from memento.errors import DataError
+    from memento.core.errors import DataError
 
     (tmp_path / "file").write_text("not a directory", encoding="utf-8")
     journal = EvalJournal.in_dir(tmp_path / "file", run_key=KEY)

@@ -8,8 +8,8 @@ from pathlib import Path
 import dspy
 import pytest
 
-from memento.errors import LMUnavailableError
-from memento.lm import Roles
+from memento.core.errors import LMUnavailableError
+from memento.llm.lm import Roles
 from memento.metrics.answer_match import AnswerMatch
 from memento.metrics.evaluation import evaluate, write_results
 from memento.metrics.verdict_judge import VerdictJudge

@@ -5,14 +5,14 @@ from __future__ import annotations
 import dspy
 import pytest
 
-from memento.errors import LMUnavailableError
-from memento.lm import Roles
+from memento.core.errors import LMUnavailableError
+from memento.execution.threads import run_parallel
+from memento.llm.lm import Roles
 from memento.metrics.coverage_judge import CoverageJudge
 from memento.metrics.verdict_judge import VerdictJudge
+from memento.records.usage import UsageMeter
 from memento.tasks import get_task
 from memento.testing import ScriptedEngine, scripted_lm
-from memento.threads import run_parallel
-from memento.usage import UsageMeter
 
 
 def _roles(agent: dspy.LM, judge: dspy.LM) -> Roles:

@@ -10,7 +10,9 @@ import typing
 import dspy
 import pytest
 
-from memento.config import Settings, load_settings
+from memento.core.config import Settings, load_settings
+from memento.core.types import Case
+from memento.core.untrusted import DATA_NOTE, DATA_RULE, has_rule, outside_data
 from memento.memory.case_bank import CaseBank
 from memento.memory.embedder import HashingEmbedder
 from memento.metrics.coverage_judge import CoverageJudge
@@ -25,8 +27,6 @@ from memento.signatures import (
     JudgeTaskReward,
     JudgeVerdict,
 )
-from memento.types import Case
-from memento.untrusted import DATA_NOTE, DATA_RULE, has_rule, outside_data
 from memento.web.search_result import SearchResult
 from memento.web.web_tools import WebTools
 

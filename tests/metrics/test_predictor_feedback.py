@@ -7,9 +7,9 @@ from typing import Any
 
 import dspy
 
+from memento.core.types import Evidence, Node, Trajectory
 from memento.metrics.predictor_feedback import PredictorFeedback, predictor_role
 from memento.tasks import get_task
-from memento.types import Evidence, Node, Trajectory
 
 MULTIHOP = get_task("multihop")
 

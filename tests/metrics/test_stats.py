@@ -8,7 +8,7 @@ import dspy
 import numpy as np
 import pytest
 
-from memento.errors import DataError
+from memento.core.errors import DataError
 from memento.metrics.answer_match import AnswerMatch, exact_match, token_f1
 from memento.metrics.as_float import as_float
 from memento.metrics.stats import bootstrap_ci, cohen_kappa, judge_agreement, paired_bootstrap, pearson

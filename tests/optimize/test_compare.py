@@ -7,7 +7,8 @@ import json
 import dspy
 import pytest
 
-from memento.errors import ConfigError
+from memento.core.errors import ConfigError
+from memento.core.types import StageUsage, Trajectory, Usage
 from memento.optimize.budgets import CompareBudget, resolve_budget
 from memento.optimize.compare import Tallied, WebTally, example_id, parse_methods, split_examples
 from memento.optimize.costs import MethodCosts, PhaseCost, price_usage
@@ -18,10 +19,9 @@ from memento.optimize.optimizers import (
     optimize_program,
 )
 from memento.optimize.report import BaselineDiff, CompareReport, MethodResult, render_markdown, write_report
+from memento.records.usage import UsageMeter
 from memento.tasks.task import get_task
 from memento.testing import ScriptedEngine, scripted_lm
-from memento.types import StageUsage, Trajectory, Usage
-from memento.usage import UsageMeter
 
 
 def _examples(n: int) -> list[dspy.Example]:

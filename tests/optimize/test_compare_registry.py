@@ -12,7 +12,7 @@ from typing import Any
 import dspy
 import pytest
 
-from memento.config import load_settings
+from memento.core.config import load_settings
 from memento.memory.embedder import HashingEmbedder
 from memento.optimize.compare import compare, parse_methods
 from memento.programs import registry

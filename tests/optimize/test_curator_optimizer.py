@@ -5,13 +5,13 @@ from __future__ import annotations
 import dspy
 import pytest
 
-from memento.errors import ConfigError
+from memento.core.errors import ConfigError
+from memento.core.types import Trajectory
 from memento.memory.trajectory_bank import TrajectoryBank
 from memento.optimize.curator_optimizer import CuratorUnderTraining, feedback_metric, optimize_curator
 from memento.programs.baselines import ClosedBook
 from memento.programs.jitmem_agent import JitMemAgent
 from memento.programs.jitmem_curator import JitMemCurator
-from memento.types import Trajectory
 
 BETTER = "ALWAYS CITE the founding date found in past runs"
 

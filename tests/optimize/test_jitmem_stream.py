@@ -102,7 +102,7 @@ def test_ground_truth_gate_is_strictly_above_the_threshold(tmp_path, scripted):
 
 
 def test_stream_resumes_from_its_checkpoint(tmp_path, scripted):
-    from memento.errors import ConfigError, LMUnavailableError
+    from memento.core.errors import ConfigError, LMUnavailableError
 
     examples = [dspy.Example(question=f"Who founded the Roman town number {i}?", id=f"q{i}") for i in range(7)]
     checkpoint = tmp_path / "stream.jsonl"

@@ -10,7 +10,7 @@ import dspy
 import pytest
 
 import memento.optimize.jitmem_stream as jitmem_stream
-from memento.errors import ConfigError
+from memento.core.errors import ConfigError
 from memento.memory.trajectory_bank import TrajectoryBank
 from memento.optimize.jitmem_stream import stream
 from memento.programs.baselines import ClosedBook

@@ -12,8 +12,8 @@ from typing import Any
 import dspy
 import pytest
 
-from memento.config import load_settings
-from memento.errors import ConfigError, LMUnavailableError
+from memento.core.config import load_settings
+from memento.core.errors import ConfigError, LMUnavailableError
 from memento.optimize.compare_data import split_examples
 from memento.optimize.legal_protocol import LegalProtocol, case_year
 from memento.programs.leakage_probe import LeakageProbe

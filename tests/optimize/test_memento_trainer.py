@@ -13,8 +13,8 @@ import dspy
 import pytest
 
 import memento.tasks.multihop  # noqa: F401  (registers the task)
-from memento.config import Budgets, load_settings
-from memento.errors import ConfigError, DataError, MemoryFrozenError
+from memento.core.config import Budgets, load_settings
+from memento.core.errors import ConfigError, DataError, MemoryFrozenError
 from memento.memory.canonicalizer import Canonicalizer
 from memento.memory.embedder import HashingEmbedder
 from memento.memory.memento_memory import MementoMemory
@@ -190,7 +190,7 @@ def test_frozen_memory_explores_without_write_back(tmp_path, location):
 
 
 def test_memento_method_opens_memory_frozen(tmp_path, location):
-    from memento.errors import DataError as _DataError
+    from memento.core.errors import DataError as _DataError
     from memento.programs.registry import build_program
 
     corpus, _ = write_data(tmp_path / "data")
@@ -265,7 +265,7 @@ def test_trainer_refuses_mismatched_memory_and_bad_data(tmp_path, location):
 
 
 def test_runs_finished_before_an_interruption_are_not_run_again(tmp_path, location, monkeypatch):
-    from memento.errors import Cancelled
+    from memento.core.errors import Cancelled
 
     engine = make_engine()
     dspy.configure(lm=scripted_lm(engine))
@@ -301,7 +301,7 @@ def test_runs_finished_before_an_interruption_are_not_run_again(tmp_path, locati
 def test_runs_a_remote_executor_returned_are_checkpointed_by_the_trainer(tmp_path, location):
     """As the Ray executor does (``RayExecutor.map``): each run comes back through ``on_result`` as its task returns,
     then a cancel stops the rest; a rerun asks the executor only for the runs that had not come back."""
-    from memento.errors import Cancelled
+    from memento.core.errors import Cancelled
     from memento.optimize.memento_trainer import forward_run
 
     engine = make_engine()

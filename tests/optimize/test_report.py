@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from memento.cli.terminal_table import responsive_table
 from memento.optimize.costs import PhaseCost
 from memento.optimize.report import (
     CompareReport,
@@ -16,7 +17,6 @@ from memento.optimize.report import (
     plot_score_vs_cost,
     score_vs_cost_figure,
 )
-from memento.terminal_table import responsive_table
 
 METHODS = {  # three untrained methods with the same score sit on the same point
     "closed_book": ("program", 0, 0.5),

@@ -9,15 +9,15 @@ import threading
 import dspy
 import pytest
 
-from memento.config import Budgets
-from memento.errors import LMUnavailableError
+from memento.core.config import Budgets
+from memento.core.errors import LMUnavailableError
+from memento.core.types import Evidence
+from memento.core.untrusted import quote_data
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree, TreeEvent
 from memento.programs.research_program import EmptyQuestionError
 from memento.programs.session_memory import SessionMemory
 from memento.programs.sub_question_agent import SubQuestionAgent
 from memento.testing import EchoSearchBackend, ScriptedEngine, is_react_step, react_steps_done, scripted_lm
-from memento.types import Evidence
-from memento.untrusted import quote_data
 from memento.web.web_tools import WebTools
 
 

@@ -8,8 +8,8 @@ import copy
 import dspy
 import pytest
 
-from memento.config import Budgets, load_settings
-from memento.errors import ConfigError
+from memento.core.config import Budgets, load_settings
+from memento.core.errors import ConfigError
 from memento.memory.case_bank import CaseBank
 from memento.memory.embedder import HashingEmbedder
 from memento.programs.case_based_agent import CaseBasedAgent, render_cases
@@ -254,7 +254,7 @@ def test_fit_cases_runs_passes_over_the_same_tasks_and_own_cases_is_an_explicit_
 
 
 def test_planner_runs_on_its_own_role_when_one_is_configured(tmp_path, engine, lm):
-    from memento.lm import Roles
+    from memento.llm.lm import Roles
     from memento.testing import ScriptedEngine, scripted_lm
 
     script(engine, answer="Paris")

@@ -117,8 +117,8 @@ def test_few_shot_cases_shows_demonstrations_and_closed_book_cases_none(tmp_path
     import dspy
     import pytest
 
-    from memento.config import load_settings
-    from memento.errors import ConfigError, DataError
+    from memento.core.config import load_settings
+    from memento.core.errors import ConfigError, DataError
     from memento.programs.registry import build_program
 
     settings = load_settings(flags={"memory": {"dir": str(tmp_path)}, "cbr": {"k": 2}})
@@ -137,7 +137,7 @@ def test_case_labels_follow_the_shared_success_threshold(tmp_path: Path) -> None
     """The baselines label a past case SUCCESS/FAILURE by `trainer.success_threshold`, like the CBR planner."""
     import dspy
 
-    from memento.config import load_settings
+    from memento.core.config import load_settings
     from memento.memory.case_bank import CaseBank
     from memento.memory.embedder import HashingEmbedder
     from memento.programs.registry import build_program

@@ -16,7 +16,7 @@ from torch import nn
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.config import load_settings
+from memento.core.config import load_settings
 from memento.memory.case_bank import CaseBank
 from memento.memory.retrieval_policy import pick
 from memento.programs.registry import build_program
@@ -181,13 +181,13 @@ def test_cli_runs_cbr_without_cases_with_the_executor_bank_and_a_capacity(tmp_pa
 def _dated(day: str):
     import datetime as dt
 
-    from memento.types import EvidenceRecord, SourcePage
+    from memento.core.types import EvidenceRecord, SourcePage
 
     return EvidenceRecord(pages=[SourcePage(url=f"https://ex.org/{day}", published=dt.date.fromisoformat(day))])
 
 
 def test_kernel_policy_and_the_whole_bank_see_only_cases_before_the_cutoff(tmp_path):
-    from memento.dating import DateFilter
+    from memento.core.dating import DateFilter
 
     emb = LookupEmbedder(4)
     emb.table.update({"old": _unit(1, 0.2, 0, 0), "new": _unit(1, 0.1, 0, 0), "query": _unit(1, 0, 0, 0)})
@@ -202,7 +202,7 @@ def test_kernel_policy_and_the_whole_bank_see_only_cases_before_the_cutoff(tmp_p
 
 
 def test_the_paper_profile_injects_only_items_before_the_cutoff(tmp_path):
-    from memento.dating import DateFilter
+    from memento.core.dating import DateFilter
     from memento.memory.memento_memory import MementoMemory
 
     memory = MementoMemory(tmp_path, profile="paper")

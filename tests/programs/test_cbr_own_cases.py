@@ -3,8 +3,8 @@ sub-task retrieves (the race behind a flaky test_executor_bank_never_shows_a_tas
 
 from __future__ import annotations
 
+from memento.core.types import Case
 from memento.programs.case_based_agent import _retrieve_not_own
-from memento.types import Case
 
 
 class RacingBank:

@@ -7,14 +7,14 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from memento.config import load_settings
-from memento.dating import DateFilter
+from memento.core.config import load_settings
+from memento.core.dating import DateFilter
+from memento.core.types import DatingRecord, Evidence, EvidenceRecord, SearchResults, SourcePage, SourceRun
 from memento.memory.memento_memory import MementoMemory
 from memento.programs.registry import build_program
 from memento.programs.session_memory import SessionMemory
 from memento.tasks.task import get_task
 from memento.testing import build_corpus
-from memento.types import DatingRecord, Evidence, EvidenceRecord, SearchResults, SourcePage, SourceRun
 from memento.web.web_tools import WebTools
 
 D2001, D2003, D2007 = dt.date(2001, 5, 1), dt.date(2003, 1, 1), dt.date(2007, 6, 1)

@@ -15,7 +15,9 @@ from typer.testing import CliRunner
 
 import memento
 from memento.cli import app
-from memento.config import load_settings
+from memento.core.config import load_settings
+from memento.core.types import Trajectory
+from memento.core.untrusted import strip_marking
 from memento.memory.trajectory_bank import TrajectoryBank
 from memento.optimize.jitmem_stream import build_training_bank, run_orderings
 from memento.programs.baselines import ClosedBook
@@ -23,8 +25,6 @@ from memento.programs.jitmem_agent import JitMemAgent
 from memento.programs.jitmem_curator import NO_TRAJECTORIES, JitMemCurator
 from memento.programs.registry import build_program
 from memento.testing import OpenAICompatServer, ScriptedEngine, react_steps_done
-from memento.types import Trajectory
-from memento.untrusted import strip_marking
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared corpus
 from memento_training_fixture import write_data  # noqa: E402
@@ -102,7 +102,7 @@ def test_the_paper_setup_reaches_the_requests(tmp_path):
 
 
 def test_top_k_is_sent_only_where_it_is_accepted():
-    from memento.lm import top_k_kwargs
+    from memento.llm.lm import top_k_kwargs
 
     assert top_k_kwargs("openai/gpt-4o", None, 20) == {}  # OpenAI's own API has no top_k
     assert top_k_kwargs("openai/qwen", "http://127.0.0.1:8000/v1", 20) == {"extra_body": {"top_k": 20}}
@@ -176,7 +176,7 @@ def test_base_executor_builds_the_training_bank_without_retrieval_or_curator(tmp
 
 def test_the_paper_preset_builds_the_compare_training_bank_with_the_base_executor():
     settings = load_settings(flags={"run": {"preset": "paper"}})
-    from memento.presets import apply_preset
+    from memento.core.presets import apply_preset
 
     jit = apply_preset(settings, "jitmem").jitmem
     assert (jit.train_executor, jit.train_gate, jit.warm, jit.warm_size) == ("base", "ground_truth", True, 100)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dspy
 import pytest
 
-from memento.lm import Roles
+from memento.core.types import Node, ToolCall, Trajectory
+from memento.llm.lm import Roles
 from memento.memory.trajectory_bank import TrajectoryBank
 from memento.programs.baselines import ClosedBook
 from memento.programs.jitmem_agent import JitMemAgent, build_jitmem
@@ -20,7 +21,6 @@ from memento.programs.jitmem_curator import (
 )
 from memento.programs.research_program import EmptyQuestionError
 from memento.testing import ScriptedEngine, scripted_lm
-from memento.types import Node, ToolCall, Trajectory
 
 CURATOR = "You are a memory curator"
 JUDGE = "You are judging whether an agent"
@@ -202,7 +202,7 @@ def test_render_trajectory_clips_in_order_keeping_task_and_answer():
 
 
 def test_jitmem_builder_and_registry(tmp_path, scripted):
-    from memento.config import load_settings
+    from memento.core.config import load_settings
     from memento.programs.registry import method_names
 
     assert "jitmem" in method_names()
@@ -265,7 +265,7 @@ def test_clip_to_tokens_cuts_at_a_line_and_leaves_short_text_alone():
 
 
 def test_jitmem_builder_reads_the_jitmem_settings(tmp_path, scripted):
-    from memento.config import load_settings
+    from memento.core.config import load_settings
 
     settings = load_settings(flags={"jitmem": {"k": 5, "payload_tokens": 300, "executor": "closed_book"}})
     agent = build_jitmem(task=ClosedBook("qa").task, settings=settings, roles=None, memory_dir=tmp_path)

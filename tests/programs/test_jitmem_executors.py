@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from memento.config import Budgets, load_settings
+from memento.core.config import Budgets, load_settings
 from memento.memory.trajectory_bank import TrajectoryBank
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree
 from memento.programs.baselines import ReActAgent

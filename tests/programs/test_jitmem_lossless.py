@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from memento.config import load_settings
+from memento.core.config import load_settings
 from memento.memory.trajectory_bank import TrajectoryBank
 from memento.programs.registry import build_program
 from memento.tasks import get_task

@@ -9,13 +9,13 @@ from pathlib import Path
 import dspy
 import pytest
 
-from memento.config import load_settings
-from memento.errors import ConfigError
+from memento.core.config import load_settings
+from memento.core.errors import ConfigError
+from memento.core.types import Evidence, PageResult, SearchHit, SearchResults, ToolCall
 from memento.programs.leakage_probe import LeakageProbe, outcome_leaked, quote_support
 from memento.signatures.find_case_outcome import FindCaseOutcome
 from memento.tasks.task import get_task
 from memento.testing import OpenAICompatServer, scripted_lm
-from memento.types import Evidence, PageResult, SearchHit, SearchResults, ToolCall
 from memento.web.factory import web_tools_factory
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared fixture

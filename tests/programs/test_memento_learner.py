@@ -10,7 +10,7 @@ import dspy
 import pytest
 
 import memento.tasks.multihop  # noqa: F401  (registers the task)
-from memento.config import Budgets, load_settings
+from memento.core.config import Budgets, load_settings
 from memento.memory.canonicalizer import Canonicalizer
 from memento.memory.embedder import HashingEmbedder
 from memento.memory.memento_memory import MementoMemory
@@ -508,7 +508,7 @@ def test_paper_profile_injects_whole_stores_beyond_any_pool(tmp_path):
 
 
 def test_paper_profile_cuts_to_the_models_context_and_says_so_once(tmp_path, caplog):
-    from memento.config import load_settings as settings_of
+    from memento.core.config import load_settings as settings_of
     from memento.memory.memento_memory import open_memory
 
     settings = settings_of(flags={"memory": {"profile": "paper"}, "lm": {"context_tokens": 400}})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memento.config import Budgets, load_settings
-from memento.errors import ConfigError
+from memento.core.config import Budgets, load_settings
+from memento.core.errors import ConfigError
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree
 from memento.programs.baselines import ReActAgent
 from memento.programs.registry import build_program

@@ -18,7 +18,7 @@ def test_every_built_in_method_is_registered_by_the_module_the_table_names():
 def test_building_closed_book_imports_neither_the_other_methods_nor_the_web_layer(tmp_path):
     code = (
         "import json, sys\n"
-        "from memento.config import load_settings\n"
+        "from memento.core.config import load_settings\n"
         "from memento.programs.registry import build_program, method_info\n"
         "assert method_info('closed_book').writes is False\n"
         "program = build_program('closed_book', task='qa', settings=load_settings())\n"

@@ -8,13 +8,13 @@ import datetime as dt
 import dspy
 import pytest
 
-from memento.config import load_settings
-from memento.errors import ConfigError, MementoError
+from memento.core.config import load_settings
+from memento.core.errors import ConfigError, MementoError
+from memento.core.types import Trajectory
 from memento.programs.baselines import ClosedBook, FewShot
 from memento.programs.registry import build_program, method_names, register_method
 from memento.programs.research_program import EmptyQuestionError, ResearchProgram
 from memento.tasks import get_task
-from memento.types import Trajectory
 
 
 def test_closed_book_returns_task_outputs_and_trajectory(engine, lm):

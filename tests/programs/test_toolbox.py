@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from memento.config import Budgets
+from memento.core.config import Budgets
+from memento.core.types import ToolCall
+from memento.core.untrusted import quote_data
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree
 from memento.programs.react_agent import ReActAgent
 from memento.programs.toolbox import Toolbox, clean_url
 from memento.testing import build_corpus
-from memento.types import ToolCall
-from memento.untrusted import quote_data
 from memento.web.web_tools import WebTools
 
 DOCS = [

@@ -9,11 +9,11 @@ import threading
 import pytest
 
 import memento.programs.toolbox as toolbox
-from memento.config import Budgets
+from memento.core.config import Budgets
+from memento.core.types import PageResult
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree
 from memento.programs.react_agent import ReActAgent
 from memento.programs.toolbox import Toolbox
-from memento.types import PageResult
 from memento.web.search_result import SearchResult
 from memento.web.web_tools import WebTools
 

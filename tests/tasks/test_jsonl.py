@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from memento.errors import DataError
+from memento.core.errors import DataError
 from memento.tasks import get_task
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import dspy
 import pytest
 
-from memento.errors import DataError
+from memento.core.errors import DataError
 from memento.tasks import get_task
 from memento.tasks.legal import LegalTask, normalize_party, term_cutoff
 from memento.tasks.pii import PartyAnonymizer, court_spans, find_leaks, parse_party

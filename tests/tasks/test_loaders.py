@@ -10,7 +10,7 @@ from pathlib import Path
 import dspy
 import pytest
 
-from memento.errors import ConfigError, DataError
+from memento.core.errors import ConfigError, DataError
 from memento.tasks import get_task, task_names
 from memento.tasks.sales import months_before
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import dspy
 import pytest
 
-from memento.config import Budgets
+from memento.core.config import Budgets
+from memento.core.types import Trajectory
 from memento.memory.case_bank import CaseBank
 from memento.memory.embedder import HashingEmbedder
 from memento.memory.trajectory_bank import TrajectoryBank
@@ -28,7 +29,6 @@ from memento.signatures import (
     SynthesizeNode,
 )
 from memento.tasks import get_task
-from memento.types import Trajectory
 from memento.web.search_result import SearchResult
 from memento.web.web_tools import WebTools
 
@@ -227,7 +227,7 @@ def test_jitmem_curator_and_success_judge_see_the_goal(tmp_path, engine, lm):
 
 @pytest.mark.parametrize("stop_early", [False, True])
 def test_reflection_stopping_rule_follows_budgets_stop_early(stop_early, engine, lm, monkeypatch):
-    from memento.config import load_settings
+    from memento.core.config import load_settings
     from memento.signatures.reflect import EXPLORE_UNTIL_BUDGET, STOP_WHEN_ESTABLISHED
 
     engine.when(predicate=lambda c: "new_questions" in c.output_fields, new_questions=[], reflection="enough")

@@ -412,7 +412,7 @@ def test_web_tools_scrape_through_fetcher_and_url_cache(site, tmp_path):
 
 
 def test_make_fetcher_follows_settings(tmp_path):
-    from memento.config import load_settings
+    from memento.core.config import load_settings
     from memento.web.factory import make_fetcher as factory_fetcher
 
     settings = load_settings(

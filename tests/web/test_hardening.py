@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from memento.config import load_settings
-from memento.scrub import scrub_url
+from memento.core.config import load_settings
+from memento.utils.scrub import scrub_url
 from memento.web.factory import make_fetcher, make_web_tools
 from memento.web.search_result import SearchResult, UndatedPolicy
 from memento.web.url_cache import normalize_url

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from memento.scrub import register_secret
-from memento.types import PageResult, SearchResults, ToolCall, ToolError
-from memento.untrusted import quote_data
+from memento.core.types import PageResult, SearchResults, ToolCall, ToolError
+from memento.core.untrusted import quote_data
+from memento.utils.scrub import register_secret
 from memento.web.offline_corpus import OfflineCorpus
 from memento.web.tool_output import ToolRecorder, call_line, render_call, render_page, render_result
 from memento.web.web_tools import WebTools

@@ -11,8 +11,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from memento.config import load_settings
-from memento.untrusted import quote_data
+from memento.core.config import load_settings
+from memento.core.untrusted import quote_data
 from memento.web.ddgs_backend import DDGSBackend
 from memento.web.errors import SearchError, WebConfigError
 from memento.web.factory import corpus_index_dir, make_backend, make_web_tools, web_tools_factory
@@ -92,7 +92,7 @@ def test_minimal_backend_without_undated_parameter():
 
 
 def test_bad_cutoff_or_policy_is_a_typed_error(corpus):
-    from memento.errors import DataError
+    from memento.core.errors import DataError
 
     with pytest.raises(DataError, match="cutoff must be a date"):
         WebTools(corpus, cutoff="last spring")
