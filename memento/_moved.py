@@ -45,7 +45,7 @@ MOVED: dict[str, str] = {
     "memento.cancel": "memento.core.cancel",
     "memento.config": "memento.core.config",
     "memento.dating": "memento.core.dating",
-    "memento.errors": "memento.core.errors",
+    "memento.errors": "memento.core.error_policy",  # the hierarchy alone: memento.core.errors
     "memento.paths": "memento.core.paths",
     "memento.presets": "memento.core.presets",
     "memento.protocols": "memento.core.protocols",

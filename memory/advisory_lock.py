@@ -25,7 +25,7 @@ from typing import Any
 
 from memento.core.errors import MemoryLockedError
 from memento.memory.location import PostgresLocation
-from memento.memory.postgres_database import WRITER_LOCK, connect, lock_key
+from memento.memory.postgres_connection import WRITER_LOCK, connect, lock_key
 
 __all__ = ["AdvisoryLock", "advisory_lock_holder"]
 

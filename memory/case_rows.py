@@ -21,7 +21,8 @@ import numpy as np
 
 from memento.core.errors import DataError
 from memento.core.types import Case, EvidenceRecord
-from memento.memory.database import DatabaseError, open_database, part_exists
+from memento.memory.backends import open_database, part_exists
+from memento.memory.database import DatabaseError
 from memento.memory.location import LocationLike, parse_location
 
 __all__ = [
@@ -147,7 +148,7 @@ def content_items(bank: LocationLike) -> Iterator[Any]:
     A case is its namespace, task, plan, reward, the run it came from and whether it was evicted; a gate pair names
     its case by that case's task and plan (case ids are random per run).
     """
-    from memento.memory.memory_contents import ItemRecord
+    from memento.memory.item_record import ItemRecord
 
     loc = parse_location(bank)
     try:

@@ -38,6 +38,7 @@ import numpy as np
 from memento.core.dating import DateFilter, iso
 from memento.core.errors import DataError
 from memento.core.types import Case, utcnow
+from memento.memory.backends import open_database
 from memento.memory.case_rows import (
     CASE_COLS,
     DB_NAME,
@@ -50,7 +51,7 @@ from memento.memory.case_rows import (
     unusable,
     vectors,
 )
-from memento.memory.database import Database, DatabaseError, IntegrityError, open_database
+from memento.memory.database import Database, DatabaseError, IntegrityError
 from memento.memory.location import LocationLike, PostgresLocation, parse_location
 from memento.utils.scrub import scrub, scrub_data
 

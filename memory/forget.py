@@ -236,7 +236,7 @@ def forget_items(directory: str | Path | Location, query: ForgetQuery, *, dry_ru
                     if reason is not None:
                         chosen.append((case.id, case.task_text, reason))
             if chosen and not dry_run:
-                from memento.memory.database import writer_lock
+                from memento.memory.backends import writer_lock
 
                 with writer_lock(directory / _CASES_DIR):  # the case bank's own writer lock
                     for case_id, _case_text, reason in chosen:

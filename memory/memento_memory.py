@@ -54,7 +54,7 @@ from memento.memory.sqlite_store import SQLiteStore, Transaction, index_columns
 from memento.utils.files import atomic_write_text
 
 if TYPE_CHECKING:
-    from memento.memory.memory_contents import ItemRecord
+    from memento.memory.item_record import ItemRecord
 
 __all__ = [
     "MementoMemory",
@@ -435,7 +435,7 @@ class MementoMemory:
         """Every item of M1-M4 as a normalised record, to compare two memories by content
         (:func:`memento.memory.memory_contents.diff_items`): no ids (a superseded fact says only that it is),
         provenance and sources as sorted sets."""
-        from memento.memory.memory_contents import ItemRecord, sorted_list
+        from memento.memory.item_record import ItemRecord, sorted_list
 
         books: tuple[tuple[str, Callable[[], Iterable[BaseModel]]], ...] = (
             ("M1", self.craft.all),

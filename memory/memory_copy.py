@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memento.core.errors import DataError
-from memento.memory.database import Database, open_database
+from memento.memory.backends import open_database
+from memento.memory.database import Database
 from memento.memory.location import DirectoryLocation, Location, LocationLike, parse_location
 
 __all__ = ["CopyReport", "PartCopy", "copy_memory", "gate_bytes", "table_digests"]

@@ -9,7 +9,7 @@ Example:
 
 from __future__ import annotations
 
-from memento.memory.database import part_exists
+from memento.memory.backends import part_exists
 from memento.memory.location import LocationLike
 
 __all__ = ["DB_NAME", "SCHEMA_VERSION", "SCHEMA", "FTS_STORES", "DROP_FTS", "memory_exists"]

@@ -39,7 +39,8 @@ from typing import Any
 
 from memento.core.dating import DateFilter
 from memento.core.errors import DataError, MemoryFrozenError
-from memento.memory.database import Database, DatabaseError, open_database
+from memento.memory.backends import open_database
+from memento.memory.database import Database, DatabaseError
 from memento.memory.item_columns import estimate_tokens, fts_query, index_columns, item_date, rule_weight
 from memento.memory.location import DirectoryLocation, LocationLike, PostgresLocation, parse_location
 from memento.memory.memory_schema import DB_NAME, DROP_FTS, FTS_STORES, SCHEMA, SCHEMA_VERSION, memory_exists
@@ -128,7 +129,7 @@ class SQLiteStore:
     # -- pinning (read-only handles) ---------------------------------------------------------------------
     def _pin(self) -> None:
         """Show the head version of this moment for the rest of this handle's life (see the class docstring)."""
-        from memento.memory.database import writer_active
+        from memento.memory.backends import writer_active
 
         with self.lock:
             self.db.hold_snapshot()

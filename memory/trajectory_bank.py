@@ -51,7 +51,8 @@ from pydantic import ValidationError
 from memento.core.dating import DateFilter, iso, parse_iso
 from memento.core.errors import ConfigError, DataError
 from memento.core.types import Trajectory
-from memento.memory.database import DatabaseError, open_database
+from memento.memory.backends import open_database
+from memento.memory.database import DatabaseError
 from memento.memory.location import LocationLike, PostgresLocation, parse_location
 from memento.memory.page_store import PageStore, pages_of
 from memento.memory.trajectory_eligibility import EligibleRows

@@ -37,7 +37,7 @@ class TrajectoryItems:
         """Every stored trajectory with its accept/reject label as a normalised record, to compare two memories by
         content (:func:`memento.memory.memory_contents.diff_items`): without ids, timestamps, timings and the
         provenance of the run (settings, paths, clock)."""
-        from memento.memory.memory_contents import ItemRecord
+        from memento.memory.item_record import ItemRecord
 
         drop = frozenset({"created_at", "timings", "ms", "provenance"})
         for trajectory, accepted in self.bank.iter_all():

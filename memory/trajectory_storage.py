@@ -16,7 +16,8 @@ from pydantic import ValidationError
 from memento.core.dating import trajectory_evidence
 from memento.core.errors import DataError
 from memento.core.types import EvidenceRecord, Trajectory
-from memento.memory.database import Database, DatabaseError, open_database, part_exists
+from memento.memory.backends import open_database, part_exists
+from memento.memory.database import Database, DatabaseError
 from memento.memory.location import DirectoryLocation, LocationLike, PostgresLocation, parse_location
 from memento.memory.trajectory_index import INDEX_DIR
 from memento.memory.trajectory_records import BankDiskUsage, StagedRow, TrajectoryBankError

@@ -15,7 +15,7 @@ appends.
 Example:
     >>> import tempfile
     >>> from memento.metrics.eval_journal import EvalJournal
-    >>> from memento.metrics.evaluation import ExampleResult
+    >>> from memento.metrics.example_result import ExampleResult
     >>> journal = EvalJournal.in_dir(tempfile.mkdtemp(), run_key={"method": "closed_book"})
     >>> journal.append(ExampleResult(index=0, id="q0", score=1.0))
     >>> [(r.id, r.score) for r in journal.finished()]
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from memento.core.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
-    from memento.metrics.evaluation import ExampleResult
+    from memento.metrics.example_result import ExampleResult
 
 __all__ = ["EvalJournal", "JOURNAL_NAME"]
 
@@ -104,7 +104,7 @@ class EvalJournal:
             ConfigError: the file is not a journal, or belongs to a run with another key.
         """
         from memento.core.types import Trajectory
-        from memento.metrics.evaluation import ExampleResult
+        from memento.metrics.example_result import ExampleResult
 
         if not self.path.exists():
             return []

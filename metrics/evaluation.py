@@ -4,7 +4,7 @@ Each example runs the program (``program(**example.inputs())``) and then the met
 :class:`memento.records.usage.UsageMeter`, so the program's LM calls and the judge's calls are reported apart. A program
 or metric failure on one example is recorded on that example (score 0) and the run goes on; only a fatal error
 (:class:`memento.core.errors.FatalError`, e.g. an LM that cannot be used at all; see
-:func:`memento.core.errors.handle_error`) stops it.
+:func:`memento.core.error_policy.handle_error`) stops it.
 
 Example:
     >>> from memento.metrics.evaluation import evaluate, write_results
@@ -29,11 +29,13 @@ import dspy
 from pydantic import BaseModel, Field
 
 from memento.core.dating import parse_iso
-from memento.core.errors import Cancelled, FatalError, handle_error
+from memento.core.error_policy import handle_error
+from memento.core.errors import Cancelled, FatalError
 from memento.core.types import Trajectory, Usage, utcnow
 from memento.execution.threads import run_parallel
 from memento.metrics.behaviour import behaviour_of, summarize_behaviour
 from memento.metrics.eval_journal import EvalJournal
+from memento.metrics.example_result import ExampleResult
 from memento.metrics.stats import bootstrap_ci
 from memento.records.leakage import LeakageAudit
 from memento.records.usage import UsageMeter
@@ -54,27 +56,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _WEB_KEYS = ("searches", "fetches", "fetch_cache_hits", "unique_urls", "repeated_urls")
-
-
-class ExampleResult(BaseModel):
-    """The outcome of one example."""
-
-    index: int
-    id: str | None = None
-    inputs: dict[str, Any] = Field(default_factory=dict)
-    prediction: dict[str, Any] = Field(default_factory=dict)
-    score: float = 0.0
-    feedback: str = ""
-    measures: dict[str, float] = Field(default_factory=dict)  # extra numeric metric outputs (em, f1, tvd, kl...)
-    # how the program worked (MEMENTO Table 8/10: questions, steps, web use, scratchpad, memory; metrics.behaviour)
-    behaviour: dict[str, float] = Field(default_factory=dict)
-    error: str | None = None
-    usage: Usage = Field(default_factory=Usage)  # the program's usage (LM calls, tokens, web)
-    judge_usage: Usage = Field(default_factory=Usage)  # the metric's LM usage (judges)
-    seconds: float = 0.0
-    leakage: LeakageAudit | None = None  # what it was shown dated on/after its cutoff (memento.records.leakage)
-    node: str | None = None  # the Ray node that ran it (--executor ray); None: this process
-    trajectory: Trajectory | None = Field(default=None, exclude=True)
 
 
 class EvalResult(BaseModel):

@@ -25,7 +25,8 @@ from typing import Any, ClassVar
 
 import dspy
 
-from memento.core.errors import ParseError, handle_error
+from memento.core.error_policy import handle_error
+from memento.core.errors import ParseError
 from memento.core.untrusted import quote_data
 from memento.llm.lm import role_lm
 

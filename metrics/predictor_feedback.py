@@ -35,7 +35,7 @@ from typing import Any
 
 import dspy
 
-from memento.core.errors import handle_error
+from memento.core.error_policy import handle_error
 from memento.metrics.as_float import score_of
 from memento.tasks._text import normalize_answer
 

@@ -52,7 +52,7 @@ from memento.core.config import Settings
 from memento.core.errors import Cancelled, ConfigError, LMUnavailableError, MementoError
 from memento.core.presets import apply_preset
 from memento.core.types import utcnow
-from memento.llm.lm import raise_if_fatal
+from memento.llm.lm_errors import raise_if_fatal
 from memento.llm.structured_adapter import StructuredAdapter
 from memento.optimize.budgets import CompareBudget, budget_from_settings, resolve_budget
 from memento.optimize.compare_context import (

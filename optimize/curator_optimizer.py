@@ -22,7 +22,6 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Literal, TypeVar
@@ -30,6 +29,7 @@ from typing import Any, Generic, Literal, TypeVar
 import dspy
 
 from memento.core.errors import ConfigError
+from memento.metrics.feedback_metric import feedback_metric
 from memento.optimize.optimizers import optimizer_output
 from memento.programs.jitmem_agent import JitMemAgent
 from memento.programs.jitmem_curator import JitMemCurator
@@ -78,32 +78,6 @@ class CuratorUnderTraining(dspy.Module, metaclass=NamedPredictors):
         if "task_id" not in kwargs and kwargs.get("id"):
             kwargs = {**kwargs, "task_id": kwargs["id"]}
         return self.agent.run(kwargs, store=False, curator=self.curator)
-
-
-def _accepts_five(metric: Callable[..., Any]) -> bool:
-    try:
-        inspect.signature(metric).bind(None, None, None, None, None)
-        return True
-    except (TypeError, ValueError):
-        return False
-
-
-def feedback_metric(metric: Callable[..., Any]) -> Callable[..., dspy.Prediction]:
-    """``metric`` in GEPA's five-argument form returning ``dspy.Prediction(score, feedback)``."""
-    five = _accepts_five(metric)
-
-    def wrapped(gold: Any, pred: Any, trace: Any = None, pred_name: Any = None, pred_trace: Any = None) -> Any:
-        result = metric(gold, pred, trace, pred_name, pred_trace) if five else metric(gold, pred, trace)
-        if isinstance(result, dspy.Prediction) and "score" in result:
-            return result
-        if isinstance(result, dict):
-            return dspy.Prediction(
-                score=float(result.get("score", 0.0) or 0.0), feedback=str(result.get("feedback", ""))
-            )
-        return dspy.Prediction(score=float(result or 0.0), feedback="")
-
-    wrapped.__name__ = getattr(metric, "__name__", "metric")
-    return wrapped
 
 
 def _float_metric(metric: Callable[..., Any]) -> Callable[..., float]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from memento.core.dating import DateFilter
-from memento.core.errors import handle_error
+from memento.core.error_policy import handle_error
 from memento.core.types import Trajectory
 from memento.memory.canonicalizer import Candidate, CanonicalOp
 from memento.memory.rule_book import RuleBook

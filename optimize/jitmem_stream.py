@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from memento.core.errors import ConfigError, handle_error
+from memento.core.error_policy import handle_error
+from memento.core.errors import ConfigError
 from memento.core.types import Trajectory, new_id
 from memento.execution.threads import run_parallel
 from memento.metrics.behaviour import behaviour_of, summarize_behaviour
@@ -75,7 +76,7 @@ def _task_inputs(agent: JitMemAgent, example: Any, position: int) -> dict[str, A
 
 
 def _score(metric: Callable[..., Any], example: Any, pred: dspy.Prediction) -> tuple[float, str]:
-    from memento.optimize.curator_optimizer import feedback_metric
+    from memento.metrics.feedback_metric import feedback_metric
 
     result = feedback_metric(metric)(example, pred)
     return float(result.score), str(result.get("feedback", "") or "")

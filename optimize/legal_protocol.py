@@ -42,7 +42,8 @@ from typing import Any
 
 import dspy
 
-from memento.core.errors import ConfigError, DataError, handle_error
+from memento.core.error_policy import handle_error
+from memento.core.errors import ConfigError, DataError
 from memento.tasks.legal import LegalTask, row_id, term_cutoff
 from memento.utils.files import atomic_write_text
 from memento.utils.scrub import scrub

@@ -50,7 +50,8 @@ from typing import Any
 
 import dspy
 
-from memento.core.errors import ConfigError, DataError, LMUnavailableError, handle_error
+from memento.core.error_policy import handle_error
+from memento.core.errors import ConfigError, DataError, LMUnavailableError
 from memento.core.types import EvidenceRecord
 from memento.execution.threads import run_parallel
 from memento.llm.lm_failures import LMFailureWatch

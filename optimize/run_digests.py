@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from memento.core.errors import handle_error
+from memento.core.error_policy import handle_error
 from memento.execution.threads import run_parallel
 from memento.optimize import run_digest
 from memento.optimize.trainer_records import BatchCheckpoint, RunDigest, RunRecord, is_recorded

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from memento.core.dating import run_evidence
-from memento.core.errors import handle_error
+from memento.core.error_policy import handle_error
 from memento.core.types import EvidenceRecord, Trajectory
 from memento.memory.canonicalizer import CanonicalOp
 from memento.optimize import run_digest

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import dspy
 
-from memento.core.errors import handle_error
+from memento.core.error_policy import handle_error
 from memento.core.types import Evidence, Node
 from memento.core.untrusted import quote_data
 from memento.execution.threads import run_parallel

@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, Any
 import dspy
 
 from memento.core.errors import ConfigError
-from memento.core.untrusted import quote_data
 from memento.programs.registry import register_method
-from memento.programs.research_program import ResearchCall, ResearchProgram
+from memento.programs.research_program import ResearchCall, ResearchProgram, join_context
 from memento.signatures.final_answer import answer_signature
 
 if TYPE_CHECKING:
@@ -67,7 +66,7 @@ class ClosedBook(ResearchProgram):
     def research(self, call: ResearchCall) -> dict[str, Any]:
         started = time.perf_counter()
         memory = self.memory_text(call)
-        context = _join_context(call.context, memory)
+        context = join_context(call.context, memory)
         pred = self.answer(context=context, **call.inputs)
         call.trajectory.timings["answer_s"] = round(time.perf_counter() - started, 6)
         return {name: pred.get(name) for name in self.task.output_fields}
@@ -130,22 +129,6 @@ def _as_demo(example: dspy.Example, task: Task) -> dspy.Example | None:
         return None
     data["context"] = ""
     return dspy.Example(**data).with_inputs("context", *task.input_fields)
-
-
-def _join_context(context: str, memory: dict[str, str]) -> str:
-    """The caller's context plus any attached memory, as labelled prompt-ready text."""
-    parts = [context.strip()] if context and context.strip() else []
-    labels = {
-        "craft_knowledge": "Research strategy insights",
-        "decomposition_rules": "Decomposition rules",
-        "web_action_rules": "Web-action rules",
-        "known_facts": "Known facts",
-    }
-    for key, label in labels.items():
-        text = (memory.get(key) or "").strip()
-        if text:  # rules and insights are learned guidance; facts are quoted data
-            parts.append(f"{label}:\n{quote_data(text) if key == 'known_facts' else text}")
-    return "\n\n".join(parts)
 
 
 # -- registry builders ----------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ import dspy
 from dspy.adapters.types.tool import Tool
 from dspy.utils.exceptions import ContextWindowExceededError, format_error_for_lm
 
-from memento.core.errors import handle_error
+from memento.core.error_policy import handle_error
 from memento.core.untrusted import DATA_RULE, has_rule, quote_data, with_rule
 from memento.llm.output_schema import SCHEMA_KEY, tool_args_schema
 

@@ -50,7 +50,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import dspy
 
 from memento.core.dating import DateFilter, read_pages, run_evidence
-from memento.core.errors import ConfigError, MemoryFrozenError, handle_error
+from memento.core.error_policy import handle_error
+from memento.core.errors import ConfigError, MemoryFrozenError
 from memento.core.types import Case, CBRDetails, EvidenceRecord, Node, Trajectory, new_id
 from memento.core.untrusted import quote_data
 from memento.execution.threads import run_parallel

@@ -37,10 +37,10 @@ from memento.memory.case_bank import CaseBank, RetrievalPolicy, open_case_bank
 from memento.memory.location import Location
 from memento.memory.retrieval_policy import SoftmaxOver
 from memento.metrics.success import DEFAULT_SUCCESS_THRESHOLD
-from memento.programs.baselines import ClosedBook, FewShot, _join_context
+from memento.programs.baselines import ClosedBook, FewShot
 from memento.programs.case_based_agent import record_cases, render_cases
 from memento.programs.registry import register_method
-from memento.programs.research_program import ResearchCall
+from memento.programs.research_program import ResearchCall, join_context
 
 if TYPE_CHECKING:
     from memento.core.config import Settings
@@ -131,7 +131,7 @@ class CaseMemoryBaseline(ClosedBook):
         block = f"{CASES_LABEL}:\n{quote_data(cases)}" if cases else ""
         context = "\n\n".join(p for p in (call.context.strip(), block) if p)
         started = time.perf_counter()
-        pred = self.answer(context=_join_context(context, self.memory_text(call)), **call.inputs)
+        pred = self.answer(context=join_context(context, self.memory_text(call)), **call.inputs)
         call.trajectory.timings["answer_s"] = round(time.perf_counter() - started, 6)
         return {name: pred.get(name) for name in self.task.output_fields}
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from memento.core.errors import handle_error
+from memento.core.error_policy import handle_error
 from memento.memory.canonicalizer import is_no_data
 from memento.programs.bound_react import BoundReAct
 from memento.programs.toolbox import SCRAPE, SEARCH_WEB, Toolbox

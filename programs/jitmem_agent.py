@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 import dspy
 
 from memento.core.dating import DateFilter
-from memento.core.errors import ConfigError, handle_error
+from memento.core.error_policy import handle_error
+from memento.core.errors import ConfigError
 from memento.core.types import DatingRecord, JitMemDetails, Trajectory, Usage, new_id
 from memento.core.untrusted import quote_data
 from memento.memory.location import Location

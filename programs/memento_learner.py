@@ -30,7 +30,7 @@ from typing import Any
 
 import dspy
 
-from memento.core.errors import handle_error
+from memento.core.error_policy import handle_error
 from memento.core.untrusted import quote_data, strip_marking
 from memento.programs.exploration_agent import ExplorationAgent
 from memento.records.usage import NamedPredictors

@@ -36,7 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from memento.core.errors import ConfigError, DataError, handle_error
+from memento.core.error_policy import handle_error
+from memento.core.errors import ConfigError, DataError
 from memento.core.types import Exploration
 from memento.memory.location import Location
 from memento.programs.adaptive_exploration_tree import AdaptiveExplorationTree, _TreeRun

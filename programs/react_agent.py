@@ -29,7 +29,7 @@ from memento.core.untrusted import quote_data
 from memento.memory.location import Location
 from memento.programs.bound_react import BoundReAct
 from memento.programs.registry import register_method
-from memento.programs.research_program import ResearchCall, ResearchProgram
+from memento.programs.research_program import ResearchCall, ResearchProgram, join_context
 from memento.programs.toolbox import SCRAPE, SEARCH_WEB, Toolbox
 from memento.signatures.final_answer import answer_signature
 from memento.signatures.rerank_results import RerankResults
@@ -107,10 +107,8 @@ class ReActAgent(ResearchProgram):
         self.method = name
 
     def research(self, call: ResearchCall) -> dict[str, Any]:
-        from memento.programs.baselines import _join_context
-
         started = time.perf_counter()
-        context = _join_context(call.context, self.memory_text(call))
+        context = join_context(call.context, self.memory_text(call))
         rewrite = (lambda query: self._rewrite(call, query)) if self.rewriter is not None else None
         rerank = (lambda query, results: self._rerank(call, query, results)) if self.reranker is not None else None
         box = Toolbox(

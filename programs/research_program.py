@@ -32,8 +32,10 @@ import dspy
 
 from memento.core.config import Budgets
 from memento.core.dating import DateFilter, resolve_undated
-from memento.core.errors import ConfigError, RecoverableError, handle_error
+from memento.core.error_policy import handle_error
+from memento.core.errors import ConfigError, RecoverableError
 from memento.core.types import AgentStep, DatingRecord, ToolCall, Trajectory, Usage
+from memento.core.untrusted import quote_data
 from memento.records.usage import NamedPredictors, UsageMeter
 from memento.tasks.task import Task, get_task
 
@@ -42,7 +44,15 @@ if TYPE_CHECKING:
     from memento.llm.lm import Roles
     from memento.web.web_tools import WebTools
 
-__all__ = ["ResearchProgram", "ResearchCall", "EmptyQuestionError", "WebFactory", "CONTROL_ARGS", "empty_outputs"]
+__all__ = [
+    "ResearchProgram",
+    "ResearchCall",
+    "EmptyQuestionError",
+    "WebFactory",
+    "CONTROL_ARGS",
+    "empty_outputs",
+    "join_context",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -319,3 +329,20 @@ def _jsonable(value: Any) -> Any:
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")
     return str(value)
+
+
+def join_context(context: str, memory: dict[str, str]) -> str:
+    """The caller's context plus any attached memory (:meth:`ResearchProgram.memory_text`), as labelled
+    prompt-ready text: learned rules and insights as guidance, known facts quoted as data."""
+    parts = [context.strip()] if context and context.strip() else []
+    labels = {
+        "craft_knowledge": "Research strategy insights",
+        "decomposition_rules": "Decomposition rules",
+        "web_action_rules": "Web-action rules",
+        "known_facts": "Known facts",
+    }
+    for key, label in labels.items():
+        text = (memory.get(key) or "").strip()
+        if text:  # rules and insights are learned guidance; facts are quoted data
+            parts.append(f"{label}:\n{quote_data(text) if key == 'known_facts' else text}")
+    return "\n\n".join(parts)

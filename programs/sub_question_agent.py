@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from memento.core.errors import ConfigError, handle_error
+from memento.core.error_policy import handle_error
+from memento.core.errors import ConfigError
 from memento.core.types import AgentStep, ToolCall
 from memento.core.untrusted import quote_data
 from memento.programs.bound_react import BoundReAct

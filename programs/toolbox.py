@@ -11,7 +11,7 @@ and remembers every URL seen with its title/date/snippet so the agent's cited so
 :class:`memento.core.types.Evidence` (taken from the typed results: no tool text is parsed). URLs the LM writes with
 punctuation around them (``corpus://d1.``, ``(https://...)``) are cleaned before they are opened or matched, and a
 web layer that raises becomes an ``error:`` observation the agent reads: a tool never raises into the agent (only a
-fatal error propagates, to stop the run; see :func:`memento.core.errors.handle_error`).
+fatal error propagates, to stop the run; see :func:`memento.core.error_policy.handle_error`).
 
 Example:
     >>> from memento.programs.toolbox import Toolbox
@@ -28,7 +28,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from memento.core.errors import Failure, handle_error
+from memento.core.error_policy import handle_error
+from memento.core.errors import Failure
 from memento.core.types import AgentStep, Evidence, PageResult, SearchHit, SearchResults, ToolCall, ToolError
 from memento.programs.bound_react import tool_spec
 from memento.utils.scrub import scrub_url

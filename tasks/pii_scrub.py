@@ -18,7 +18,7 @@ from typing import Any
 
 import dspy
 
-from memento.core.errors import handle_error
+from memento.core.error_policy import handle_error
 from memento.tasks.pii import PartyAnonymizer, find_leaks
 
 __all__ = ["ScrubPartyIdentity", "PartyNameScrubber"]

@@ -18,7 +18,8 @@ import threading
 import time
 from typing import Any
 
-from memento.core.errors import DataError, handle_error
+from memento.core.error_policy import handle_error
+from memento.core.errors import DataError
 from memento.core.types import PageResult, SearchHit, SearchResults, ToolCall, ToolError, ToolResult
 from memento.core.untrusted import quote_data
 from memento.utils.scrub import scrub_url

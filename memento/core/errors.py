@@ -1,4 +1,4 @@
-"""The typed error hierarchy of memento and its one error policy.
+"""The typed error hierarchy of memento. It imports nothing of memento: every layer imports it.
 
 Every error a user can meet through the CLI or the Python API derives from :class:`MementoError`, whose
 ``str()`` is one line meant for a human. The hierarchy has two branches:
@@ -9,23 +9,17 @@ Every error a user can meet through the CLI or the Python API derives from :clas
 - :class:`RecoverableError`: one step failed (a page could not be fetched, a search failed, an LM reply or a
   judge's verdict could not be parsed). The step is recorded as failed and the run goes on.
 
-:func:`handle_error` is the one place that decides between the two, for memento's own errors and for anything
-else a step can raise (DSPy/litellm LM errors, parse errors, cancellation).
+:func:`memento.core.error_policy.handle_error` is the one place that decides between the two, for memento's own
+errors and for anything else a step can raise (DSPy/litellm LM errors, parse errors, cancellation).
 
 Example:
-    >>> from memento.core.errors import handle_error, RecoverableError
-    >>> notes = []
-    >>> failure = handle_error(RecoverableError("page gone"), where="scrape", record=notes.append)
-    >>> notes
-    ['scrape failed (RecoverableError: page gone)']
-    >>> failure.kind
-    'RecoverableError'
+    >>> from memento.core.errors import ConfigError, FatalError
+    >>> isinstance(ConfigError("no model"), FatalError)
+    True
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = [
@@ -44,12 +38,7 @@ __all__ = [
     "Cancelled",
     "ParseError",
     "Failure",
-    "handle_error",
-    "is_fatal",
 ]
-
-logger = logging.getLogger(__name__)
-
 
 class MementoError(Exception):
     """Base class of every memento error; the message is one human-readable line."""
@@ -140,76 +129,3 @@ class Failure:
         return f"{self.where} failed ({self.reason})"
 
 
-def is_fatal(exc: BaseException) -> bool:
-    """Whether :func:`handle_error` would stop the run on ``exc``.
-
-    Fatal: a :class:`FatalError` (or a :class:`MementoError` outside both branches), an LM error that means the
-    LM cannot be used at all (see :func:`memento.llm.lm.explain_lm_error`), and anything that is not an
-    ``Exception`` (``KeyboardInterrupt``, ``SystemExit``, task cancellation). Everything else is recoverable.
-    """
-    if not isinstance(exc, Exception):
-        return True
-    if isinstance(exc, RecoverableError):
-        return False
-    if isinstance(exc, MementoError):
-        return True
-    from memento.llm.lm import explain_lm_error
-
-    return explain_lm_error(exc) is not None
-
-
-def handle_error(
-    exc: BaseException,
-    *,
-    where: str,
-    record: Callable[[str], object] | None = None,
-    log: logging.Logger | None = None,
-) -> Failure:
-    """Apply memento's one error policy to an exception caught while doing ``where``.
-
-    Every step that may fail without losing the run catches ``Exception`` and calls this helper:
-
-    - a fatal error is raised again: a :class:`FatalError` as it is, a fatal LM error (unreachable server,
-      refused key, unknown model) as :class:`LMUnavailableError` with one explaining line, ``KeyboardInterrupt``
-      and cancellation unchanged;
-    - anything else is recoverable: it is logged as a warning (the record carries it as ``memento_failure``),
-      ``record(str(failure))`` is called (e.g. a
-      trajectory's ``note``) and the :class:`Failure` (its message scrubbed of secrets and URL passwords, one
-      line) is returned so the caller can mark the step failed and go on.
-
-    Args:
-        exc: the exception caught.
-        where: what was being done, in a few words (``"decompose"``, ``"scrape of https://x.org"``).
-        record: called with the failure's one line (``"decompose failed (ValueError: ...)"``).
-        log: the caller's logger (default: this module's).
-
-    Raises:
-        FatalError: ``exc`` itself, or :class:`LMUnavailableError` from it.
-        BaseException: ``exc`` itself when it is not an ``Exception``.
-
-    Example:
-        >>> handle_error(LMUnavailableError("LM server unreachable"), where="solve")
-        Traceback (most recent call last):
-        ...
-        memento.core.errors.LMUnavailableError: LM server unreachable
-    """
-    if not isinstance(exc, Exception):
-        raise exc
-    if isinstance(exc, MementoError) and not isinstance(exc, RecoverableError):
-        raise exc
-    if not isinstance(exc, MementoError):
-        from memento.llm.lm import explain_lm_error
-
-        message = explain_lm_error(exc)
-        if message is not None:
-            raise LMUnavailableError(message) from exc
-    from memento.utils.scrub import scrub
-    from memento.utils.text import one_line
-
-    lines = scrub(str(exc)).strip().splitlines()  # no secret or URL password reaches a note, a log or a record
-    message = one_line(lines[0], 300) if lines else ""  # the first line: the summary (details follow it)
-    failure = Failure(where=where, kind=type(exc).__name__, message=message)
-    (log or logger).warning("%s", failure, extra={"memento_failure": failure})
-    if record is not None:
-        record(str(failure))
-    return failure

@@ -17,22 +17,22 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import ipaddress
 import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import dspy
 
 from memento.core.cancel import check_cancelled
 from memento.core.config import ROLE_FIELD_DEFAULTS, ROLES, LMRole, LocalSettings, Settings
-from memento.core.errors import ConfigError, LMDeadlineExceeded, LMNotConfiguredError, LMUnavailableError
+from memento.core.errors import ConfigError, LMDeadlineExceeded, LMNotConfiguredError
+from memento.llm.api_base import is_local
 from memento.llm.lm_deadline import call_with_deadline
+from memento.llm.lm_errors import explain_lm_error, raise_if_fatal  # noqa: F401 (importable from here, as before)
 from memento.llm.lm_limiter import limiter_for, set_role_limits
-from memento.utils.scrub import register_secret, scrub, scrub_url, split_credentials
+from memento.utils.scrub import register_secret, scrub_url, split_credentials
 
 __all__ = ["MementoLM", "Roles", "build_lm", "configure", "dspy_defaults", "explain_lm_error", "role_lm"]
 
@@ -124,9 +124,7 @@ def build_lm(role: LMRole, *, name: str = "lm", replay: Any = None, local: Local
     if not role.model:
         raise LMNotConfiguredError(name)
     if replay is not None:
-        from memento.llm.lm_replay import replay_lm
-
-        lm = replay_lm(role, name=name, book=replay)
+        lm = _replay_lm(role, name=name, book=replay)
     elif role.model == "local" or role.model.startswith(("local/", "local:")):
         lm = _build_local(role, name, local or LocalSettings())
     else:
@@ -134,6 +132,22 @@ def build_lm(role: LMRole, *, name: str = "lm", replay: Any = None, local: Local
     lm.structured_outputs = role.structured_outputs or "auto"
     # one call, retries included, ends by this deadline; a local engine stops generating then (lm_deadline)
     lm.memento_deadline = role.deadline if role.deadline is not None else ROLE_FIELD_DEFAULTS["deadline"]
+    return lm
+
+
+def _replay_lm(role: LMRole, *, name: str, book: Any) -> MementoLM:
+    """The replayed ``dspy.LM`` of one resolved role: same model and generation settings, served from ``book``
+    (a :class:`memento.llm.lm_replay.ReplayBook`)."""
+    from memento.llm.lm_replay import ReplayEngine, replay_capabilities
+
+    kwargs: dict[str, Any] = {"num_retries": 0, "cache": False}  # retries and cache hits are in the log already
+    if role.temperature is not None:
+        kwargs["temperature"] = role.temperature
+    if role.max_tokens is not None:
+        kwargs["max_tokens"] = role.max_tokens
+    lm = MementoLM(role.model, engine=ReplayEngine(replay_capabilities(role)), **kwargs)
+    lm.memento_role = name
+    lm.memento_replay = book
     return lm
 
 
@@ -149,7 +163,7 @@ def _build_remote(role: LMRole, name: str) -> MementoLM:
         kwargs["api_key"] = key
     else:
         register_secret(os.environ.get(_provider_key_var(role.model)))  # the client will read it: scrub it too
-    if not key and role.api_base and _is_local(role.api_base) and not os.environ.get(_provider_key_var(role.model)):
+    if not key and role.api_base and is_local(role.api_base) and not os.environ.get(_provider_key_var(role.model)):
         # Local OpenAI-compatible servers (vLLM, llama.cpp, LM Studio) usually need no key, but the client
         # refuses to send a request without one. A remote endpoint keeps the provider's usual variable.
         kwargs["api_key"] = "not-needed"
@@ -289,18 +303,6 @@ def _provider_key_var(model: str) -> str:
     return model.split("/", 1)[0].upper() + "_API_KEY"
 
 
-def _is_local(api_base: str) -> bool:
-    """Whether an API base is on this machine or a private network (a self-hosted server)."""
-    host = (urlsplit(api_base).hostname or "").lower()
-    if host in ("localhost", "") or host.endswith((".local", ".localhost", ".internal")):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private or address.is_link_local
-
-
 def configure(settings: Settings, *, set_default: bool = True) -> Roles:
     """Build every role's LM and (by default) make ``lm`` DSPy's default LM.
 
@@ -344,41 +346,3 @@ def role_lm(roles: Roles | None, name: str) -> dspy.LM | None:
     return getattr(roles, name)
 
 
-def explain_lm_error(exc: BaseException, *, model: str | None = None, api_base: str | None = None) -> str | None:
-    """One line describing an LM failure the user must fix (unreachable, key refused, unknown model), else None."""
-    from dspy.utils import exceptions as dx
-
-    where = f" at {api_base}" if api_base else ""
-    label = model or getattr(exc, "model", None) or "the model"
-    cause = scrub(str(exc).splitlines()[0]) if str(exc).strip() else type(exc).__name__
-    if isinstance(exc, dx.LMTransportError):
-        return f"LM server unreachable{where} ({label}): {cause}"
-    if isinstance(exc, dx.LMAuthError):
-        return f"the provider refused the API key for {label}{where}: {cause}"
-    if isinstance(exc, dx.LMUnsupportedModelError):
-        return f"model {label} does not exist{where}: {cause}"
-    if isinstance(exc, dx.LMNotConfiguredError | dx.LMConfigurationError):
-        return f"LM {label} is misconfigured: {cause}"
-    if isinstance(exc, dx.LMBillingError):
-        return f"the provider refused the request for billing reasons ({label}): {cause}"
-    lowered = cause.lower()
-    unknown_model = (
-        getattr(exc, "status", None) == 404
-        or getattr(exc, "provider_code", None) == "model_not_found"
-        or "does not exist" in lowered
-        or "model not found" in lowered
-    )
-    if isinstance(exc, dx.LMProviderError) and unknown_model:
-        return f"model {label} does not exist{where}: {cause}"
-    return None
-
-
-def raise_if_fatal(exc: BaseException, *, model: str | None = None, api_base: str | None = None) -> None:
-    """Re-raise ``exc`` as :class:`LMUnavailableError` when it means the LM cannot be used at all.
-
-    Programs call this in their per-node error handlers: a parse failure marks a node failed, but an
-    unreachable server or a refused key must stop the run with one clear line.
-    """
-    message = explain_lm_error(exc, model=model, api_base=api_base)
-    if message is not None:
-        raise LMUnavailableError(message) from exc

@@ -34,7 +34,14 @@ from typing import Any
 
 from memento.core.errors import ConfigError, LMUnavailableError
 
-__all__ = ["ReplayBook", "ReplayEngine", "ReplayMissError", "ReplayedCall", "call_key"]
+__all__ = [
+    "ReplayBook",
+    "ReplayEngine",
+    "ReplayMissError",
+    "ReplayedCall",
+    "call_key",
+    "replay_capabilities",
+]
 
 
 class ReplayMissError(LMUnavailableError):
@@ -271,23 +278,8 @@ def _recorded_error(error: str, model: str) -> Exception:
     return recorded
 
 
-def replay_lm(role: Any, *, name: str, book: ReplayBook) -> Any:
-    """The replayed ``dspy.LM`` of one resolved role: same model and generation settings, served from ``book``."""
-    from memento.llm.lm import MementoLM
-
-    kwargs: dict[str, Any] = {"num_retries": 0, "cache": False}  # retries and cache hits are in the log already
-    if role.temperature is not None:
-        kwargs["temperature"] = role.temperature
-    if role.max_tokens is not None:
-        kwargs["max_tokens"] = role.max_tokens
-    lm = MementoLM(role.model, engine=ReplayEngine(_capabilities(role)), **kwargs)
-    lm.memento_role = name
-    lm.memento_replay = book
-    return lm
-
-
-def _capabilities(role: Any) -> Any:
-    """What DSPy knows the logged model can do, asked offline of the LM it would build when DSPy's native router
+def replay_capabilities(role: Any) -> Any:
+    """What DSPy knows a logged model can do, asked offline of the LM it would build when DSPy's native router
     serves the model; ``None`` otherwise (a model only litellm serves, a local engine): a replay imports no litellm."""
     import dspy
     from dspy.clients.backend_selection import select_backend

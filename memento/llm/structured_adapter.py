@@ -37,6 +37,7 @@ from dspy.adapters.json_adapter import JSONAdapter
 from dspy.clients.capabilities import with_capability_planning
 from dspy.utils.exceptions import AdapterParseError
 
+from memento.llm.api_base import is_local
 from memento.llm.output_schema import OpenSchemaError, output_schema
 from memento.records.usage import GENERIC_SIGNATURE, current_predictor
 from memento.utils.text import error_line
@@ -256,9 +257,7 @@ def _parse_message(err: BaseException) -> str:
 def _dialect(lm: Any) -> str:
     """``json_schema`` (OpenAI's form) or ``json_object`` (llama-cpp-python's), read once per endpoint."""
     base = str((getattr(lm, "kwargs", None) or {}).get("api_base") or "")
-    from memento.llm.lm import _is_local
-
-    if not base or not _is_local(base):
+    if not base or not is_local(base):
         return "json_schema"
     with _dialect_lock:
         if base not in _dialects:

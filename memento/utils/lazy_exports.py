@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["lazy_exports"]
+__all__ = ["homes_by_module", "lazy_exports"]
 
 
 def lazy_exports(package: str, homes: dict[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
@@ -40,3 +40,14 @@ def lazy_exports(package: str, homes: dict[str, str]) -> tuple[Callable[[str], A
         return sorted({*namespace, *homes})
 
     return getattr_, dir_
+
+
+def homes_by_module(modules: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    """``{module: (name, ...)}``, a package's public names listed by module, as the ``{name: module}`` that
+    :func:`lazy_exports` takes.
+
+    Example:
+        >>> homes_by_module({"config": ("Settings", "load_settings")})
+        {'Settings': 'config', 'load_settings': 'config'}
+    """
+    return {name: module for module, names in modules.items() for name in names}

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from memento.cli import app
-from memento.memory.memory_contents import normalise
+from memento.memory.item_record import normalise
 from memento.testing import OpenAICompatServer, ScriptedEngine
 
 #: What differs between two runs that did the same work: clocks, durations, where they wrote (the eval command that

@@ -51,7 +51,8 @@ def _phase(memory: object, key: str) -> str | None:
     """The phase a trainer's checkpoint records, read the way a second process would (None: nothing yet)."""
     import json
 
-    from memento.memory.database import DatabaseError, open_database
+    from memento.memory.backends import open_database
+    from memento.memory.database import DatabaseError
 
     try:
         db = open_database(memory, "memory.db", read_only=True)  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from memento.memory.database import writer_lock_holder
+from memento.memory.backends import writer_lock_holder
 from memento.memory.dir_lock import DirectoryLock
 from memento.memory.memento_memory import MementoMemory
 from memento.testing import OpenAICompatServer

@@ -1,6 +1,6 @@
 """One error policy: the same fault injected into the toolbox, the AET, CBR, the MEMENTO trainer and the JitMem
 stream is handled the same way (a recoverable one is recorded and the run goes on; a fatal one stops the run with
-one line), all through :func:`memento.core.errors.handle_error`."""
+one line), all through :func:`memento.core.error_policy.handle_error`."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 
 import memento.tasks.multihop  # noqa: F401  (registers the task)
 from memento.core.config import Budgets
+from memento.core.error_policy import handle_error, is_fatal
 from memento.core.errors import (
     ConfigError,
     FatalError,
@@ -23,8 +24,6 @@ from memento.core.errors import (
     MemoryFrozenError,
     ParseError,
     RecoverableError,
-    handle_error,
-    is_fatal,
 )
 from memento.core.types import Trajectory
 from memento.memory.case_bank import CaseBank

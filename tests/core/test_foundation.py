@@ -17,7 +17,8 @@ from memento.cli import app
 from memento.core.config import load_settings
 from memento.core.errors import ConfigError, LMNotConfiguredError
 from memento.execution.threads import run_parallel
-from memento.llm.lm import configure, explain_lm_error
+from memento.llm.lm import configure
+from memento.llm.lm_errors import explain_lm_error
 from memento.records.usage import UsageMeter
 from memento.testing import OpenAICompatServer, ScriptedEngine, scripted_lm, seq
 

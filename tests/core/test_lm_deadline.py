@@ -11,7 +11,8 @@ import pytest
 import memento
 from memento.core import cancel
 from memento.core.config import load_settings
-from memento.core.errors import Cancelled, LMDeadlineExceeded, is_fatal
+from memento.core.error_policy import is_fatal
+from memento.core.errors import Cancelled, LMDeadlineExceeded
 from memento.llm.lm import MementoLM
 from memento.llm.lm_deadline import call_deadline, call_with_deadline, check_deadline, wait_before_retry
 from memento.records.lm_log import LMCallLog

@@ -76,7 +76,7 @@ def cli_errors(fn: F) -> F:
     """
 
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        from memento.llm.lm import explain_lm_error
+        from memento.llm.lm_errors import explain_lm_error
 
         try:
             return fn(*args, **kwargs)
@@ -139,11 +139,11 @@ def cancellable(fn: F) -> F:
 
 def memory_lock(directory: Any, *, no_wait: bool = False) -> Any:
     """The writer lock of a memory (a directory's OS lock, or a PostgreSQL advisory lock:
-    :func:`memento.memory.database.writer_lock`) with the CLI's message.
+    :func:`memento.memory.backends.writer_lock`) with the CLI's message.
 
     Waiting prints one line on stderr; with ``no_wait`` a held lock is a one-line error naming the holder.
     """
-    from memento.memory.database import writer_lock
+    from memento.memory.backends import writer_lock
 
     def _say(message: str) -> None:
         err_console.print(f"memento: {message}", markup=False, highlight=False)
