@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import dspy
+from commands.test_structured_roles import _data  # the four questions and corpus of the role test
 from typer.testing import CliRunner
 
 from memento.cli import app
@@ -18,17 +19,6 @@ from memento.records.usage import NamedPredictors, UsageMeter, predictor_name
 from memento.testing import OpenAICompatServer, ScriptedEngine
 
 GENERIC = "StringSignature"
-
-
-def _data(tmp_path: Path) -> tuple[Path, Path]:
-    questions, corpus = tmp_path / "q.jsonl", tmp_path / "corpus.jsonl"
-    rows, docs = [], []
-    for i in range(4):
-        rows.append({"id": f"q{i}", "question": f"Where was the founder of Company{i} born?", "answers": [f"Town{i}"]})
-        docs.append({"doc_id": f"d{i}", "title": f"Company{i}", "text": f"Company{i} was founded in Town{i}."})
-    questions.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
-    return questions, corpus
 
 
 def test_every_method_logs_each_stage_with_a_named_predictor(tmp_path: Path) -> None:

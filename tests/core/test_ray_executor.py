@@ -244,10 +244,9 @@ def test_compare_on_ray_equals_threads(tmp_path: Path) -> None:
     """A comparison's test phases (a saved program state shipped to the workers, memories read by location) and
     MEMENTO's training forward passes on the cluster: the threads run's results and memories. "LLM + Memento" and
     "5-shot + Memento" (closed_book_memory, few_shot_memory) read the memory memento trained on the workers too."""
-    from memento.memory.item_record import normalise
+    from commands.test_replay import VOLATILE, _data, _engine  # the replay test's deterministic comparison
 
-    sys.path.insert(0, str(ROOT / "tests" / "commands"))
-    from test_replay import VOLATILE, _data, _engine  # type: ignore[import-not-found]  # the replay test's deterministic comparison
+    from memento.memory.item_record import normalise
 
     questions, corpus, gold = _data(tmp_path)
     env = _env(tmp_path)
@@ -292,10 +291,9 @@ def test_compare_on_ray_equals_threads(tmp_path: Path) -> None:
 def test_jitmem_stream_batches_on_ray_equal_threads(tmp_path: Path) -> None:
     """JitMem's test stream: each batch's tasks on the workers over the bank at the batch's version, their offers
     added to the bank by the driver; the same scores, stream summary and banks as threads."""
-    from memento.memory.item_record import normalise
+    from commands.test_replay import VOLATILE, _data, _engine
 
-    sys.path.insert(0, str(ROOT / "tests" / "commands"))
-    from test_replay import VOLATILE, _data, _engine
+    from memento.memory.item_record import normalise
 
     questions, corpus, gold = _data(tmp_path)
     env = _env(tmp_path)

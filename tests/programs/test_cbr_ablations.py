@@ -22,8 +22,8 @@ from memento.memory.retrieval_policy import pick
 from memento.programs.registry import build_program
 from memento.testing import LookupEmbedder, OpenAICompatServer, ScriptedEngine, react_steps_done
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/programs: the agent's scripted LM
-from test_case_based_agent import make_agent, script  # type: ignore[import-not-found]  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the agent's scripted LM
+from programs.test_case_based_agent import make_agent, script  # noqa: E402
 
 
 def _unit(*values: float) -> np.ndarray:
