@@ -16,6 +16,7 @@ from memento.memory.memory_copy import copy_memory, gate_bytes, table_digests
 from memento.memory.trajectory_bank import TrajectoryBank
 
 PAGE = "Lugdunum was founded in 43 BC by Lucius Munatius Plancus.\x00 " * 50  # a NUL: PostgreSQL TEXT cannot hold it
+ODD = "\x00 \uffff0 \uffff1 \uffff"  # a NUL and the escape PostgreSQL's text travels in, in texts of every store
 
 
 def _fill(root) -> None:
@@ -24,15 +25,15 @@ def _fill(root) -> None:
         with memory.transaction(batch=batch) as tx:
             rule = memory.web_action.add(f"Search the name in quotes {batch}.", provenance=[f"t{batch}"], tx=tx)
             memory.web_action.reinforce(rule.id, support=2, task_ids=["t9"], batch=batch, tx=tx)
-            memory.facts.add("Lyon", f"Lyon fact {batch}.", sources=["https://lyon.test"], batch=batch, tx=tx)
+            memory.facts.add("Lyon", f"Lyon fact {batch}.{ODD}", sources=["https://lyon.test"], batch=batch, tx=tx)
             memory.craft.add(f"For cities, read the archive {batch}.", provenance=["t1"], batch=batch, tx=tx)
             tx.set_checkpoint(f"batch:{batch}", {"phase": "done"}, version=batch)
         memory.commit_version(batch=batch, note=f"batch {batch}")
     memory.rollback(1)  # a rolled-back version and its audited inverse changes travel too
     memory.close()
     bank = CaseBank(root / "cbr", HashingEmbedder(dim=32), min_pairs=0)
-    cases = [bank.add(f"Who founded city {i}?", f"plan {i}", reward=float(i % 2)) for i in range(6)]
-    bank.record("Who founded city 1?", cases[:2], [1.0, 0.0])
+    cases = [bank.add(f"Who founded city {i}?{ODD}", f"plan {i}{ODD}", reward=float(i % 2)) for i in range(6)]
+    bank.record(f"Who founded city 1?{ODD}", cases[:2], [1.0, 0.0])
     bank.evict(1)
     bank.close()
     jit = TrajectoryBank(root / "jitmem", policy="all_with_labels")
@@ -40,7 +41,7 @@ def _fill(root) -> None:
     for i in range(3):
         traj = Trajectory(
             task_id=f"t{i}",
-            task_text=f"Who founded Lyon {i}?",
+            task_text=f"Who founded Lyon {i}?{ODD}",
             nodes=[Node(id="root", question="q", answer="Plancus", status="answered")],
             tool_calls=[ToolCall(kind="scrape", args={"url": "corpus://lyon"}, page=page, node_id="root")],
         )
@@ -58,11 +59,11 @@ def _reads(root) -> dict:
         "snapshot2": memory.snapshot(2)["stores"],
         "changes": [(c["seq"], c["op"], c["item_id"]) for c in memory.db.changes()],
         "rules": memory.web_action_rules("Search the name"),
-        "cases": [(c.id, s) for c, s in bank.retrieve("Who founded city 3?", k=3, policy="q")],
+        "cases": [(c.id, c.task_text, c.plan, s) for c, s in bank.retrieve("Who founded city 3?", k=3, policy="q")],
         "gate_updates": bank.gate.updates,
         "pairs": bank.logged_pairs()["reward"].tolist(),
         "trajectories": [
-            (t.task_id, label, _text(t.tool_calls[0].page) == PAGE) for t, label, _ in jit.retrieve("Lyon")
+            (t.task_id, t.task_text, label, _text(t.tool_calls[0].page) == PAGE) for t, label, _ in jit.retrieve("Lyon")
         ],
     }
     memory.close()
@@ -88,6 +89,10 @@ def test_copy_to_postgres_and_back_is_lossless(tmp_path, pg_location):
         assert same.exit_code == 0 and "same contents" in same.output, same.output
     expected = _reads(source)
     assert _reads(dsn) == expected and _reads(back) == expected
+    facts = [item["text"] for item in expected["snapshot2"]["facts"]]
+    assert facts and all(text.endswith(ODD) for text in facts)
+    assert all(case[1].endswith(ODD) for case in expected["cases"])
+    assert all(traj[1].endswith(ODD) for traj in expected["trajectories"])
     # the copy keeps working as a memory: a new version continues the numbering, rows continue after the copied ones
     memory = MementoMemory(dsn)
     memory.facts.add("Paris", "Paris fact.")
