@@ -148,6 +148,9 @@ class CaseIndex:
                     index.set_ef_search(int(info.get("ef_search", self.ef_search)))
                     index.recall = float(info.get("recall", float("nan")))
                     index.calibrated_at = int(info.get("calibrated_at", info.get("count", 0)))
+                held = np.asarray(info.get("held_out", []), dtype=np.int64)
+                if index.hnsw and len(held):  # the held-out vectors: read back from the database, not saved twice
+                    index.hold_out(held, self.store.stored_embeddings(held))
                 index.tombstones = {int(t) for t in info.get("tombstones", [])}
                 index.generation = int(info["generation"])
                 index.saved_generation = index.generation
@@ -285,6 +288,7 @@ class CaseIndex:
                     "recall": index.recall,
                     "calibrated_at": index.calibrated_at,
                     "tombstones": sorted(index.tombstones),
+                    "held_out": sorted(index.held_ids),
                     "count": index.live,
                 }
                 atomic_write_bytes(jpath, json.dumps(info).encode())

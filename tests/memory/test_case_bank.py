@@ -119,11 +119,15 @@ def test_missing_corrupt_or_stale_index_is_rebuilt_or_caught_up(tmp_path):
     assert _ids(CaseBank(tmp_path, emb).retrieve("volcanoes topic", k=3)) == expected
 
 
-def test_hnsw_past_threshold_and_reload(tmp_path):
+def test_hnsw_past_threshold_and_reload(tmp_path, monkeypatch):
+    import memento.memory.namespace_index as namespace_index
+
+    monkeypatch.setattr(namespace_index, "HOLD_OUT_STRIDE", 8)  # a few held-out cases in a small bank
     emb = HashingEmbedder(dim=64)
     bank = CaseBank(tmp_path, emb, hnsw_threshold=50)
     cases = _fill(bank, 80)
-    assert bank._index("default").hnsw
+    held = bank._index("default").held_ids
+    assert bank._index("default").hnsw and len(held) == 10
     # an exact stored text is its own nearest neighbour
     for case in cases[::9]:
         assert bank.retrieve(case.task_text, k=1)[0][0].id == case.id
@@ -133,6 +137,7 @@ def test_hnsw_past_threshold_and_reload(tmp_path):
     assert info["hnsw"] is True and info["count"] == 80 and info["recall"] >= 0.95
     again = CaseBank(tmp_path, emb, hnsw_threshold=50)
     assert [_ids(again.retrieve(t, k=4)) for t in TOPICS] == before
+    assert info["held_out"] == sorted(held) and again._index("default").held_ids == held  # read back from the table
     assert again.index_info()["kind"] == "hnsw" and again.index_info()["ef_search"] == info["ef_search"]
 
 
@@ -153,6 +158,39 @@ def test_approximate_index_is_calibrated_to_the_recall_target_or_stays_exact():
     noise = NamespaceIndex(32, hnsw=True, hnsw_m=4, ef_search=8, ef_construction=8)
     noise.add(ids, _clustered(3000, 32, noise=50.0))  # no neighbourhood structure at all
     assert noise.calibrate(target=0.999, k=4, grid=(8, 16)) < 0.999  # reported, for the owner to refuse it
+
+
+def test_hnsw_calibrates_on_held_out_queries_and_finds_them_like_any_case(monkeypatch):
+    """A vector in the graph is no fair calibration query (the search walks to its own node): one rowid in
+    HOLD_OUT_STRIDE stays out of the graph, in an exact index searched beside it, and the calibrated recall is what
+    those queries get."""
+    import memento.memory.namespace_index as namespace_index
+
+    monkeypatch.setattr(namespace_index, "HOLD_OUT_STRIDE", 16)
+    vecs = _clustered(3000, 32, noise=0.5)
+    ids = np.arange(1, 3001, dtype=np.int64)
+    index = namespace_index.NamespaceIndex(32, hnsw=True, hnsw_m=8, ef_search=16, ef_construction=16)
+    index.add(ids[:1000], vecs[:1000])
+    index.add(ids[1000:], vecs[1000:])
+    held = ids[ids % 16 == 0]
+    assert index.held_ids == set(held.tolist()) and index.index.ntotal == 3000 - len(held) and index.live == 3000
+    for rid in held[:20]:  # a held-out case is found like any other
+        assert index.search(vecs[rid - 1], 1)[0][0] == rid
+    recall = index.calibrate(target=0.95, k=4)
+    hits = 0  # the recall of every held-out query (187 < the sample of 200) at the efSearch chosen, by brute force
+    for rid in held:
+        exact = vecs @ vecs[rid - 1]
+        exact[rid - 1] = -np.inf
+        kth = np.sort(exact)[-4]
+        got = [s for i, s in index.search(vecs[rid - 1], 5) if i != rid][:4]
+        hits += sum(s >= kth - 1e-5 for s in got)
+    assert recall == pytest.approx(hits / (4 * len(held))) and index.recall == recall
+    index.remove([int(held[0]), 5])  # the exact side deletes at once; the graph keeps a tombstone
+    assert int(held[0]) not in index.held_ids and index.tombstones == {5} and index.live == 2998
+    assert all(i not in (int(held[0]), 5) for i, _ in index.search(vecs[int(held[0]) - 1], 10))
+    assert np.allclose(index.vectors([int(held[1]), 7]), vecs[[int(held[1]) - 1, 6]])
+    all_ids, all_vecs = index.all_vectors()
+    assert len(all_ids) == len(all_vecs) == 2998 and set(held[1:].tolist()) <= set(all_ids.tolist())
 
 
 def test_a_bank_past_the_threshold_keeps_exact_search_when_hnsw_misses_the_target(tmp_path, caplog):
