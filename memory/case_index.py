@@ -57,7 +57,7 @@ class CaseIndex:
         store: The bank's store (source of truth: generations, live rowids, stored embeddings).
         lock: The bank's re-entrant lock.
         hnsw_threshold: Live-case count from which a namespace index switches from exact to HNSW, if the HNSW graph
-            reaches ``recall_target`` (its efSearch calibrated on stored vectors; else exact search stays, and is
+            reaches ``recall_target`` (its efSearch calibrated on held-out cases; else exact search stays, and is
             tried again once the namespace doubled).
         hnsw_m / ef_search / ef_construction: HNSW graph degree, the efSearch of a saved index without calibration,
             and build breadth.
