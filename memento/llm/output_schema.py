@@ -4,10 +4,14 @@
 objects closed, references inlined) that a server or a local engine can decode against. Every array carries
 ``maxItems`` and every free string ``maxLength``: a field may state its own bounds (:func:`limit`), an array may take
 its bound from an integer input of the same call (``max_items_from="max_questions"``: the decompose budget), and
-the rest share the role's output budget (``max_tokens`` at two characters a token), so that a small model
-decoding under the schema closes the JSON before it runs out of tokens. A field whose value has no closed type of
-its own (ReAct's ``next_tool_args``) carries the schema it must follow (:data:`SCHEMA_KEY`; built from the tools'
-own argument types by :func:`tool_args_schema`).
+the rest share the role's output budget, so that a model decoding under the schema closes the JSON before it
+runs out of tokens: :func:`reply_chars` is the longest reply the schema admits, in characters, structure included
+(keys, quotes, commas, the one space llama.cpp's grammar allows after each), and it is kept within ``max_tokens``
+at one character a token (a token is at least one byte: a reply of ``n`` ASCII characters is at most ``n`` tokens;
+SmolLM2 writes digits one a token). Where the strings would get fewer than :data:`WANTED_CHARS` each, the lists
+without a bound of their own are shortened first (the longest, nested ones first). A field whose value has no closed
+type of its own (ReAct's ``next_tool_args``) carries the schema it must follow (:data:`SCHEMA_KEY`; built from the
+tools' own argument types by :func:`tool_args_schema`).
 
 Example:
     >>> import dspy
@@ -17,19 +21,22 @@ Example:
     ...     steps: list[str] = limit(dspy.OutputField(), max_items=3)
     >>> schema = output_schema(Plan, max_tokens=300)
     >>> schema["properties"]["steps"]["maxItems"], schema["properties"]["steps"]["items"]["maxLength"]
-    (3, 184)
+    (3, 88)
+    >>> reply_chars(schema) <= 300
+    True
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import TypeAdapter
 from pydantic.fields import FieldInfo
 
-__all__ = ["SCHEMA_KEY", "OpenSchemaError", "limit", "output_schema", "tool_args_schema"]
+__all__ = ["SCHEMA_KEY", "OpenSchemaError", "limit", "output_schema", "reply_chars", "tool_args_schema"]
 
 #: ``json_schema_extra`` key of an output field that carries its own JSON schema (a field typed ``dict[str, Any]``)
 SCHEMA_KEY = "memento_schema"
@@ -37,13 +44,21 @@ _MAX_ITEMS = "memento_max_items"
 _MAX_ITEMS_FROM = "memento_max_items_from"
 _MAX_CHARS = "memento_max_chars"
 _MAX_CHARS_FROM = "memento_max_chars_from"
+_DEFAULT_BOUND = "memento_default_bound"  # marks an array whose maxItems is DEFAULT_MAX_ITEMS (removed before sending)
 
 DEFAULT_MAX_ITEMS = 8  # an array without a bound of its own
 DEFAULT_MAX_TOKENS = 4096  # the output budget assumed when the role sets no max_tokens
-CHARS_PER_TOKEN = 2  # a safety factor: a small model looping in a string writes ~3 characters a token
+CHARS_PER_TOKEN = 1  # a token is at least one byte (the bound is sound for ASCII replies)
 MIN_CHARS = 40  # no free string is bounded below this
+#: lists without a bound of their own lose items while the free strings would get fewer characters than this (a few
+#: whole items rather than many cut ones: a URL, a sentence)
+WANTED_CHARS = 80
 MAX_CHARS = 1000  # nor above this: llama.cpp refuses the grammar of a much longer bounded string
-_OVERHEAD_TOKENS = 24  # braces, keys and quotes of a small object
+#: the longest JSON text of a number the grammar of llama.cpp's schema converter admits: ``-`` and 16 digits, a
+#: fraction of 16 digits, an exponent of sign and 16 digits (integers: the first part)
+_INTEGER_CHARS = 17
+_NUMBER_CHARS = 17 + 17 + 18
+_SPACE = 1  # llama.cpp's grammar allows one space after each value and punctuation (its SPACE_RULE: " "?)
 
 
 class OpenSchemaError(ValueError):
@@ -225,6 +240,7 @@ def _strings(schema: Any, weight: int) -> Iterable[tuple[dict[str, Any], int]]:
     if schema.get("type") == "array":
         if "maxItems" not in schema:
             schema["maxItems"] = DEFAULT_MAX_ITEMS
+            schema[_DEFAULT_BOUND] = True
         yield from _strings(schema.get("items"), weight * max(1, int(schema["maxItems"])))
         return
     for sub in (schema.get("properties") or {}).values():
@@ -234,19 +250,102 @@ def _strings(schema: Any, weight: int) -> Iterable[tuple[dict[str, Any], int]]:
             yield from _strings(sub, weight)
 
 
-def _share_budget(root: dict[str, Any], fixed: set[str], max_tokens: int) -> None:
-    """Bound every array and every free string left unbounded so that the whole reply fits ``max_tokens``."""
-    budget = max(0, max_tokens - _OVERHEAD_TOKENS) * CHARS_PER_TOKEN
-    free: list[tuple[dict[str, Any], int]] = []
-    for name, schema in root["properties"].items():
-        for node, weight in _strings(schema, 1):
-            if name in fixed or "maxLength" in node:
-                budget -= node.get("maxLength", 0) * weight
-            else:
-                free.append((node, weight))
-    slots = sum(weight for _, weight in free)
-    if not slots:
+def reply_chars(schema: Any) -> int:
+    """The longest JSON text, in characters, that a model decoding under ``schema`` may write (llama.cpp's grammar of
+    it: one optional space after each value and punctuation; a string's escapes count one character, as
+    ``maxLength`` counts them). A free string without ``maxLength`` or an array without ``maxItems`` is unbounded:
+    it counts :data:`MAX_CHARS` characters or :data:`DEFAULT_MAX_ITEMS` items.
+
+    Example:
+        >>> reply_chars({"type": "object", "properties": {"a": {"type": "string", "maxLength": 10}}})
+        25
+    """
+    if not isinstance(schema, dict):
+        return 0
+    if "const" in schema:
+        return len(json.dumps(schema["const"])) + _SPACE
+    if "enum" in schema:
+        return max((len(json.dumps(value)) for value in schema["enum"]), default=0) + _SPACE
+    options = [*schema.get("anyOf", ()), *schema.get("oneOf", ())]
+    if options:
+        return max(reply_chars(option) for option in options)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return max(reply_chars({**schema, "type": one}) for one in kind)
+    if kind == "string":
+        return int(schema.get("maxLength", MAX_CHARS)) + 2 + _SPACE
+    if kind == "integer":
+        return _INTEGER_CHARS + _SPACE
+    if kind == "number":
+        return _NUMBER_CHARS + _SPACE
+    if kind == "boolean":
+        return len("false") + _SPACE
+    if kind == "null":
+        return len("null") + _SPACE
+    if kind == "array":
+        items = int(schema.get("maxItems", DEFAULT_MAX_ITEMS))
+        return 2 * (1 + _SPACE) + items * (reply_chars(schema.get("items")) + 1 + _SPACE)  # [ ], items and commas
+    props = schema.get("properties") or {}
+    # { } and, per property: its quoted key, the colon, the value, the comma (each punctuation with its space)
+    return 2 * (1 + _SPACE) + sum(len(json.dumps(key)) + _SPACE + 1 + _SPACE + reply_chars(sub) + 1 + _SPACE
+                                  for key, sub in props.items())  # fmt: skip
+
+
+def _arrays(schema: Any, depth: int = 0) -> Iterable[tuple[dict[str, Any], int]]:
+    """Every array under ``schema`` with its depth."""
+    if isinstance(schema, list):
+        for item in schema:
+            yield from _arrays(item, depth)
         return
-    chars = max(MIN_CHARS, min(MAX_CHARS, max(0, budget) // slots))
-    for node, _ in free:
-        node["maxLength"] = chars
+    if not isinstance(schema, dict):
+        return
+    if schema.get("type") == "array":
+        yield schema, depth
+    for key in ("items", "anyOf", "oneOf"):
+        if key in schema:
+            yield from _arrays(schema[key], depth + 1)
+    for sub in (schema.get("properties") or {}).values():
+        yield from _arrays(sub, depth + 1)
+
+
+def _share_budget(root: dict[str, Any], fixed: set[str], max_tokens: int) -> None:
+    """Bound every array and every free string left unbounded so that the whole reply fits ``max_tokens``
+    (:func:`reply_chars` at :data:`CHARS_PER_TOKEN`): the free strings share what the structure and the bounded
+    strings leave. While that gives a string fewer than :data:`WANTED_CHARS`, the lists without a bound of their own
+    lose items; while it gives fewer than :data:`MIN_CHARS` (or, without free strings, the reply does not fit), any
+    list does (a bound is a most, never a target). The longest list first, the innermost on a tie, down to one item.
+    A schema that does not fit even so gets :data:`MIN_CHARS` a string (a field's own ``max_chars`` bounds stay)."""
+    budget = max_tokens * CHARS_PER_TOKEN
+    free = [
+        node
+        for name, schema in root["properties"].items()
+        for node, _ in _strings(schema, 1)
+        if name not in fixed and "maxLength" not in node
+    ]
+    for node in free:
+        node["maxLength"] = 0  # the structure alone, first
+    chars = 0
+    for wanted, any_list in ((WANTED_CHARS, False), (MIN_CHARS, True)):
+        while True:
+            weights: dict[int, int] = {}
+            for schema in root["properties"].values():
+                for node, weight in _strings(schema, 1):
+                    weights[id(node)] = weights.get(id(node), 0) + weight
+            slots = sum(weights.get(id(node), 0) for node in free)
+            spare = budget - reply_chars(root)
+            chars = spare // slots if slots else spare
+            if chars >= (wanted if slots else 0):
+                break
+            shorter = [
+                (int(array["maxItems"]), depth, array)
+                for array, depth in _arrays(root)
+                if int(array.get("maxItems", 0)) > 1 and (any_list or array.get(_DEFAULT_BOUND))
+            ]
+            if not shorter:
+                break
+            array = max(shorter, key=lambda entry: entry[:2])[2]
+            array["maxItems"] = int(array["maxItems"]) - 1
+    for node in free:
+        node["maxLength"] = max(MIN_CHARS, min(MAX_CHARS, chars))
+    for array, _ in _arrays(root):
+        array.pop(_DEFAULT_BOUND, None)

@@ -10,11 +10,15 @@ from pydantic import BaseModel
 
 from memento.llm.output_schema import (
     CHARS_PER_TOKEN,
+    DEFAULT_MAX_ITEMS,
     MAX_CHARS,
+    MIN_CHARS,
     SCHEMA_KEY,
+    WANTED_CHARS,
     OpenSchemaError,
     limit,
     output_schema,
+    reply_chars,
     tool_args_schema,
 )
 from memento.programs.bound_react import tool_spec
@@ -68,10 +72,14 @@ def test_bounds_from_inputs_fields_and_the_token_budget() -> None:
     assert strings and all("maxLength" in s for s in strings)
     total = props["answer"]["maxLength"] + 2 * props["items"]["items"]["properties"]["name"]["maxLength"] + 50
     assert total <= 1000 * CHARS_PER_TOKEN
-    # a smaller budget gives shorter strings; without the input the list takes the default bound
-    small = output_schema(_Sig, max_tokens=200)
+    # a smaller budget gives shorter strings; without the input the list takes the default bound where it fits, and
+    # loses items where its strings would get fewer than WANTED_CHARS
+    small = output_schema(_Sig, max_tokens=300)
     assert small["properties"]["answer"]["maxLength"] < props["answer"]["maxLength"]
-    assert small["properties"]["items"]["maxItems"] == 8
+    assert output_schema(_Sig, max_tokens=4096)["properties"]["items"]["maxItems"] == DEFAULT_MAX_ITEMS
+    assert 1 <= small["properties"]["items"]["maxItems"] < DEFAULT_MAX_ITEMS
+    assert small["properties"]["answer"]["maxLength"] >= MIN_CHARS
+    assert reply_chars(small) <= 300
     assert output_schema(_Sig, max_tokens=100_000)["properties"]["answer"]["maxLength"] == MAX_CHARS
 
 
@@ -111,3 +119,75 @@ def test_react_tool_arguments_take_the_tools_own_types() -> None:
     assert props["next_tool_name"]["enum"] == ["search_memory", "search_web", "scrape", "finish"]
     options = props["next_tool_args"]["anyOf"]
     assert {tuple(o["required"]) for o in options} == {("query",), ("url",), ()}  # finish takes no arguments
+
+
+def test_reply_chars_counts_every_character_the_grammar_admits() -> None:
+    """The longest JSON text under a schema, written out: keys, quotes, colons, commas and one space after each."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "maxLength": 5},
+            "n": {"type": "array", "maxItems": 2, "items": {"type": "integer"}},
+            "v": {"enum": ["yes", "no"]},
+            "b": {"type": "boolean"},
+        },
+    }
+    longest = '{ "a" : "xxxxx" , "n" : [ -1234567890123456 , -1234567890123456 , ] , "v" : "yes" , "b" : false , } '
+    assert reply_chars(schema) == len(longest)  # (a trailing comma counted: a bound, never below the real text)
+    number = "-1234567890123456.1234567890123456e+1234567890123456 "
+    assert reply_chars({"anyOf": [{"type": "null"}, {"type": "number"}]}) == len(number)
+
+
+_SIGNATURE_INPUTS = {"max_questions": 3, "remaining_budget": 8}  # the list bounds some signatures take from inputs
+
+
+def _signatures() -> list[type[dspy.Signature]]:
+    import importlib
+    import pkgutil
+
+    import memento.signatures as package
+
+    found: dict[str, type[dspy.Signature]] = {}
+    for module_info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{module_info.name}")
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, dspy.Signature) and value.__module__ == module.__name__:
+                found[value.__name__] = value
+    return [found[name] for name in sorted(found)]
+
+
+@pytest.mark.parametrize("max_tokens", [256, 384, 512, 1024, 4096])
+def test_every_signature_reply_fits_its_token_budget(max_tokens: int) -> None:
+    """Constrained decoding ends before max_tokens: the longest reply each signature's schema admits is at most
+    max_tokens characters (a token is at least one character of an ASCII reply), at the bundled model's budget and
+    above; every free string keeps at least MIN_CHARS."""
+    signatures = _signatures()
+    assert len(signatures) > 20
+    for signature in signatures:
+        schema = output_schema(signature, max_tokens=max_tokens, inputs=_SIGNATURE_INPUTS)
+        assert reply_chars(schema) <= max_tokens * CHARS_PER_TOKEN, signature.__name__
+        assert all(s["maxLength"] >= MIN_CHARS for s in _strings(schema) if "maxLength" in s), signature.__name__
+
+
+def test_nested_lists_lose_items_before_their_strings_get_short() -> None:
+    """ExtractFacts (a list of facts, each with a list of sources) at the bundled model's budget: the lists shrink
+    (the longest first, the inner one on a tie) so that each string keeps WANTED_CHARS where it can."""
+    from memento.signatures.extract_facts import ExtractFacts
+
+    schema = output_schema(ExtractFacts, max_tokens=512)
+    facts = schema["properties"]["facts"]
+    sources = facts["items"]["properties"]["sources"]
+    assert facts["maxItems"] * sources["maxItems"] < DEFAULT_MAX_ITEMS * DEFAULT_MAX_ITEMS
+    assert facts["items"]["properties"]["fact"]["maxLength"] >= WANTED_CHARS
+    assert reply_chars(schema) <= 512
+    assert "memento_default_bound" not in str(schema)  # the working mark is not sent
+    big = output_schema(ExtractFacts, max_tokens=100_000)["properties"]["facts"]
+    assert big["maxItems"] == DEFAULT_MAX_ITEMS == big["items"]["properties"]["sources"]["maxItems"]
+
+
+def test_input_bounds_shrink_only_when_the_reply_cannot_fit_otherwise() -> None:
+    reflect = output_schema(Reflect, max_tokens=4096, inputs={"remaining_budget": 5})
+    assert reflect["properties"]["new_questions"]["maxItems"] == 5
+    small = output_schema(Reflect, max_tokens=384, inputs={"remaining_budget": 5})
+    assert 1 <= small["properties"]["new_questions"]["maxItems"] < 5
+    assert reply_chars(small) <= 384
