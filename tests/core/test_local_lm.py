@@ -102,7 +102,7 @@ def test_a_local_role_is_a_memento_lm_with_the_engine(
     notes = [r.getMessage() for r in caplog.records if "smoke test" in r.getMessage()]
     assert notes == ["--lm local is SmolLM2-135M-Instruct (135M parameters, bundled): its answers are a smoke test "
                      "of the pipeline, not a result"]  # fmt: skip
-    assert first.kwargs["max_tokens"] == 512
+    assert first.kwargs["max_tokens"] == 384
 
 
 def test_a_request_maps_onto_llama_cpp_options() -> None:

@@ -96,7 +96,8 @@ def _trajectory(out: Path) -> dict[str, Any]:
 
 def test_greedy_decoding_under_a_schema_gives_llama_cpp_own_tokens() -> None:
     """The engine's greedy grammar sampler (the best token checked against the grammar first) writes what
-    llama-cpp-python's own sampler (the whole vocabulary filtered at every token) writes, token for token."""
+    llama-cpp-python's own sampler (the whole vocabulary filtered at every token) writes, token for token; and so
+    does a prompt state the engine's prompt cache kept."""
     from llama_cpp import Llama
 
     from memento.llm.local_lm import _engine_llama, _GreedyGrammarSampler, bundled_model_path
@@ -119,6 +120,19 @@ def test_greedy_decoding_under_a_schema_gives_llama_cpp_own_tokens() -> None:
         replies.append(reply["choices"][0]["message"]["content"])
     assert replies[0] == replies[1]
     assert set(json.loads(replies[1])) == {"answer", "hops"}
+    # a prompt state from the engine's cache (saved without the last batch's logits) gives the same reply: after
+    # another prompt, the first is loaded from the cache and only its last token evaluated again
+    from llama_cpp import LlamaRAMCache
+
+    llama.set_cache(LlamaRAMCache(capacity_bytes=1 << 28))
+    for text in (messages[0]["content"], "Name one profession. Reply in JSON.", messages[0]["content"]):
+        llama.first_eval = None
+        reply = llama.create_chat_completion(
+            messages=[{"role": "user", "content": text}], temperature=0.0, seed=0, max_tokens=120,
+            response_format={"type": "json_object", "schema": schema},
+        )  # fmt: skip
+    assert llama.first_eval == 1
+    assert reply["choices"][0]["message"]["content"] == replies[0]
     assert _GreedyGrammarSampler.applies({"grammar": object(), "temp": 0.0})
     assert not _GreedyGrammarSampler.applies({"grammar": object(), "temp": 0.7})
 
