@@ -189,6 +189,7 @@ class Canonicalizer:
 
     Attributes:
         judge_calls: merge judgements asked so far (the bench reports them per candidate).
+        check_calls: correctness checks asked so far (an identical candidate and evidence is asked once a plan).
     """
 
     def __init__(
@@ -218,6 +219,8 @@ class Canonicalizer:
         self.scan = scan
         self.max_judged = max(1, int(max_judged))
         self.judge_calls = 0
+        self.check_calls = 0
+        self._checks: dict[tuple[str, str, str], tuple[bool, str]] = {}  # this plan's check verdicts
 
     # -- steps -------------------------------------------------------------------------------------------
     def guarded(self, store: str, candidate: Candidate, text: str | None = None) -> list[str]:
@@ -243,7 +246,11 @@ class Canonicalizer:
         if self.check is None:
             return True, "pattern check only"
         text = f"[{candidate.entity}] {candidate.text}" if candidate.entity else candidate.text
-        return self.check(KINDS[store], text, candidate.evidence)
+        key = (KINDS[store], text, candidate.evidence)
+        if key not in self._checks:  # a candidate proposed again with the same evidence is checked once a plan
+            self.check_calls += 1
+            self._checks[key] = self.check(*key)
+        return self._checks[key]
 
     def _stored(self, store: str, candidate: Candidate) -> list[tuple[str, str]]:
         """(id, text) of the stored items that may say the same as the candidate: the FTS5 matches and the heaviest
@@ -299,6 +306,7 @@ class Canonicalizer:
             raise ValueError(f"unknown store {store!r}")
         ops: list[CanonicalOp] = []
         accepted: list[tuple[str, Candidate]] = []  # ("new:i", candidate) of planned additions
+        self._checks = {}
         for candidate in candidates:
             candidate.text = candidate.text.strip()
             blocked = self.guarded(store, candidate)

@@ -92,6 +92,31 @@ def test_llm_check_rejects_unsupported_candidates(location):
     assert len(engine.calls_matching("may be stored")) == 2
 
 
+def test_a_candidate_proposed_again_is_checked_once_per_plan(location):
+    """The 135M model proposes the same item again and again: one check per distinct candidate and evidence (the
+    same verdict for each copy), so the LLM is not asked the identical question again (with DSPy's cache off)."""
+    memory = MementoMemory(location())
+    engine = ScriptedEngine().when("moon is made of cheese", accept=False, reason="unsupported")
+    canon = _canon(memory, scripted_lm(engine))
+
+    def cheese(evidence: str, run: str) -> Candidate:
+        return Candidate(text="The moon is made of cheese.", entity="Moon", evidence=evidence, provenance=[run])
+
+    plan = canon.plan(
+        "facts",
+        [
+            cheese("a children's story", "a"),
+            cheese("a children's story", "b"),
+            cheese("a children's story", "c"),
+            cheese("a cartoon", "d"),  # other evidence: checked on its own
+        ],
+    )
+    assert [(op.action, op.reason) for op in plan] == [("reject", "unsupported")] * 4
+    assert len(engine.calls_matching("may be stored")) == 2 == canon.check_calls
+    canon.plan("facts", [cheese("a cartoon", "e")])  # a new plan asks again
+    assert len(engine.calls_matching("may be stored")) == 3 == canon.check_calls
+
+
 def test_contradicting_fact_supersedes_the_old_one_which_is_kept(location):
     memory = MementoMemory(location())
     old = memory.facts.add("Acme Corp", "Acme Corp's CEO is Alice Smith.", sources=["https://old.test"])
