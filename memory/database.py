@@ -282,5 +282,3 @@ def _crash_point(db: Database) -> None:
         if _commits[db.what] == int(nth):
             db.execute("SELECT 1")  # the deferred writes reach the server first
             os._exit(70)
-
-

@@ -158,5 +158,3 @@ def _trajectory_items(root: Location) -> list[ItemRecord] | None:
         return list(reader.content_items())
     finally:
         reader.close()
-
-

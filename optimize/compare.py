@@ -156,9 +156,7 @@ def _test_phase(
     method_dir: Path,
     models: dict[str, str],
     remote_fields: dict[str, Any] | None = None,
-) -> tuple[
-    list[float], int, dict[str, float], PhaseCost, LeakageAudit | None, dict[str, float], dict[str, Any] | None
-]:
+) -> tuple[list[float], int, dict[str, float], PhaseCost, LeakageAudit | None, dict[str, float], dict[str, Any] | None]:
     """Evaluate the reloaded program on the test set; per-example records (their leakage audits included) go to
     ``method_dir/test/``. Under the Ray executor the workers build the program from ``remote_fields`` (the runner's
     ``remote``) and score each example; the memory version this process loaded is the one they must read. Returns

@@ -43,11 +43,13 @@ _HOMES = homes_by_module(
     }
 )
 
-__all__ = [  # fmt: skip
+# fmt: off
+__all__ = [
     "Cancelled", "Case", "ConfigError", "CraftEntry", "DataError", "DateFilter", "EvidenceRecord", "Fact",
     "FatalError", "LMRole", "MementoError", "MemoryProvider", "Node", "RecoverableError", "Rule", "SECTIONS",
     "Settings", "ToolCall", "Trajectory", "Usage", "apply_preset", "cancel_requested", "check_cancelled",
     "handle_error", "is_fatal", "load_settings", "quote_data",
 ]
+# fmt: on
 
 __getattr__, __dir__ = lazy_exports(__name__, _HOMES)

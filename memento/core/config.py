@@ -248,7 +248,7 @@ class Settings(BaseSettings):
 
 
 #: What an LM role's unset field means when its LM is built (:func:`memento.llm.lm.build_lm`), as ``config show`` says
-#it.
+# it.
 ROLE_FIELD_DEFAULTS: dict[str, Any] = {
     "api_base": "the provider's endpoint",
     "temperature": "the model's default (not sent)",

@@ -19,11 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from memento.core.errors import ConfigError
 from memento.memory.location import DirectoryLocation, MemoryLocation
 
-__all__ = [  # fmt: skip
+# fmt: off
+__all__ = [
     "SECTIONS", "ROLES", "LMRole", "Budgets", "WebSettings", "MemorySettings", "CBRSettings", "JitMemSettings",
     "TrainerSettings", "BaselineSettings", "BudgetPreset", "COMPARE_PRESETS", "CompareBudget", "RunSettings",
     "ObserveSettings", "LocalSettings",
 ]
+# fmt: on
 
 
 ROLES: tuple[str, ...] = ("lm", "judge_lm", "reflection_lm", "curator_lm", "planner_lm")

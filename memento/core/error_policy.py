@@ -41,11 +41,13 @@ from memento.llm.lm_errors import explain_lm_error
 from memento.utils.scrub import scrub
 from memento.utils.text import one_line
 
-__all__ = [  # fmt: skip
+# fmt: off
+__all__ = [
     "handle_error", "is_fatal", "MementoError", "FatalError", "RecoverableError", "ConfigError", "DataError",
     "LMNotConfiguredError", "LMUnavailableError", "LMDeadlineExceeded", "MemoryFrozenError", "NotAvailableYetError",
     "BudgetExceededError", "MemoryLockedError", "Cancelled", "ParseError", "Failure",
 ]
+# fmt: on
 
 logger = logging.getLogger(__name__)
 

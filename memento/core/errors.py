@@ -40,6 +40,7 @@ __all__ = [
     "Failure",
 ]
 
+
 class MementoError(Exception):
     """Base class of every memento error; the message is one human-readable line."""
 
@@ -127,5 +128,3 @@ class Failure:
 
     def __str__(self) -> str:
         return f"{self.where} failed ({self.reason})"
-
-

@@ -430,5 +430,3 @@ class Trajectory(_Record):
     def children(self, node_id: str | None) -> list[Node]:
         """The nodes whose parent is ``node_id``."""
         return [n for n in self.nodes if n.parent_id == node_id]
-
-

@@ -34,10 +34,12 @@ _HOMES = homes_by_module(
     }
 )
 
-__all__ = [  # fmt: skip
+# fmt: off
+__all__ = [
     "LMFailureWatch", "LMLimiter", "LocalEngine", "MementoLM", "ReplayBook", "ReplayMissError", "Roles",
     "StructuredAdapter", "build_lm", "call_with_deadline", "configure", "explain_lm_error", "limiter_for",
     "local_model_path",
 ]
+# fmt: on
 
 __getattr__, __dir__ = lazy_exports(__name__, _HOMES)

@@ -344,5 +344,3 @@ def role_lm(roles: Roles | None, name: str) -> dspy.LM | None:
     if roles is None:
         return None
     return getattr(roles, name)
-
-

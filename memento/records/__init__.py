@@ -30,8 +30,10 @@ _HOMES = homes_by_module(
     }
 )
 
-__all__ = [  # fmt: skip
+# fmt: off
+__all__ = [
     "LMCallLog", "LeakageAudit", "MLflowTracker", "UsageMeter", "run_key", "write_report",
 ]
+# fmt: on
 
 __getattr__, __dir__ = lazy_exports(__name__, _HOMES)

@@ -48,9 +48,7 @@ _secrets: set[str] = set()
 _URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<userinfo>[^\s/?#@'\"<>]+)@")
 # the same without a scheme, as clients print an authority: user:password@host[:port] (an e-mail address, with no
 # colon before its @, is left alone)
-_BARE_USERINFO = re.compile(
-    r"(?<![\w.~%!$&*+=/:@-])(?P<userinfo>[\w.~%!$&*+=-]+:[^\s/?#@'\"<>]*)@(?=[\w\[])"
-)
+_BARE_USERINFO = re.compile(r"(?<![\w.~%!$&*+=/:@-])(?P<userinfo>[\w.~%!$&*+=-]+:[^\s/?#@'\"<>]*)@(?=[\w\[])")
 # provider-shaped keys and tokens, even when memento was not told about them
 _KEY_SHAPES = re.compile(
     r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{12,}"  # OpenAI-style (sk-..., sk-proj-..., sk-ant-...)

@@ -109,4 +109,3 @@ def files_containing(root: Path, needles: list[str]) -> list[str]:
 def leaked_in() -> Callable[[Path, list[str]], list[str]]:
     """``leaked_in(directory, secrets)``: the files under a directory that contain a secret (empty: none)."""
     return files_containing
-

@@ -60,12 +60,7 @@ def _overlapping_runs(timeline: list[tuple[float, float, str]]) -> set[frozenset
         found = re.search(r"book number (\d+)", prompt)
         if found is not None:
             spans.append((started, ended, found.group(1)))
-    return {
-        frozenset((a[2], b[2]))
-        for a in spans
-        for b in spans
-        if a[2] != b[2] and a[0] < b[1] and b[0] < a[1]
-    }
+    return {frozenset((a[2], b[2])) for a in spans for b in spans if a[2] != b[2] and a[0] < b[1] and b[0] < a[1]}
 
 
 @pytest.mark.parametrize("method", ["cbr", "jitmem"])
@@ -73,19 +68,16 @@ def test_three_concurrent_runs_keep_every_case_and_trajectory_and_overlap(tmp_pa
     memory = location("mem")
     engine = _Rendezvous(3)
     with OpenAICompatServer(engine, latency=0.05) as server:
-        procs = [
-            subprocess.Popen(
-                [
-                    sys.executable, "-m", "memento.cli", "run", "--task", "qa", "--method", method,
-                    "--question", f"Who wrote book number {i}?", "--memory", str(memory), "--corpus", str(CORPUS),
-                    "--lm", "openai/x", "--api-base", server.api_base, "--out", str(tmp_path / f"run{i}.json"),
-                ],
-                env={**_env(tmp_path), "MEMENTO_JITMEM_TRAIN_GATE": "ground_truth"},
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )  # fmt: skip
+        commands = [
+            [sys.executable, "-m", "memento.cli", "run", "--task", "qa", "--method", method,
+             "--question", f"Who wrote book number {i}?", "--memory", str(memory), "--corpus", str(CORPUS),
+             "--lm", "openai/x", "--api-base", server.api_base, "--out", str(tmp_path / f"run{i}.json")]
             for i in range(3)
+        ]  # fmt: skip
+        env = {**_env(tmp_path), "MEMENTO_JITMEM_TRAIN_GATE": "ground_truth"}
+        procs = [
+            subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for cmd in commands
         ]
         results = [p.communicate(timeout=600) for p in procs]
     for proc, (_, err) in zip(procs, results, strict=True):

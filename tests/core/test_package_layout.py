@@ -116,9 +116,11 @@ def test_wheel_holds_every_module_as_a_real_file_with_the_source_bytes(dists: tu
     infos = {i.filename: i for i in zf.infolist()}
     assert not [n for n, i in infos.items() if stat.S_ISLNK(i.external_attr >> 16)]
     assert "memento/py.typed" in infos
-    for folder, package in [("memento", "memento")] + [(g.replace(".", "/"),) * 2 for g in GLUE] + [
-        (layer, f"memento/{layer}") for layer in LAYERS
-    ]:
+    for folder, package in (
+        [("memento", "memento")]
+        + [(g.replace(".", "/"),) * 2 for g in GLUE]
+        + [(layer, f"memento/{layer}") for layer in LAYERS]
+    ):
         for module in _modules(ROOT / folder):
             assert zf.read(f"{package}/{module}") == (ROOT / folder / module).read_bytes(), f"{package}/{module}"
     assert {top for n in infos if not (top := n.split("/")[0]).endswith(".dist-info")} == {"memento"}

@@ -317,9 +317,10 @@ def test_jitmem_stream_batches_on_ray_equal_threads(tmp_path: Path) -> None:
     assert summary["per_ordering"][0]["bank_end"] > 0  # the driver stored what the workers' agents offered
     for ordering in (1, 2):
         bank = f"ordering-{ordering}/memory"
+        cmd = [sys.executable, "-m", "memento.cli", "memory", "diff", "--memory", str(tmp_path / "ray" / bank),
+               "--against", str(tmp_path / "threads" / bank)]  # fmt: skip
         diff = subprocess.run(
-            [sys.executable, "-m", "memento.cli", "memory", "diff", "--memory", str(tmp_path / "ray" / bank),
-             "--against", str(tmp_path / "threads" / bank)],  # fmt: skip
+            cmd,
             env=env,
             capture_output=True,
             text=True,

@@ -22,8 +22,9 @@ def test_the_configuration_has_no_blanket_ignores() -> None:
     strict = {"disallow_untyped_defs", "warn_return_any", "disallow_any_generics"}
     overrides = mypy.get("overrides", [])
     # the package is held to the three stricter flags (tests/ and bench/ keep the base settings)
-    assert [o for o in overrides if o["module"] == ["memento", "memento.*"]] == [{"module": ["memento", "memento.*"]}
-                                                                                 | dict.fromkeys(strict, True)]
+    assert [o for o in overrides if o["module"] == ["memento", "memento.*"]] == [
+        {"module": ["memento", "memento.*"]} | dict.fromkeys(strict, True)
+    ]
     for override in overrides:
         if override["module"] == ["memento", "memento.*"]:
             continue

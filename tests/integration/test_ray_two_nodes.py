@@ -138,9 +138,10 @@ def test_train_and_eval_across_two_nodes_on_a_shared_postgresql_memory(
             done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
             assert done.returncode == 0, done.stderr[-3000:]
             evals[executor] = json.loads((out / "results.json").read_text())
+    cmd = [sys.executable, "-m", "memento.cli", "memory", "diff", "--memory", memories["ray"],
+           "--against", memories["threads"]]  # fmt: skip
     diff = subprocess.run(
-        [sys.executable, "-m", "memento.cli", "memory", "diff", "--memory", memories["ray"],
-         "--against", memories["threads"]],  # fmt: skip
+        cmd,
         env=env,
         capture_output=True,
         text=True,

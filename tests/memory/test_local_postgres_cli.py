@@ -21,7 +21,10 @@ def _module(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMENTO_")}
     return subprocess.run(
         [sys.executable, "-m", "memento.execution.local_postgres", *args],
-        env=env, capture_output=True, text=True, timeout=300,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
