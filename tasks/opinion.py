@@ -34,6 +34,7 @@ from typing import Any
 import dspy
 
 from memento.core.errors import ConfigError, DataError
+from memento.llm.output_schema import limit
 from memento.tasks._jsonl import jsonl_rows
 from memento.tasks.task import Task, register_task
 
@@ -50,7 +51,9 @@ class PredictOpinionDistribution(dspy.Signature):
     question: str = dspy.InputField(desc="the survey question as asked")
     options: list[str] = dspy.InputField(desc="the answer options, verbatim")
     subgroup: str = dspy.InputField(desc="the population subgroup whose answers to predict")
-    distribution: dict[str, float] = dspy.OutputField(desc="option text -> share of the subgroup choosing it")
+    distribution: dict[str, float] = limit(
+        dspy.OutputField(desc="option text -> share of the subgroup choosing it"), keys_from="options"
+    )  # the JSON schema sent: one number per option of this question
 
 
 def _truth(value: Any, options: list[str], where: str) -> dict[str, float]:

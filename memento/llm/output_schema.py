@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import json
+import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -44,6 +45,7 @@ _MAX_ITEMS = "memento_max_items"
 _MAX_ITEMS_FROM = "memento_max_items_from"
 _MAX_CHARS = "memento_max_chars"
 _MAX_CHARS_FROM = "memento_max_chars_from"
+_KEYS_FROM = "memento_keys_from"
 _DEFAULT_BOUND = "memento_default_bound"  # marks an array whose maxItems is DEFAULT_MAX_ITEMS (removed before sending)
 
 DEFAULT_MAX_ITEMS = 8  # an array without a bound of its own
@@ -72,6 +74,7 @@ def limit(
     max_items_from: str | None = None,
     max_chars: int | None = None,
     max_chars_from: str | None = None,
+    keys_from: str | None = None,
 ) -> Any:
     """Bound an output field in the JSON schema sent to the model (the prompt and the parsing are unchanged).
 
@@ -81,6 +84,9 @@ def limit(
         max_items_from: the name of an integer input of the same signature that bounds the list at each call.
         max_chars: the longest text of a string field (of each string item, for a list of strings).
         max_chars_from: the name of an integer input that bounds the text at each call.
+        keys_from: for a mapping field (``dict[str, V]``), the name of a list-of-strings input whose items are the
+            mapping's keys at each call: the schema is a closed object with one required property per item, each a
+            ``V`` (an opinion distribution over the question's options). Without that input the field stays open.
 
     Returns:
         The same field.
@@ -91,6 +97,7 @@ def limit(
         (_MAX_ITEMS_FROM, max_items_from),
         (_MAX_CHARS, max_chars),
         (_MAX_CHARS_FROM, max_chars_from),
+        (_KEYS_FROM, keys_from),
     )
     for key, value in bounds:
         if value is not None:
@@ -137,7 +144,13 @@ def output_schema(
     fixed: set[str] = set()
     for name, field in signature.output_fields.items():
         extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-        schema = copy.deepcopy(extra[SCHEMA_KEY]) if SCHEMA_KEY in extra else _field_schema(name, field)
+        keyed = _keyed_schema(field, extra, inputs)
+        if keyed is not None:
+            schema = keyed
+        elif SCHEMA_KEY in extra:
+            schema = copy.deepcopy(extra[SCHEMA_KEY])
+        else:
+            schema = _field_schema(name, field)
         items = _bound(extra, _MAX_ITEMS, _MAX_ITEMS_FROM, inputs)
         if items is not None and schema.get("type") == "array":
             schema["maxItems"] = items
@@ -159,6 +172,24 @@ def _bound(extra: Mapping[str, Any], key: str, key_from: str, inputs: Mapping[st
         return max(0, int(inputs[source]))
     value = extra.get(key)
     return None if value is None else int(value)
+
+
+def _keyed_schema(
+    field: FieldInfo, extra: Mapping[str, Any], inputs: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """A mapping field's closed schema, its keys this call's items of the input named by ``keys_from`` (None: the
+    field has no such bound, or this call does not give that input as a list of strings)."""
+    source = extra.get(_KEYS_FROM)
+    keys = inputs.get(source) if source is not None and inputs is not None else None
+    if not isinstance(keys, list) or not keys or not all(isinstance(key, str) for key in keys):
+        return None
+    args = typing.get_args(field.annotation)
+    value = TypeAdapter(args[1] if len(args) == 2 else str).json_schema()
+    value = _inline(value, value.get("$defs", {}), ())
+    if _is_open(value):
+        return None
+    properties = {key: copy.deepcopy(value) for key in dict.fromkeys(keys)}
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
 def _field_schema(name: str, field: FieldInfo) -> dict[str, Any]:

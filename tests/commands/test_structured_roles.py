@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -64,3 +65,42 @@ def test_every_role_sends_the_signature_schema(tmp_path: Path) -> None:
     assert {model.split("/", 1)[1] for model in ROLES.values()} <= seen, seen
     report = json.loads((tmp_path / "cmp" / "results.json").read_text())
     assert all(method["status"] == "done" for method in report["methods"].values())
+
+
+def test_the_opinion_task_sends_one_number_per_option_of_each_question(tmp_path: Path) -> None:
+    """An opinion distribution is a mapping over the question's options: the schema sent names exactly this
+    question's options (a server requiring the schema serves the eval), and the prediction has those keys."""
+    rows = [
+        {"id": "o1", "question": "Is the economy improving?", "options": ["Yes", "No"], "subgroup": "Farmers",
+         "distribution": [0.4, 0.6]},
+        {"id": "o2", "question": "How often do you read news?", "options": ["Daily", "Weekly", "Never"],
+         "subgroup": "Students", "distribution": [0.5, 0.3, 0.2]},
+    ]  # fmt: skip
+    data = tmp_path / "opinion.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+    def follow_schema(call: Any) -> dict[str, float]:  # a model under constrained decoding writes the schema's keys
+        fmt = call.response_format
+        keys = (fmt.get("schema") or fmt["json_schema"]["schema"])["properties"]["distribution"]["required"]
+        return dict.fromkeys(keys, 1 / len(keys))
+
+    engine = ScriptedEngine(overrides={"distribution": follow_schema})
+    with OpenAICompatServer(engine, require_schema=True) as server:
+        args = ["eval", "--task", "opinion", "--data", str(data), "--method", "closed_book", "--lm", "openai/agent",
+                "--api-base", server.api_base, "--out", str(tmp_path / "eval")]  # fmt: skip
+        result = CliRunner().invoke(app, args, env={"MEMENTO_LM_CACHE": "false"})
+        bodies = [r["body"] for r in server.requests if r["path"].endswith("/chat/completions")]
+    assert result.exit_code == 0, result.output
+    assert server.refused == [] and len(bodies) == 2
+    sent: list[list[str]] = []
+    for body in bodies:
+        fmt = body["response_format"]
+        schema = fmt.get("schema") or fmt["json_schema"]["schema"]
+        sent.append(schema["properties"]["distribution"]["required"])
+    assert sorted(sent) == sorted(list(map(str, r["options"])) for r in rows)
+    report = json.loads((tmp_path / "eval" / "results.json").read_text())
+    for example in report["examples"]:
+        assert example["error"] is None
+        row = next(r for r in rows if r["id"] == example["id"])
+        assert set(example["prediction"]["distribution"]) == set(row["options"])
+        assert isinstance(example["score"], float)

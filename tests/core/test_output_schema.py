@@ -106,6 +106,22 @@ def test_open_mapping_needs_a_schema_of_its_own() -> None:
     assert output_schema(closed)["properties"]["args"]["required"] == ["x"]
 
 
+def test_a_mapping_keyed_by_an_input_list_gets_one_property_per_item() -> None:
+    """An opinion distribution (``dict[str, float]`` over the question's options): a closed object with one number
+    per option of this call; without the options (no inputs) it stays open, for JSON mode."""
+    from memento.tasks.opinion import PredictOpinionDistribution
+
+    options = ["Strongly agree", "Agree", "Disagree", "Agree"]
+    schema = output_schema(PredictOpinionDistribution, max_tokens=384, inputs={"options": options})
+    dist = schema["properties"]["distribution"]
+    assert list(dist["properties"]) == ["Strongly agree", "Agree", "Disagree"]
+    assert dist["required"] == list(dist["properties"]) and dist["additionalProperties"] is False
+    assert all(prop == {"type": "number"} for prop in dist["properties"].values())
+    assert reply_chars(schema) <= 384
+    with pytest.raises(OpenSchemaError, match="distribution"):
+        output_schema(PredictOpinionDistribution)
+
+
 def test_react_tool_arguments_take_the_tools_own_types() -> None:
     tools = [tool_spec("search", "Search.", {"query": "string"}), tool_spec("open", "Open.", {"url": "string"})]
     schema = tool_args_schema(tools)
@@ -138,7 +154,8 @@ def test_reply_chars_counts_every_character_the_grammar_admits() -> None:
     assert reply_chars({"anyOf": [{"type": "null"}, {"type": "number"}]}) == len(number)
 
 
-_SIGNATURE_INPUTS = {"max_questions": 3, "remaining_budget": 8}  # the list bounds some signatures take from inputs
+# the bounds some signatures take from inputs (list lengths; an opinion distribution's keys)
+_SIGNATURE_INPUTS = {"max_questions": 3, "remaining_budget": 8, "options": ["Strongly agree", "Agree", "Disagree"]}
 
 
 def _signatures() -> list[type[dspy.Signature]]:
