@@ -20,7 +20,7 @@ see committed data only.
 
 Example:
     >>> import tempfile
-    >>> from memento.memory.database import open_database
+    >>> from memento.memory.backends import open_database
     >>> db = open_database(tempfile.mkdtemp(), "demo.db")
     >>> db.create_schema("CREATE TABLE IF NOT EXISTS t (rid {serial}, x TEXT NOT NULL)")
     >>> with db.transaction():
@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import importlib
 import os
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
@@ -282,3 +284,18 @@ def _crash_point(db: Database) -> None:
         if _commits[db.what] == int(nth):
             db.execute("SELECT 1")  # the deferred writes reach the server first
             os._exit(70)
+
+
+#: names that lived here until the backend choice moved to :mod:`memento.memory.backends` (it imports this module):
+#: served from there for one release, with a DeprecationWarning naming the new path
+_MOVED = {"open_database", "part_exists", "writer_lock", "writer_lock_holder", "writer_active"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        warnings.warn(
+            f"memento.memory.database.{name} moved to memento.memory.backends.{name}", DeprecationWarning, stacklevel=2
+        )
+        # a forward of a moved name, resolved when asked for: not an import of this module's (that would be a cycle)
+        return getattr(importlib.import_module("memento.memory.backends"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from memento._moved import MOVED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,3 +118,23 @@ def test_no_project_file_imports_an_old_path() -> None:
             if hits:
                 found.append(f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}: {', '.join(hits)}")
     assert not found, "\n".join(found)
+
+
+def test_names_moved_out_of_a_module_still_import_from_it_with_a_warning() -> None:
+    """memory/database.py's backend functions moved to memory/backends.py (which imports database.py): the old
+    ``from memento.memory.database import open_database`` still works for one release, warning with the new path."""
+    import warnings
+
+    import memento.memory.backends as backends
+    import memento.memory.database as database
+
+    for name in ("open_database", "part_exists", "writer_lock", "writer_lock_holder", "writer_active"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert getattr(database, name) is getattr(backends, name)
+        assert [str(w.message) for w in caught] == [
+            f"memento.memory.database.{name} moved to memento.memory.backends.{name}"
+        ]
+        assert caught[0].category is DeprecationWarning and caught[0].filename == __file__
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        database.nothing  # noqa: B018
