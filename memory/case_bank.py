@@ -55,6 +55,7 @@ from memento.memory.case_eviction import EvictionPolicy
 from memento.memory.case_gate import GATE_FILE, CaseGate
 from memento.memory.case_index import CaseIndex
 from memento.memory.case_kernel import CaseKernel
+from memento.memory.case_rows import read_embedder_info, recorded_embedder
 from memento.memory.case_store import DB_NAME, CaseBankError, CaseStore, bank_exists
 from memento.memory.embedder import Embedder, default_embedder
 from memento.memory.location import LocationLike, PostgresLocation, parse_location
@@ -573,11 +574,12 @@ def open_case_bank(
     if frozen and not exists:
         raise DataError(f"no case bank at {directory}: {missing}")
     if embedder is None:
-        if exists:
-            stored = StoredEmbedder.of(directory)
-            embedder = embedder_for(stored.name, stored.dim)
-        else:
-            embedder = default_embedder()
+        # a bank another process is creating right now records no embedder yet: a writer then brings the default
+        # one (the bank refuses it if the other recorded a different one first); a frozen reader needs the record
+        stored = recorded_embedder(directory) if exists else None
+        if stored is None and frozen:
+            stored = read_embedder_info(directory)
+        embedder = embedder_for(*stored) if stored is not None else default_embedder()
     capacity = getattr(settings.cbr, "capacity", None)
     return CaseBank(
         directory,

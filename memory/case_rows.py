@@ -33,6 +33,7 @@ __all__ = [
     "unusable",
     "bank_exists",
     "read_embedder_info",
+    "recorded_embedder",
     "vectors",
     "row_to_case",
     "content_items",
@@ -107,15 +108,31 @@ def bank_exists(location: LocationLike) -> bool:
 def read_embedder_info(dir: LocationLike) -> tuple[str, int]:
     """The ``(name, dim)`` of the embedder recorded in the bank at ``dir`` (read-only; nothing is created)."""
     loc = parse_location(dir)
+    info = recorded_embedder(loc)
+    if info is None:
+        raise CaseBankError(f"case bank {loc.label} records no embedder")
+    return info
+
+
+def recorded_embedder(dir: LocationLike) -> tuple[str, int] | None:
+    """The ``(name, dim)`` of the embedder recorded in the bank at ``dir``, or None while it records none: a bank
+    another process is creating this moment (its SQLite file made, its tables or its embedder not yet written).
+
+    Raises:
+        CaseBankError: no bank at ``dir``, or one that cannot be read (not a database, an unreadable record).
+    """
+    loc = parse_location(dir)
     if not bank_exists(loc):
         raise CaseBankError(f"no case bank at {loc.label} (missing {DB_NAME})")
     try:
         with contextlib.closing(open_database(loc, DB_NAME, read_only=True, what="case bank")) as db:
+            if not db.has_table("meta"):
+                return None
             rows = db.query("SELECT value FROM meta WHERE key='embedder'")
     except DatabaseError as exc:
         raise unusable(loc.label, exc) from None
     if not rows:
-        raise CaseBankError(f"case bank {loc.label} records no embedder")
+        return None
     try:
         info = json.loads(rows[0][0])
         return str(info["name"]), int(info["dim"])

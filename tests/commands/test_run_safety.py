@@ -34,13 +34,16 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 class _Rendezvous(ScriptedEngine):
     """A scripted LM whose first call of each of ``n`` runs (told apart by "book number i" in the prompt) waits
-    until all ``n`` runs have a call in flight: runs serialised by a lock would never meet (the wait times out)."""
+    until all ``n`` runs have a call in flight: runs serialised by a lock would never meet (the wait times out).
+    After one timed-out wait no call waits again, so a run that died early costs the others one wait, not one per
+    call (its error then shows in the test's failure instead of a subprocess timeout)."""
 
     def __init__(self, n: int) -> None:
         super().__init__()
         self.n = n
         self.seen: set[str] = set()
         self.met = False
+        self.gave_up = False
         self._cond = threading.Condition()
 
     def reply(self, system: str, messages: list[dict[str, str]], **options: Any) -> str:
@@ -49,7 +52,9 @@ class _Rendezvous(ScriptedEngine):
             with self._cond:
                 self.seen.add(found.group(1))
                 self._cond.notify_all()
-                self.met = self._cond.wait_for(lambda: len(self.seen) >= self.n, timeout=120) or self.met
+                if not self.gave_up:
+                    met = self._cond.wait_for(lambda: len(self.seen) >= self.n, timeout=120)
+                    self.met, self.gave_up = self.met or met, not met
         return super().reply(system, messages, **options)
 
 

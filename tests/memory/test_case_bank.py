@@ -487,3 +487,31 @@ def test_two_writers_on_one_memory_lose_no_gate_update_or_case(location, backend
     assert reopened.pairs_logged() == 4
     if backend == "sqlite":  # the gate updates took the directory's OS lock (PostgreSQL: an advisory lock)
         assert (loc / ".memento.lock").exists()
+
+
+def test_a_bank_another_process_is_creating_opens_with_the_default_embedder(tmp_path, monkeypatch):
+    """Three `run --method cbr` on one new memory: one process's SQLite file exists before its tables or its
+    embedder record do. Another process opening the bank then must not call it unusable ("no such table: meta",
+    seen once in CI): a writer brings the default embedder; a frozen reader still needs the record."""
+    import sqlite3
+
+    import memento.memory.case_bank as case_bank
+    from memento.core.config import load_settings
+
+    monkeypatch.setattr(case_bank, "default_embedder", lambda: HashingEmbedder(dim=16))
+    settings = load_settings()
+    empty, no_record = tmp_path / "empty" / "cbr", tmp_path / "no-record" / "cbr"
+    for directory in (empty, no_record):
+        directory.mkdir(parents=True)
+        sqlite3.connect(directory / "cases.db").close()  # the file another process's connect just made
+    with sqlite3.connect(no_record / "cases.db") as conn:  # its tables made, its embedder not yet recorded
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    for directory in (empty, no_record):
+        with pytest.raises(CaseBankError, match="records no embedder"):
+            case_bank.open_case_bank(directory, settings, frozen=True, missing="")
+        bank = case_bank.open_case_bank(directory, settings, frozen=False, missing="")
+        assert getattr(bank.embedder, "name", None) == HashingEmbedder(dim=16).name
+        bank.add("Who wrote book number 2?", "search the catalogue", reward=1.0)
+        assert len(bank) == 1
+        bank.close()
+        assert case_bank.open_case_bank(directory, settings, frozen=True, missing="").embedder.dim == 16
