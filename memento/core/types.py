@@ -291,30 +291,19 @@ class Usage(_Record):
     def add(self, other: Usage) -> Usage:
         """Return the sum of two usages (counts and per-stage/per-role maps)."""
         out = self.model_copy(deep=True)
-        for name in (
-            "lm_calls",
-            "prompt_tokens",
-            "completion_tokens",
-            "cached_prompt_tokens",
-            "cached_lm_calls",
-            "judge_calls",
-            "searches",
-            "fetches",
-            "fetch_cache_hits",
-            "unique_urls",
-            "repeated_urls",
-        ):
-            setattr(out, name, getattr(out, name) + getattr(other, name))
+        _add_counts(out, other)
         for attr in ("by_stage", "by_role"):
             mine = getattr(out, attr)
             for key, val in getattr(other, attr).items():
-                cur = mine.setdefault(key, StageUsage())
-                cur.lm_calls += val.lm_calls
-                cur.prompt_tokens += val.prompt_tokens
-                cur.completion_tokens += val.completion_tokens
-                cur.cached_prompt_tokens += val.cached_prompt_tokens
-                cur.cached_calls += val.cached_calls
+                _add_counts(mine.setdefault(key, StageUsage()), val)
         return out
+
+
+def _add_counts(into: _Record, other: _Record) -> None:
+    """Add ``other``'s integer counts to ``into``'s (every ``int`` field of the model, so a new count is summed too)."""
+    for name, field in type(into).model_fields.items():
+        if field.annotation is int:
+            setattr(into, name, getattr(into, name) + getattr(other, name))
 
 
 class Exploration(_Record):

@@ -286,3 +286,26 @@ def test_same_provider_role_inherits_the_lm_endpoint(monkeypatch: pytest.MonkeyP
         flags={"lm": {"model": "openai/a", "api_base": "http://127.0.0.1:9/v1"}, "judge_lm": "anthropic/c"}
     )
     assert s.role("judge_lm").api_base is None and s.role("judge_lm").secret() is None
+
+
+def test_usage_add_sums_every_count_and_every_stage_and_role_count() -> None:
+    from memento.core.types import StageUsage, Usage
+
+    counts = [name for name, field in Usage.model_fields.items() if field.annotation is int]
+    stage_counts = list(StageUsage.model_fields)
+    assert len(counts) == 11 and len(stage_counts) == 5
+    one = Usage.model_validate(
+        {**{name: i + 1 for i, name in enumerate(counts)}, "by_stage": {"solve": {"lm_calls": 1}}}
+    )
+    two = Usage.model_validate(
+        {
+            **{name: 100 * (i + 1) for i, name in enumerate(counts)},
+            "by_stage": {"solve": dict.fromkeys(stage_counts, 10)},
+            "by_role": {"judge_lm": dict.fromkeys(stage_counts, 3)},
+        }
+    )
+    total = one.add(two)
+    assert [getattr(total, name) for name in counts] == [101 * (i + 1) for i in range(len(counts))]
+    assert total.by_stage["solve"].model_dump() == {n: 11 if n == "lm_calls" else 10 for n in stage_counts}
+    assert total.by_role["judge_lm"].model_dump() == dict.fromkeys(stage_counts, 3)
+    assert one.lm_calls == 1 and one.by_role == {}  # the operands are left as they were
