@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import dspy
@@ -182,29 +181,52 @@ def _react(task: Task, settings: Settings, roles: Roles | None, **options: Any) 
     )
 
 
-def _react_variant(**options: Any) -> Callable[..., ReActAgent]:
-    """The registry builder of a ReAct variant: ``_react`` with ``options`` (query rewriting, reranking)."""
-
-    def build(
-        *,
-        task: Task,
-        settings: Settings,
-        roles: Roles | None = None,
-        trainset: list[Any] | None = None,
-        memory_dir: Location | None = None,
-    ) -> ReActAgent:
-        return _react(task, settings, roles, **options)
-
-    return build
+@register_method("react")
+def _build_react(
+    *,
+    task: Task,
+    settings: Settings,
+    roles: Roles | None = None,
+    trainset: list[Any] | None = None,
+    memory_dir: Location | None = None,
+) -> ReActAgent:
+    return _react(task, settings, roles)
 
 
-for _name, _options in (
-    ("react", {}),
-    ("react_rewrite", {"query_rewriting": True}),
-    ("react_rerank", {"rerank": True}),
-    ("react_rewrite_rerank", {"query_rewriting": True, "rerank": True}),
-):
-    register_method(_name)(_react_variant(**_options))
+@register_method("react_rewrite")
+def _build_react_rewrite(
+    *,
+    task: Task,
+    settings: Settings,
+    roles: Roles | None = None,
+    trainset: list[Any] | None = None,
+    memory_dir: Location | None = None,
+) -> ReActAgent:
+    return _react(task, settings, roles, query_rewriting=True)
+
+
+@register_method("react_rerank")
+def _build_react_rerank(
+    *,
+    task: Task,
+    settings: Settings,
+    roles: Roles | None = None,
+    trainset: list[Any] | None = None,
+    memory_dir: Location | None = None,
+) -> ReActAgent:
+    return _react(task, settings, roles, rerank=True)
+
+
+@register_method("react_rewrite_rerank")
+def _build_react_rewrite_rerank(
+    *,
+    task: Task,
+    settings: Settings,
+    roles: Roles | None = None,
+    trainset: list[Any] | None = None,
+    memory_dir: Location | None = None,
+) -> ReActAgent:
+    return _react(task, settings, roles, query_rewriting=True, rerank=True)
 
 
 @register_method("react_memory", reads="memento")
